@@ -1,0 +1,78 @@
+"""Compute on the host every output whose inputs are known at compile time.
+
+Values come from Constants, small initializers and earlier folds; folded outputs get a `value`
+and their nodes emit no GPU step. Large results (over `FOLD_ELEMENT_LIMIT` elements) are left to
+the GPU rather than held in host memory.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from onyxia.core import (
+    FOLD_ELEMENT_LIMIT,
+    Absent,
+    FoldCtx,
+    IrGraph,
+    IrNode,
+    OnyxiaError,
+    OperatorRegistry,
+    ShapeInferenceError,
+    Stage,
+    as_output_value,
+)
+
+__all__ = ["ConstantFoldingPass", "fold_node"]
+
+log = logging.getLogger(__name__)
+
+
+class ConstantFoldingPass:
+    name = "ConstantFolding"
+    stage = Stage.FOLDING
+
+    def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
+        folded = sum(fold_node(graph, node, registry) for node in graph.topological_order())
+        log.info("%s: folded %d nodes", self.name, folded)
+        return folded > 0
+
+
+def fold_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> bool:
+    """Fold `node` if possible; True when it gained values this time."""
+    outputs = [graph.tensor(t) for t in node.outputs if t is not None]
+    if not outputs or all(t.value is not None for t in outputs):
+        return False
+    if any(isinstance(t.shape, Absent) for t in outputs):
+        return False
+    if any(_numel(t.shape.dims) > FOLD_ELEMENT_LIMIT for t in outputs):  # type: ignore[union-attr]
+        return False
+    operator = registry.get(node.domain, node.op_type, node.opset)
+    if operator is None:
+        return False
+    ctx = FoldCtx(graph, node)
+    try:
+        values = operator.try_fold(ctx)
+    except OnyxiaError:
+        raise
+    except Exception as e:
+        raise ctx.error(f"constant folding failed: {type(e).__name__}: {e}") from e
+    if values is None:
+        return False
+    for tensor, value in zip(outputs, values):
+        value = np.asarray(value)
+        expected = tuple(tensor.shape.dims)  # type: ignore[union-attr]
+        if value.shape != expected and all(isinstance(d, int) for d in expected):
+            raise ShapeInferenceError(
+                f"node '{node.name}' ({node.op_type}): folded value of output '{tensor.name}' has shape "
+                f"{list(value.shape)}, but inference said {list(expected)}"
+            )
+        tensor.value = as_output_value(value, tensor.dtype.numpy)
+    return True
+
+
+def _numel(dims: tuple) -> int:
+    if not all(isinstance(d, int) for d in dims):
+        return FOLD_ELEMENT_LIMIT + 1  # symbolic sizes are never folded
+    return int(np.prod(dims, dtype=np.int64))

@@ -1,0 +1,65 @@
+"""Turn every node that still needs the GPU into steps; folded nodes emit nothing.
+
+The result is a pure-data `CompiledModel` (no GPU needed to build it), kept on the pass as
+`compiled` for the pipeline to return.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from onyxia.core import (
+    CompiledModel,
+    IrGraph,
+    OnyxiaError,
+    OperatorRegistry,
+    PlanBuilder,
+    PlanCtx,
+    PlanningError,
+    Stage,
+)
+
+__all__ = ["PlanningPass"]
+
+log = logging.getLogger(__name__)
+
+
+class PlanningPass:
+    name = "Planning"
+    stage = Stage.PLANNING
+
+    def __init__(self, dims: dict[str, int] | None = None) -> None:
+        self.dims = dict(dims or {})
+        self.compiled: CompiledModel | None = None
+
+    def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
+        builder = PlanBuilder(graph, registry.shaders)
+        skipped = 0
+        for node in graph.topological_order():
+            outputs = [graph.tensor(t) for t in node.outputs if t is not None]
+            if outputs and all(t.value is not None for t in outputs):
+                skipped += 1
+                continue
+            operator = registry.get(node.domain, node.op_type, node.opset)
+            assert operator is not None, f"{node.op_type} passed the support check"
+            ctx = PlanCtx(builder, node)
+            try:
+                operator.plan(ctx)
+            except OnyxiaError:
+                raise
+            except Exception as e:
+                raise PlanningError(
+                    f"node '{node.name}' ({node.op_type}): planning failed: {type(e).__name__}: {e}"
+                ) from e
+            builder.operations.append(ctx.op)
+        metadata = {"graph": graph.name, **graph.metadata}
+        self.compiled = builder.finish(self.dims, metadata)
+        log.info(
+            "%s: %d ops planned, %d folded nodes skipped, %d dispatches, %d shaders",
+            self.name,
+            len(builder.operations),
+            skipped,
+            self.compiled.dispatch_count,
+            len(builder.shaders),
+        )
+        return False

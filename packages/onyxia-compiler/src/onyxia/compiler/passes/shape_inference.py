@@ -1,0 +1,86 @@
+"""Give every tensor a dtype and a Static or Symbolic shape — or fail naming the node.
+
+Shapes depend on values (Reshape's target, Expand's shape, Slice's starts), so each node is
+folded right after its shapes are inferred, the way ONNX's data propagation works: a
+``Shape -> Gather -> Concat -> Reshape`` chain is fully known by the time Reshape is reached.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from onyxia.compiler.passes.constant_folding import fold_node
+from onyxia.core import (
+    Absent,
+    InferenceCtx,
+    IrGraph,
+    IrNode,
+    OnyxiaError,
+    OperatorRegistry,
+    ShapeInferenceError,
+    Stage,
+    UnsupportedOpError,
+)
+
+__all__ = ["ShapeInferencePass", "check_supported"]
+
+log = logging.getLogger(__name__)
+
+
+class ShapeInferencePass:
+    name = "ShapeInference"
+    stage = Stage.INFERENCE
+
+    def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
+        check_supported(graph, registry)
+        changed = 0
+        for node in graph.topological_order():
+            changed += _infer_node(graph, node, registry)
+            fold_node(graph, node, registry)
+        log.info("%s: %d tensors changed type or shape", self.name, changed)
+        return changed > 0
+
+
+def check_supported(graph: IrGraph, registry: OperatorRegistry) -> None:
+    """Raise one `UnsupportedOpError` listing every op the registry lacks, with counts and nodes."""
+    missing: dict[tuple[str, str, int], list[str]] = defaultdict(list)
+    for node in graph.nodes:
+        if registry.get(node.domain, node.op_type, node.opset) is None:
+            missing[(node.domain or "ai.onnx", node.op_type, node.opset)].append(node.name)
+    if missing:
+        lines = [
+            f"  {domain}::{op} (opset {opset}): {len(names)} node(s): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
+            for (domain, op, opset), names in sorted(missing.items())
+        ]
+        total = sum(len(v) for v in missing.values())
+        raise UnsupportedOpError(f"{len(missing)} unsupported op type(s), {total} node(s):\n" + "\n".join(lines))
+
+
+def _infer_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> int:
+    operator = registry.get(node.domain, node.op_type, node.opset)
+    assert operator is not None
+    ctx = InferenceCtx(graph, node)
+    for i, t in enumerate(node.inputs):
+        if t is not None and isinstance(graph.tensor(t).shape, Absent):
+            raise ctx.error(f"input {i} ('{graph.tensor(t).name}') has no inferred shape")
+    try:
+        results = list(operator.infer_output_shapes(ctx))
+    except OnyxiaError:
+        raise
+    except Exception as e:  # an operator bug must still name the node
+        raise ctx.error(f"shape inference failed: {type(e).__name__}: {e}") from e
+    if len(results) < sum(t is not None for t in node.outputs):
+        raise ShapeInferenceError(
+            f"node '{node.name}' ({node.op_type}): operator returned {len(results)} output types "
+            f"for {len(node.outputs)} outputs"
+        )
+    changed = 0
+    for t, (dtype, shape) in zip(node.outputs, results):
+        if t is None:
+            continue
+        tensor = graph.tensor(t)
+        if (tensor.dtype, tensor.shape) != (dtype, shape):
+            tensor.dtype, tensor.shape = dtype, shape
+            changed += 1
+    return changed

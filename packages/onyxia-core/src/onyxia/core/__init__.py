@@ -1,0 +1,108 @@
+"""onyxia.core — the graph IR, shapes, operator/pass protocols, plan types and WGSL preprocessor.
+
+Bottom layer of load -> IR -> passes -> plan -> executor. It depends on numpy only and must not
+import onnx, wgpu or any other onyxia package.
+"""
+
+from onyxia.core.builder import GraphBuilder
+from onyxia.core.context import FOLD_ELEMENT_LIMIT, FoldCtx, InferenceCtx, NodeCtx, as_output_value, is_symbolic_value
+from onyxia.core.dtypes import DataType, require_gpu_type
+from onyxia.core.errors import (
+    DeviceError,
+    InputError,
+    ModelLoadError,
+    OnyxiaError,
+    PlanningError,
+    ShaderError,
+    ShapeInferenceError,
+    SymbolicError,
+    UnsupportedOpError,
+)
+from onyxia.core.ir import GraphError, IrGraph, IrNode, TensorDef, TensorKind
+from onyxia.core.operator import Operator, OperatorBase, TensorType
+from onyxia.core.passes import Pass, Stage
+from onyxia.core.plan import (
+    BindingDesc,
+    BufferRef,
+    CompiledModel,
+    CompiledShader,
+    CopyBuffer,
+    Dispatch,
+    ImmediateField,
+    PlannedOp,
+    PlanTensor,
+    ScratchBufferDesc,
+    Step,
+    SymbolicBinding,
+    TensorRole,
+    WriteBuffer,
+)
+from onyxia.core.plan_ctx import PlanBuilder, PlanCtx, ShaderHandle, ceil_div
+from onyxia.core.registry import OperatorRegistry
+from onyxia.core.shapes import Absent, Static, Symbolic, TensorShape, shape_of
+from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
+from onyxia.core.values import TensorValue
+from onyxia.core.wgsl import ShaderLibrary, load_wgsl, preprocess
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FOLD_ELEMENT_LIMIT",
+    "Absent",
+    "BindingDesc",
+    "BufferRef",
+    "CompiledModel",
+    "CompiledShader",
+    "CopyBuffer",
+    "DataType",
+    "DeviceError",
+    "Dispatch",
+    "FoldCtx",
+    "GraphBuilder",
+    "GraphError",
+    "ImmediateField",
+    "InferenceCtx",
+    "InputError",
+    "IrGraph",
+    "IrNode",
+    "ModelLoadError",
+    "NodeCtx",
+    "OnyxiaError",
+    "Operator",
+    "OperatorBase",
+    "OperatorRegistry",
+    "Pass",
+    "PlanBuilder",
+    "PlanCtx",
+    "PlanTensor",
+    "PlannedOp",
+    "PlanningError",
+    "ScratchBufferDesc",
+    "ShaderError",
+    "ShaderHandle",
+    "ShaderLibrary",
+    "ShapeInferenceError",
+    "Stage",
+    "Static",
+    "Step",
+    "Symbolic",
+    "SymbolicBinding",
+    "SymbolicDim",
+    "SymbolicError",
+    "SymbolicExpr",
+    "TensorDef",
+    "TensorKind",
+    "TensorRole",
+    "TensorShape",
+    "TensorType",
+    "TensorValue",
+    "UnsupportedOpError",
+    "WriteBuffer",
+    "as_output_value",
+    "is_symbolic_value",
+    "ceil_div",
+    "load_wgsl",
+    "preprocess",
+    "require_gpu_type",
+    "shape_of",
+]

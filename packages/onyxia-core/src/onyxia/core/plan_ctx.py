@@ -1,0 +1,265 @@
+"""What an operator's `plan()` sees, and the builder that collects every op's steps into a plan.
+
+The rule planning enforces for every shader: a static dim becomes a shader def (a literal the
+compiler can unroll on), a symbolic dim becomes a field of the ``var<immediate>`` block and a
+`SymbolicBinding`, so the runtime can patch it without recompiling. Operators name their dims
+once (`compile_shader(..., dims={"N": n})`) and write ``#{N}`` in WGSL either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onyxia.core.context import NodeCtx
+from onyxia.core.dtypes import DataType, require_gpu_type
+from onyxia.core.errors import PlanningError, ShaderError
+from onyxia.core.ir import IrGraph, IrNode, TensorDef, TensorKind
+from onyxia.core.plan import (
+    BindingDesc,
+    BufferRef,
+    CompiledModel,
+    CompiledShader,
+    CopyBuffer,
+    Dispatch,
+    ImmediateField,
+    PlannedOp,
+    PlanTensor,
+    ScratchBufferDesc,
+    SymbolicBinding,
+    TensorRole,
+)
+from onyxia.core.shapes import Absent
+from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
+from onyxia.core.wgsl import ShaderLibrary, preprocess
+
+__all__ = ["IMMEDIATE_DECLARATION", "MAX_IMMEDIATE_BYTES", "PlanBuilder", "PlanCtx", "ShaderHandle", "ceil_div"]
+
+MAX_IMMEDIATE_BYTES = 256  # lavapipe's limit, and the smallest any adapter we target has
+IMMEDIATE_DECLARATION = "var<immediate> imm: Immediates;"
+
+
+def ceil_div(a: SymbolicDim, b: int) -> SymbolicDim:
+    return (a + (b - 1)) // b  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class ShaderHandle:
+    """A compiled shader plus this use's immediate values (the shader itself is shared)."""
+
+    index: int
+    immediates: tuple[ImmediateField, ...] = ()
+
+
+@dataclass
+class PlanBuilder:
+    """Accumulates shaders (deduplicated by label and defs), tensors and ops for one model."""
+
+    graph: IrGraph
+    library: ShaderLibrary
+    shaders: list[CompiledShader] = field(default_factory=list)
+    tensors: dict[int, PlanTensor] = field(default_factory=dict)
+    operations: list[PlannedOp] = field(default_factory=list)
+    features: set[str] = field(default_factory=set)
+    _shader_keys: dict[tuple, int] = field(default_factory=dict)
+    _scratch_ids: int = 0
+
+    def plan_tensor(self, tensor: TensorDef) -> PlanTensor:
+        """The plan entry for `tensor`, created on first use with its role and upload data."""
+        if tensor.id in self.tensors:
+            return self.tensors[tensor.id]
+        if isinstance(tensor.shape, Absent):
+            raise PlanningError(f"tensor '{tensor.name}' is absent but a GPU step uses it")
+        require_gpu_type(tensor.dtype, f"tensor '{tensor.name}'")
+        role, data = self._role(tensor)
+        if tensor.dtype == DataType.FLOAT16:
+            self.features.add("shader-f16")
+        entry = PlanTensor(tensor.id, tensor.name, tensor.dtype, tuple(tensor.shape.dims), role, data)
+        self.tensors[tensor.id] = entry
+        return entry
+
+    def _role(self, tensor: TensorDef) -> tuple[TensorRole, object]:
+        if tensor.kind is TensorKind.INPUT:
+            return TensorRole.INPUT, None
+        if tensor.id in self.graph.outputs and tensor.value is None:
+            return TensorRole.OUTPUT, None
+        if tensor.value is not None and tensor.value.dtype == object:
+            return TensorRole.SYMBOLIC, tensor.value
+        if tensor.value is not None:
+            _check_int_range(tensor.name, tensor.dtype, tensor.value)
+            return (TensorRole.OUTPUT if tensor.id in self.graph.outputs else TensorRole.WEIGHT), tensor.value
+        if tensor.initializer is not None:
+            return TensorRole.WEIGHT, tensor.initializer
+        return TensorRole.INTERMEDIATE, None
+
+    def compile_shader(
+        self, label: str, source: str, defs: Mapping[str, object], dims: Mapping[str, DimValue]
+    ) -> ShaderHandle:
+        full_defs = dict(defs)
+        flat = _flatten_dims(dims)
+        symbolic = sorted(name for name, value in flat.items() if not isinstance(value, int))
+        for name, value in flat.items():
+            if isinstance(value, int) and value < 0:
+                raise PlanningError(f"shader '{label}': dim {name} is negative ({value})")
+        for name, value in dims.items():
+            if isinstance(value, (int, SymbolicExpr)):
+                full_defs[name] = _dim_text(name, value)
+            else:  # a list of dims becomes a comma list, e.g. for array<u32, RANK>(#{OUT_DIMS})
+                full_defs[name] = ", ".join(_dim_text(f"{name}_{i}", v) for i, v in enumerate(value)) or "0u"
+        fields = tuple(ImmediateField(name, 4 * i, flat[name]) for i, name in enumerate(symbolic))
+        if 4 * len(fields) > MAX_IMMEDIATE_BYTES:
+            raise PlanningError(f"shader '{label}': {len(fields)} symbolic dims exceed {MAX_IMMEDIATE_BYTES} B of immediates")
+        key = (label, tuple(sorted((k, str(v)) for k, v in full_defs.items())), tuple(symbolic))
+        if key not in self._shader_keys:
+            text = preprocess(source, full_defs, label, self.library)
+            text = _declare_immediates(text, symbolic)
+            if "enable f16;" in text:
+                self.features.add("shader-f16")
+            self._shader_keys[key] = len(self.shaders)
+            self.shaders.append(CompiledShader(label, text, "main", 4 * len(symbolic)))
+        return ShaderHandle(self._shader_keys[key], fields)
+
+    def new_scratch_id(self) -> int:
+        self._scratch_ids += 1
+        return self._scratch_ids
+
+    def finish(self, dims: dict[str, int], metadata: dict[str, str]) -> CompiledModel:
+        for t in (*self.graph.inputs, *self.graph.outputs):
+            self.plan_tensor(self.graph.tensor(t))
+        bindings = [
+            SymbolicBinding(op_index, step_index, f)
+            for op_index, op in enumerate(self.operations)
+            for step_index, step in enumerate(op.steps)
+            if isinstance(step, Dispatch)
+            for f in step.immediates
+        ]
+        model = CompiledModel(
+            self.operations,
+            self.shaders,
+            self.tensors,
+            list(self.graph.inputs),
+            list(self.graph.outputs),
+            bindings,
+            dims=dict(dims),
+            required_features=set(self.features),
+            metadata=dict(metadata),
+            constraints=list(self.graph.constraints),
+        )
+        return model
+
+
+class PlanCtx(NodeCtx):
+    """One node's planning view: buffer refs for its tensors and the step emitters."""
+
+    def __init__(self, builder: PlanBuilder, node: IrNode) -> None:
+        super().__init__(builder.graph, node)
+        self.builder = builder
+        self.op = PlannedOp(node.name, node.op_type)
+
+    # ----- buffers ---------------------------------------------------------------------------
+    def input(self, i: int) -> BufferRef:
+        return BufferRef(tensor=self.builder.plan_tensor(self.input_tensor(i)).id)
+
+    def output(self, i: int) -> BufferRef:
+        return BufferRef(tensor=self.builder.plan_tensor(self.output_tensor(i)).id)
+
+    def output_dims(self, i: int = 0) -> tuple[SymbolicDim, ...]:
+        shape = self.output_tensor(i).shape
+        if isinstance(shape, Absent):
+            raise PlanningError(f"node '{self.node.name}': output {i} is absent")
+        return shape.dims
+
+    def static_dims(self, i: int) -> tuple[int, ...]:
+        """Input `i`'s dims, all known; a `PlanningError` if any is symbolic."""
+        dims = self.input_dims(i)
+        if not all(isinstance(d, int) for d in dims):
+            raise PlanningError(f"node '{self.node.name}' ({self.node.op_type}): input {i} needs static dims, found {list(map(str, dims))}")
+        return dims  # type: ignore[return-value]
+
+    def symbolic_dims(self, i: int) -> list[str]:
+        """Names of the symbols input `i`'s shape depends on."""
+        names: set[str] = set()
+        for d in self.input_dims(i):
+            if isinstance(d, SymbolicExpr):
+                names |= d.names()
+        return sorted(names)
+
+    def alloc_scratch(self, size: SymbolicDim, label: str) -> BufferRef:
+        desc = ScratchBufferDesc(self.builder.new_scratch_id(), size, f"{self.node.name}/{label}")
+        self.op.scratch.append(desc)
+        return BufferRef(scratch=desc.id)
+
+    # ----- steps -----------------------------------------------------------------------------
+    def compile_shader(
+        self,
+        label: str,
+        source: str,
+        defs: Mapping[str, object] | None = None,
+        dims: Mapping[str, DimValue] | None = None,
+    ) -> ShaderHandle:
+        """Preprocess `source` with `defs`; each entry of `dims` (a dim or a list of dims) becomes
+        a literal def when static or an immediate field when symbolic, written ``#{NAME}``."""
+        try:
+            return self.builder.compile_shader(label, source, defs or {}, dims or {})
+        except ShaderError as e:
+            raise ShaderError(f"node '{self.node.name}' ({self.node.op_type}): {e}") from e
+
+    def dispatch(
+        self,
+        shader: ShaderHandle,
+        reads: Sequence[BufferRef],
+        writes: Sequence[BufferRef],
+        workgroups: SymbolicDim | Sequence[SymbolicDim],
+    ) -> Dispatch:
+        """Bindings are numbered reads first, then writes (the order the shader declares them)."""
+        bindings = [BindingDesc(i, ref, True) for i, ref in enumerate(reads)]
+        bindings += [BindingDesc(len(reads) + i, ref, False) for i, ref in enumerate(writes)]
+        wg = (workgroups,) if isinstance(workgroups, (int, SymbolicExpr)) else tuple(workgroups)
+        wg3 = (wg + (1, 1, 1))[:3]
+        step = Dispatch(shader.index, bindings, wg3, list(shader.immediates))  # type: ignore[arg-type]
+        self.op.steps.append(step)
+        return step
+
+    def copy(self, src: BufferRef, dst: BufferRef, size: SymbolicDim, src_offset: SymbolicDim = 0, dst_offset: SymbolicDim = 0) -> None:
+        self.op.steps.append(CopyBuffer(src, dst, size, src_offset, dst_offset))
+
+
+DimValue = SymbolicDim | Sequence[SymbolicDim]
+
+
+def _flatten_dims(dims: Mapping[str, DimValue]) -> dict[str, SymbolicDim]:
+    flat: dict[str, SymbolicDim] = {}
+    for name, value in dims.items():
+        if isinstance(value, (int, SymbolicExpr)):
+            flat[name] = value
+        else:
+            flat.update({f"{name}_{i}": v for i, v in enumerate(value)})
+    return flat
+
+
+def _dim_text(name: str, value: SymbolicDim) -> str:
+    return f"{value}u" if isinstance(value, int) else f"imm.{name}"
+
+
+def _declare_immediates(text: str, names: Sequence[str]) -> str:
+    if not names:
+        return text
+    decl = "struct Immediates { " + " ".join(f"{n}: u32," for n in names) + " }\n" + IMMEDIATE_DECLARATION
+    lines = text.split("\n")
+    last_enable = max((i for i, line in enumerate(lines) if line.strip().startswith("enable ")), default=-1)
+    lines.insert(last_enable + 1, decl)
+    return "\n".join(lines)
+
+
+def _check_int_range(name: str, dtype: DataType, value: np.ndarray) -> None:
+    """int64 lives as i32 on the GPU: refuse a constant that would wrap."""
+    if dtype == DataType.INT64 and value.size and value.dtype != object:
+        lo, hi = int(value.min()), int(value.max())
+        info = np.iinfo(np.int32)
+        if lo < info.min or hi > info.max:
+            raise PlanningError(
+                f"tensor '{name}': int64 value range [{lo}, {hi}] does not fit the GPU's i32 storage"
+            )
+

@@ -1,0 +1,88 @@
+"""Which operator implements (domain, op_type) at a given opset, and where its WGSL modules live.
+
+Registration is data: `register()` chains, `register_family()` takes a whole family table.
+Packages that publish operators expose a function under the ``onyxia.operators`` entry-point
+group; `discover()` calls each with the registry, so a custom-op package works after a plain
+``pip install``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from onyxia.core.errors import OnyxiaError
+from onyxia.core.operator import Operator
+from onyxia.core.wgsl import ShaderLibrary
+
+__all__ = ["ENTRY_POINT_GROUP", "OperatorRegistry"]
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "onyxia.operators"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    since: int
+    until: int | None  # inclusive; None = open-ended
+    operator: Operator
+
+
+class OperatorRegistry:
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], list[_Entry]] = {}
+        self.shaders = ShaderLibrary()
+        self.plugins: list[str] = []
+
+    def register(
+        self,
+        op_type: str,
+        operator: Operator,
+        *,
+        domain: str = "",
+        since: int = 1,
+        until: int | None = None,
+    ) -> OperatorRegistry:
+        """Add `operator` for opsets `since..until` (inclusive); later registrations win ties."""
+        self._entries.setdefault((_canon(domain), op_type), []).insert(0, _Entry(since, until, operator))
+        return self
+
+    def register_family(self, domain: str, table: Mapping[str, Operator]) -> OperatorRegistry:
+        for op_type, operator in table.items():
+            self.register(op_type, operator, domain=domain)
+        return self
+
+    def get(self, domain: str, op_type: str, opset: int | None = None) -> Operator | None:
+        for entry in self._entries.get((_canon(domain), op_type), []):
+            if opset is None or opset <= 0 or (entry.since <= opset and (entry.until is None or opset <= entry.until)):
+                return entry.operator
+        return None
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        return (_canon(key[0]), key[1]) in self._entries
+
+    def op_types(self) -> list[tuple[str, str]]:
+        """Every registered (domain, op_type), sorted."""
+        return sorted(self._entries)
+
+    def discover(self) -> OperatorRegistry:
+        """Call every ``onyxia.operators`` entry point with this registry."""
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in self.plugins:
+                continue
+            try:
+                register = ep.load()
+                register(self)
+            except Exception as e:  # a broken plugin must say which one it is
+                raise OnyxiaError(f"operator plugin '{ep.name}' ({ep.value}) failed to register: {e}") from e
+            self.plugins.append(ep.name)
+            log.info("registered operator plugin %s", ep.name)
+        return self
+
+
+def _canon(domain: str) -> str:
+    """ONNX writes the default domain as '' or 'ai.onnx'."""
+    return "" if domain in ("", "ai.onnx") else domain

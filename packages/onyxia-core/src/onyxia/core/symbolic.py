@@ -1,0 +1,221 @@
+"""Symbolic dimension expressions such as ``past_sequence_length + sequence_length``.
+
+Exporters write dims as free strings. Shape inference needs to combine them (Concat sums them,
+Reshape multiplies them) and the runtime needs to evaluate them once the real sizes are known,
+so an expression is a small immutable tree with integer semantics: ``/`` is floor division, ``%``
+the non-negative modulo, exactly as sizes behave. Literal sub-expressions are folded when built,
+so equal dims compare equal structurally.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Union
+
+from onyxia.core.errors import SymbolicError
+
+__all__ = ["SymbolicDim", "SymbolicExpr", "evaluate_dim", "simplify_dim"]
+
+SymbolicDim = Union[int, "SymbolicExpr"]
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_.:]*)|(.))")
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
+
+
+def _apply(op: str, a: int, b: int) -> int:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if b == 0:
+        raise SymbolicError(f"division by zero while evaluating '{a} {op} {b}'")
+    return a // b if op == "/" else a % b
+
+
+@dataclass(frozen=True)
+class SymbolicExpr:
+    """An integer expression over named dims: a name, or ``(op, lhs, rhs)``.
+
+    Build with `SymbolicExpr.parse("a * b")`, `SymbolicExpr.name("a")`, or arithmetic on existing
+    expressions and ints (``expr * 4 + 1``); results that become literal collapse to plain ints.
+    """
+
+    op: str  # "name" or one of + - * / %
+    args: tuple[SymbolicDim | str, ...]
+
+    # ----- construction -------------------------------------------------------------------
+    @staticmethod
+    def name(symbol: str) -> SymbolicExpr:
+        return SymbolicExpr("name", (symbol,))
+
+    @staticmethod
+    def parse(text: str) -> SymbolicDim:
+        """Parse a dim string; raises `SymbolicError` naming the string and position."""
+        tokens = _tokenize(text)
+        parser = _Parser(text, tokens)
+        result = parser.expression(0)
+        if parser.pos != len(tokens):
+            raise SymbolicError(f"malformed dim expression '{text}': unexpected '{tokens[parser.pos]}'")
+        return result
+
+    @staticmethod
+    def binary(op: str, a: SymbolicDim, b: SymbolicDim) -> SymbolicDim:
+        """Combine two dims, folding literals and the identities x+0, x*1, x*0, x/1."""
+        if isinstance(a, int) and isinstance(b, int):
+            return _apply(op, a, b)
+        if op == "+" and b == 0 or op == "-" and b == 0 or op in "*/" and b == 1:
+            return a
+        if op == "+" and a == 0 or op == "*" and a == 1:
+            return b
+        if op == "*" and (a == 0 or b == 0):
+            return 0
+        if op == "-" and a == b:
+            return 0
+        if op in "/%" and a == b:
+            return 1 if op == "/" else 0
+        return SymbolicExpr(op, (a, b))
+
+    # ----- queries --------------------------------------------------------------------------
+    @property
+    def is_name(self) -> bool:
+        return self.op == "name"
+
+    def names(self) -> set[str]:
+        if self.is_name:
+            return {str(self.args[0])}
+        found: set[str] = set()
+        for arg in self.args:
+            if isinstance(arg, SymbolicExpr):
+                found |= arg.names()
+        return found
+
+    def evaluate(self, bindings: Mapping[str, int]) -> int:
+        """Evaluate fully; raises `SymbolicError` for an unbound name."""
+        result = self.substitute(bindings)
+        if not isinstance(result, int):
+            missing = ", ".join(sorted(result.names()))
+            raise SymbolicError(f"cannot evaluate dim '{self}': no value bound for {missing}")
+        return result
+
+    def substitute(self, bindings: Mapping[str, SymbolicDim]) -> SymbolicDim:
+        """Replace the names that `bindings` knows; the result is an int once nothing is left."""
+        if self.is_name:
+            return bindings.get(str(self.args[0]), self)
+        a, b = (x.substitute(bindings) if isinstance(x, SymbolicExpr) else x for x in self.args)
+        return SymbolicExpr.binary(self.op, a, b)  # type: ignore[arg-type]
+
+    # ----- arithmetic (so shape rules read like math) ----------------------------------------
+    def __add__(self, other: SymbolicDim) -> SymbolicDim:
+        return SymbolicExpr.binary("+", self, other)
+
+    def __radd__(self, other: SymbolicDim) -> SymbolicDim:
+        return SymbolicExpr.binary("+", other, self)
+
+    def __sub__(self, other: SymbolicDim) -> SymbolicDim:
+        return SymbolicExpr.binary("-", self, other)
+
+    def __rsub__(self, other: SymbolicDim) -> SymbolicDim:
+        return SymbolicExpr.binary("-", other, self)
+
+    def __mul__(self, other: SymbolicDim) -> SymbolicDim:
+        return SymbolicExpr.binary("*", self, other)
+
+    def __rmul__(self, other: SymbolicDim) -> SymbolicDim:
+        return SymbolicExpr.binary("*", other, self)
+
+    def __floordiv__(self, other: SymbolicDim) -> SymbolicDim:
+        return SymbolicExpr.binary("/", self, other)
+
+    def __rfloordiv__(self, other: SymbolicDim) -> SymbolicDim:
+        return SymbolicExpr.binary("/", other, self)
+
+    def __mod__(self, other: SymbolicDim) -> SymbolicDim:
+        return SymbolicExpr.binary("%", self, other)
+
+    def __str__(self) -> str:
+        if self.is_name:
+            return str(self.args[0])
+        a, b = (_format_operand(x, self.op, right=i == 1) for i, x in enumerate(self.args))
+        return f"{a} {self.op} {b}"
+
+    def __repr__(self) -> str:
+        return f"SymbolicExpr({str(self)!r})"
+
+
+def _format_operand(x: SymbolicDim | str, parent_op: str, right: bool) -> str:
+    if isinstance(x, SymbolicExpr) and not x.is_name:
+        mine, theirs = _PRECEDENCE[x.op], _PRECEDENCE[parent_op]
+        if mine < theirs or (right and mine == theirs):
+            return f"({x})"
+    return str(x)
+
+
+def _tokenize(text: str) -> list[str]:
+    tokens: list[str] = []
+    pos = 0
+    stripped = text.rstrip()
+    while pos < len(stripped):
+        match = _TOKEN.match(stripped, pos)
+        assert match is not None
+        token = match.group(1) or match.group(2) or match.group(3)
+        if match.group(3) and token not in "+-*/%()":
+            raise SymbolicError(f"malformed dim expression '{text}': unexpected character '{token}'")
+        tokens.append(token)
+        pos = match.end()
+    if not tokens:
+        raise SymbolicError("malformed dim expression '': empty string")
+    return tokens
+
+
+class _Parser:
+    """Precedence climbing over the token list; errors quote the original text."""
+
+    def __init__(self, text: str, tokens: list[str]) -> None:
+        self.text, self.tokens, self.pos = text, tokens, 0
+
+    def _fail(self, what: str) -> SymbolicError:
+        return SymbolicError(f"malformed dim expression '{self.text}': {what}")
+
+    def atom(self) -> SymbolicDim:
+        if self.pos >= len(self.tokens):
+            raise self._fail("expression ends too early")
+        token = self.tokens[self.pos]
+        self.pos += 1
+        if token == "(":
+            inner = self.expression(0)
+            if self.pos >= len(self.tokens) or self.tokens[self.pos] != ")":
+                raise self._fail("missing ')'")
+            self.pos += 1
+            return inner
+        if token == "-":
+            return SymbolicExpr.binary("-", 0, self.atom())
+        if token.isdigit():
+            return int(token)
+        if token[0].isalpha() or token[0] == "_":
+            return SymbolicExpr.name(token)
+        raise self._fail(f"unexpected '{token}'")
+
+    def expression(self, min_precedence: int) -> SymbolicDim:
+        lhs = self.atom()
+        while self.pos < len(self.tokens):
+            op = self.tokens[self.pos]
+            if op not in _PRECEDENCE or _PRECEDENCE[op] < min_precedence:
+                break
+            self.pos += 1
+            rhs = self.expression(_PRECEDENCE[op] + 1)
+            lhs = SymbolicExpr.binary(op, lhs, rhs)
+        return lhs
+
+
+def simplify_dim(dim: SymbolicDim, bindings: Mapping[str, SymbolicDim]) -> SymbolicDim:
+    """`dim` with the names `bindings` knows replaced (ints pass through)."""
+    return dim.substitute(bindings) if isinstance(dim, SymbolicExpr) else dim
+
+
+def evaluate_dim(dim: SymbolicDim, bindings: Mapping[str, int]) -> int:
+    """`dim` as an int under `bindings`; raises `SymbolicError` if a name is unbound."""
+    return dim.evaluate(bindings) if isinstance(dim, SymbolicExpr) else dim
