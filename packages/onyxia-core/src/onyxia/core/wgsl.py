@@ -72,7 +72,13 @@ def preprocess(source: str, defs: Mapping[str, object], label: str, library: Sha
     """Expand directives, imports and ``#{NAME}``; returns plain WGSL."""
     included: list[str] = []
     body = _expand(source, defs, label, library or ShaderLibrary(), included, stack=())
-    return body
+    # `enable` directives must precede every declaration, imported modules' included
+    lines = body.split("\n")
+    enables = [line for line in lines if line.strip().startswith("enable ")]
+    if not enables:
+        return body
+    rest = [line for line in lines if not line.strip().startswith("enable ")]
+    return "\n".join(dict.fromkeys(line.strip() for line in enables)) + "\n" + "\n".join(rest)
 
 
 def _expand(

@@ -1,1 +1,11 @@
-"""onyxia.operators"""
+"""onyxia.operators — ONNX and com.microsoft operators, their WGSL shaders, optional passes.
+
+Sits between the IR (onyxia.core) and planning: each operator infers shapes, folds, and emits GPU
+steps through the ctx objects. It must not import onyxia.runtime, onnx or wgpu.
+"""
+
+from onyxia.operators.registry import core_operator_registry, register_builtin
+
+__version__ = "0.1.0"
+
+__all__ = ["core_operator_registry", "register_builtin"]

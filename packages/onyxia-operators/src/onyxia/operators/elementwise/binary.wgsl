@@ -1,0 +1,50 @@
+// Binary elementwise op with numpy (multidirectional) broadcasting.
+// Bindings: 0 in_a (read), 1 in_b (read), 2 out_y (write).
+// Defs: A_T, B_T, Y_T   WGSL storage types of a, b, y
+//       EXPR            the op, in terms of `a` and `b` (from the family row)
+//       RANK            output rank (>= 1)
+//       BROADCAST       flag: index inputs through strides (absent: all shapes equal, i == ia == ib)
+//       F16             flag: some storage type is f16
+//       WORKGROUP_SIZE
+// Dims (literal when static, immediates when symbolic): N output elements, OUT_DIMS, A_STRIDES,
+//       B_STRIDES (RANK entries; stride 0 marks an axis the input is broadcast over).
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::indexing
+
+@group(0) @binding(0) var<storage, read> in_a: array<#{A_T}>;
+@group(0) @binding(1) var<storage, read> in_b: array<#{B_T}>;
+@group(0) @binding(2) var<storage, read_write> out_y: array<#{Y_T}>;
+
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
+    if (i >= #{N}) {
+        return;
+    }
+#ifdef BROADCAST
+    var out_dims = array<u32, #{RANK}>(#{OUT_DIMS});
+    var a_strides = array<u32, #{RANK}>(#{A_STRIDES});
+    var b_strides = array<u32, #{RANK}>(#{B_STRIDES});
+    var rem = i;
+    var ia = 0u;
+    var ib = 0u;
+    for (var d = i32(#{RANK}) - 1; d >= 0; d--) {
+        let coord = rem % out_dims[d];
+        rem = rem / out_dims[d];
+        ia += coord * a_strides[d];
+        ib += coord * b_strides[d];
+    }
+#else
+    let ia = i;
+    let ib = i;
+#endif
+    let a = in_a[ia];
+    let b = in_b[ib];
+    out_y[i] = #{EXPR};
+}

@@ -1,0 +1,15 @@
+"""Helpers for family tables: rows are declared without their op name; the table supplies it."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TypeVar
+
+__all__ = ["named_rows"]
+
+T = TypeVar("T")
+
+
+def named_rows(table: dict[str, T]) -> dict[str, T]:
+    """Give each frozen-dataclass row its table key as `name` (used in errors and profiles)."""
+    return {key: dataclasses.replace(row, name=key) for key, row in table.items()}  # type: ignore[type-var]

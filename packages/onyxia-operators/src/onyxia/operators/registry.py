@@ -1,0 +1,27 @@
+"""`core_operator_registry()`: every built-in operator, plus those installed packages publish."""
+
+from __future__ import annotations
+
+from onyxia.core import OperatorRegistry
+from onyxia.operators.attention import MICROSOFT
+from onyxia.operators.elementwise import BINARY, UNARY
+from onyxia.operators.matmul import MATMUL
+from onyxia.operators.movement import MOVEMENT
+from onyxia.operators.reduction import REDUCTION
+
+__all__ = ["core_operator_registry", "register_builtin"]
+
+
+def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
+    """Register the built-in families and the shared WGSL modules (``onyxia::indexing`` ...)."""
+    registry.shaders.add_package("onyxia.operators", "wgsl")
+    for table in (BINARY, UNARY, MOVEMENT, MATMUL, REDUCTION):
+        registry.register_family("", table)
+    registry.register_family("com.microsoft", MICROSOFT)
+    return registry
+
+
+def core_operator_registry(*, plugins: bool = True) -> OperatorRegistry:
+    """The built-in operators; with `plugins`, also every ``onyxia.operators`` entry point."""
+    registry = register_builtin(OperatorRegistry())
+    return registry.discover() if plugins else registry

@@ -1,0 +1,27 @@
+"""Named dtype sets for family rows (which dtypes a shader expression is valid WGSL for)."""
+
+from __future__ import annotations
+
+from onyxia.core import DataType, PlanCtx, UnsupportedOpError
+
+__all__ = ["ALL_GPU", "BOOL", "FLOATS", "INTS", "NUMERIC", "SIGNED", "require_dtype"]
+
+FLOATS = frozenset({DataType.FLOAT, DataType.FLOAT16})
+SIGNED_INTS = frozenset({DataType.INT32, DataType.INT64, DataType.INT8, DataType.INT16})
+UNSIGNED_INTS = frozenset({DataType.UINT32, DataType.UINT8, DataType.UINT16})
+INTS = SIGNED_INTS | UNSIGNED_INTS
+SIGNED = FLOATS | SIGNED_INTS
+NUMERIC = FLOATS | INTS
+BOOL = frozenset({DataType.BOOL})
+ALL_GPU = NUMERIC | BOOL
+
+
+def require_dtype(ctx: PlanCtx, dtype: DataType, allowed: frozenset[DataType], what: str = "input") -> None:
+    """Refuse, at compile time, a dtype the op's shader expression has no WGSL form for."""
+    if dtype not in allowed:
+        names = ", ".join(sorted(d.name.lower() for d in allowed))
+        node = ctx.node
+        raise UnsupportedOpError(
+            f"node '{node.name}' ({node.op_type}): {what} dtype {dtype.name.lower()} is not implemented on the GPU "
+            f"(supported: {names})"
+        )

@@ -1,0 +1,161 @@
+"""The one oracle helper: run a single-node ONNX model through Onyxia and onnxruntime, compare.
+
+Every family, pass and end-to-end test goes through `check_op` (or `check_model` for a whole
+model), so tolerances live in one table and a mismatch always reports the worst element.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+__all__ = ["TOLERANCE", "assert_close", "check_model", "check_op", "make_model", "runtime"]
+
+# dtype -> (rtol, atol)
+TOLERANCE: dict[np.dtype, tuple[float, float]] = {
+    np.dtype(np.float32): (1e-4, 1e-5),
+    np.dtype(np.float16): (1e-2, 1e-2),
+}
+
+
+@cache
+def runtime() -> Any:
+    """One GPU device for the whole test session (creating one costs ~100 ms on lavapipe)."""
+    from onyxia.runtime import Runtime
+
+    return Runtime()
+
+
+def make_model(
+    op_type: str,
+    inputs: Mapping[str, np.ndarray],
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    opset: int = 21,
+    domain: str = "",
+    num_outputs: int = 1,
+    initializers: Sequence[str] = (),
+    dim_params: Mapping[str, Sequence[int | str]] | None = None,
+) -> onnx.ModelProto:
+    """A one-node model; inputs named in `initializers` become initializers (compile-time known)."""
+    dim_params = dim_params or {}
+    graph_inputs, inits = [], []
+    for name, value in inputs.items():
+        if name in initializers:
+            inits.append(onnx.numpy_helper.from_array(value, name))
+            continue
+        dims = dim_params.get(name, value.shape)
+        elem = helper.np_dtype_to_tensor_dtype(value.dtype)
+        graph_inputs.append(helper.make_tensor_value_info(name, elem, list(dims)))
+    outputs = [f"y{i}" for i in range(num_outputs)]
+    node = helper.make_node(op_type, list(inputs), outputs, domain=domain, **(attrs or {}))
+    graph_outputs = [helper.make_empty_tensor_value_info(o) for o in outputs]
+    graph = helper.make_graph([node], f"{op_type}_test", graph_inputs, graph_outputs, inits)
+    opsets = [helper.make_opsetid("", opset)]
+    if domain:
+        opsets.append(helper.make_opsetid(domain, 1))
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def reference_outputs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], reference: str) -> list[np.ndarray]:
+    if reference == "onnx":
+        from onnx.reference import ReferenceEvaluator
+
+        return list(ReferenceEvaluator(model).run(None, dict(feeds)))
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return list(session.run(None, dict(feeds)))
+
+
+def onyxia_outputs(
+    model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], dims: Mapping[str, int] | None = None
+) -> list[np.ndarray]:
+    from onyxia.compiler import CompilerPipeline
+    from onyxia.onnx import load_and_parse_model
+    from onyxia.operators import core_operator_registry
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "model.onnx")
+        onnx.save_model(model, path)
+        graph = load_and_parse_model(path)
+    compiled = CompilerPipeline(core_operator_registry()).compile(graph, dims or {})
+    executor = runtime().load_model(compiled)
+    results = executor.run(dict(feeds))
+    return [results[o.name] for o in model.graph.output]
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, name: str = "output") -> None:
+    """Equal shapes and dtypes, values within the dtype's tolerance; reports the worst element."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{name}: shape {actual.shape} != expected {expected.shape}"
+    assert actual.dtype == expected.dtype, f"{name}: dtype {actual.dtype} != expected {expected.dtype}"
+    if actual.size == 0:
+        return
+    if expected.dtype not in TOLERANCE:
+        mismatch = np.argwhere(actual != expected)
+        assert mismatch.size == 0, (
+            f"{name}: {len(mismatch)} elements differ; first at {tuple(mismatch[0])}: "
+            f"{actual[tuple(mismatch[0])]} != {expected[tuple(mismatch[0])]}"
+        )
+        return
+    rtol, atol = TOLERANCE[expected.dtype]
+    a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
+    same_nan = np.isnan(a64) & np.isnan(e64)
+    same_inf = np.isinf(e64) & (a64 == e64)
+    error = np.where(same_nan | same_inf, 0.0, np.abs(a64 - e64) - (atol + rtol * np.abs(e64)))
+    error = np.nan_to_num(error, nan=np.inf)
+    worst = np.unravel_index(int(np.argmax(error)), error.shape)
+    assert error[worst] <= 0, (
+        f"{name}: worst element at {tuple(int(i) for i in worst)}: got {actual[worst]}, expected {expected[worst]} "
+        f"(rtol {rtol}, atol {atol})"
+    )
+
+
+def check_model(
+    model: onnx.ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    *,
+    reference: str = "ort",
+    dims: Mapping[str, int] | None = None,
+) -> list[np.ndarray]:
+    expected = reference_outputs(model, feeds, reference)
+    actual = onyxia_outputs(model, feeds, dims)
+    for output, a, e in zip(model.graph.output, actual, expected):
+        assert_close(a, e, output.name)
+    return actual
+
+
+def check_op(
+    op_type: str,
+    inputs: Mapping[str, np.ndarray],
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    opset: int = 21,
+    domain: str = "",
+    reference: str = "ort",
+    num_outputs: int = 1,
+    initializers: Sequence[str] = (),
+    dim_params: Mapping[str, Sequence[int | str]] | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> list[np.ndarray]:
+    """Build a one-node model of `op_type`, run it on Onyxia and the reference, compare."""
+    model = make_model(
+        op_type,
+        inputs,
+        attrs,
+        opset=opset,
+        domain=domain,
+        num_outputs=num_outputs,
+        initializers=initializers,
+        dim_params=dim_params,
+    )
+    feeds = {k: v for k, v in inputs.items() if k not in initializers}
+    return check_model(model, feeds, reference=reference, dims=dims)
