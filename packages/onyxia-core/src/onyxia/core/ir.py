@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import enum
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -269,19 +269,32 @@ class IrGraph:
                 del self._producer[t]
         del self._nodes[node.id]
 
-    def replace_node(self, old: IrNode, new_nodes: Iterable[IrNode]) -> None:
-        """Swap `old` for nodes built with `add_node(before=old)` that produce its outputs."""
-        for t in old.outputs:
-            if t is not None and self._producer.get(t) == old.id:
-                del self._producer[t]
+    def replace_node(
+        self,
+        old: IrNode,
+        op_type: str,
+        inputs: Sequence[TensorRef | None],
+        attributes: dict[str, Any] | None = None,
+        *,
+        domain: str = "",
+        outputs: Sequence[TensorRef | None] | None = None,
+    ) -> IrNode:
+        """Put a new node in `old`'s place that produces `old`'s outputs (or `outputs`).
+
+        The usual fusion edit: consumers and graph outputs keep their tensor ids. Multi-node
+        rewrites use `add_node(before=...)`, `replace_all_uses` and `remove_node` instead.
+        """
+        out = list(old.outputs) if outputs is None else [self._tid(t) for t in outputs]
         for i, t in enumerate(old.inputs):
             if t is not None:
                 self._consumers[t].remove((old.id, i))
+        for t in old.outputs:
+            if t is not None and self._producer.get(t) == old.id:
+                del self._producer[t]
+        self._names.discard(old.name)
+        new = self.add_node(op_type, inputs, out, attributes, domain=domain, name=old.name, before=old)
         del self._nodes[old.id]
-        for node in new_nodes:
-            for t in node.outputs:
-                if t is not None:
-                    self._producer[t] = node.id
+        return new
 
     def remove_tensor(self, tensor: TensorRef) -> None:
         tid = self._tid(tensor)

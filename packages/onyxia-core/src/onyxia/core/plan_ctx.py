@@ -91,6 +91,8 @@ class PlanBuilder:
             _check_int_range(tensor.name, tensor.dtype, tensor.value)
             return (TensorRole.OUTPUT if tensor.id in self.graph.outputs else TensorRole.WEIGHT), tensor.value
         if tensor.initializer is not None:
+            if tensor.dtype == DataType.INT64:
+                _check_int_range(tensor.name, tensor.dtype, tensor.initializer.numpy())
             return TensorRole.WEIGHT, tensor.initializer
         return TensorRole.INTERMEDIATE, None
 

@@ -50,9 +50,11 @@ class OperatorRegistry:
         self._entries.setdefault((_canon(domain), op_type), []).insert(0, _Entry(since, until, operator))
         return self
 
-    def register_family(self, domain: str, table: Mapping[str, Operator]) -> OperatorRegistry:
-        for op_type, operator in table.items():
-            self.register(op_type, operator, domain=domain)
+    def register_family(self, domain: str, table: Mapping[str | tuple[str, int, int | None], Operator]) -> OperatorRegistry:
+        """Register a family table; a key ``("Softmax", 1, 12)`` limits a row to opsets 1..12."""
+        for key, operator in table.items():
+            op_type, since, until = (key, 1, None) if isinstance(key, str) else key
+            self.register(op_type, operator, domain=domain, since=since, until=until)
         return self
 
     def get(self, domain: str, op_type: str, opset: int | None = None) -> Operator | None:
