@@ -92,21 +92,23 @@ def onyxia_outputs(
     return [results[o.name] for o in model.graph.output]
 
 
-def assert_close(actual: np.ndarray, expected: np.ndarray, name: str = "output") -> None:
-    """Equal shapes and dtypes, values within the dtype's tolerance; reports the worst element."""
+def assert_close(
+    actual: np.ndarray, expected: np.ndarray, name: str = "output", *, tolerance: tuple[float, float] | None = None
+) -> None:
+    """Equal shapes and dtypes, values within the dtype's (or the given float) tolerance; reports the worst element."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     assert actual.shape == expected.shape, f"{name}: shape {actual.shape} != expected {expected.shape}"
     assert actual.dtype == expected.dtype, f"{name}: dtype {actual.dtype} != expected {expected.dtype}"
     if actual.size == 0:
         return
-    if expected.dtype not in TOLERANCE:
+    if expected.dtype not in TOLERANCE and tolerance is None:
         mismatch = np.argwhere(actual != expected)
         assert mismatch.size == 0, (
             f"{name}: {len(mismatch)} elements differ; first at {tuple(mismatch[0])}: "
             f"{actual[tuple(mismatch[0])]} != {expected[tuple(mismatch[0])]}"
         )
         return
-    rtol, atol = TOLERANCE[expected.dtype]
+    rtol, atol = tolerance or TOLERANCE[expected.dtype]
     a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
     same_nan = np.isnan(a64) & np.isnan(e64)
     same_inf = np.isinf(e64) & (a64 == e64)

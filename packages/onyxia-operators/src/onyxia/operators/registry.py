@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from onyxia.core import OperatorRegistry
 from onyxia.operators.attention import MICROSOFT
-from onyxia.operators.elementwise import BINARY, UNARY
+from onyxia.operators.elementwise import BINARY, UNARY, VARIADIC
 from onyxia.operators.matmul import MATMUL
 from onyxia.operators.movement import MOVEMENT
 from onyxia.operators.reduction import REDUCTION
@@ -15,7 +15,7 @@ __all__ = ["core_operator_registry", "register_builtin"]
 def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
     """Register the built-in families and the shared WGSL modules (``onyxia::indexing`` ...)."""
     registry.shaders.add_package("onyxia.operators", "wgsl")
-    for table in (BINARY, UNARY, MOVEMENT, MATMUL, REDUCTION):
+    for table in (BINARY, UNARY, VARIADIC, MOVEMENT, MATMUL, REDUCTION):
         registry.register_family("", table)
     registry.register_family("com.microsoft", MICROSOFT)
     return registry

@@ -1,1 +1,25 @@
-"""onyxia.runtime"""
+"""onyxia.runtime — executes a `CompiledModel` on any WebGPU adapter through wgpu-py.
+
+Top layer of load -> IR -> passes -> plan -> executor: it reads only the plan data of
+`onyxia.core.plan` (tensors, WGSL, steps, dim expressions) and must not import onnx,
+onyxia.onnx, onyxia.operators or onyxia.compiler, so a deployment can ship precompiled plans
+without the compiler stack.
+
+    runtime = Runtime()                      # ONYXIA_BACKEND=vulkan|metal|dx12|gl to pin a backend
+    executor = runtime.load_model(compiled)  # pipelines built, weights uploaded
+    outputs = executor.run({"x": x})         # symbolic dims bound from input shapes
+
+Shader contract: a dispatch of (x, 1, 1) workgroups above the adapter's per-dimension limit is
+issued as (ceil(x / y), y, 1), so shaders compute their linear workgroup index as
+``wid.x + wid.y * nwg.x`` (``nwg`` from ``@builtin(num_workgroups)``) and bounds-check it. Whole
+bindings span the buffer's allocation, which can exceed the tensor after growth: shaders size
+loops from dims, never from ``arrayLength``.
+"""
+
+from onyxia.runtime.adapter import BACKENDS, Runtime, select_adapter
+from onyxia.runtime.device import DeviceContext, ExecutorStats
+from onyxia.runtime.executor import PlanExecutor
+
+__version__ = "0.1.0"
+
+__all__ = ["BACKENDS", "DeviceContext", "ExecutorStats", "PlanExecutor", "Runtime", "select_adapter"]

@@ -1,7 +1,9 @@
-"""`BinaryElementwiseOp`: Add, Sub, Mul, Div ... and the comparison rows, one line each.
+"""`BinaryElementwiseOp`: Add, Sub, Mul, Div, Pow, Mod, And ... and comparison rows, one line each.
 
 All rows share numpy broadcasting, folding through their numpy function, and one shader whose
-`EXPR` def is the row's expression in `a` and `b`. Equal-shape inputs skip index arithmetic.
+`EXPR` def is the row's expression in `a` and `b` (``{T}`` is the input's WGSL type). A row may
+give a separate `int_expr` where WGSL integer semantics need another spelling. Where is the
+ternary row (same shader, a third input).
 """
 
 from __future__ import annotations
@@ -11,61 +13,86 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import DataType, FoldCtx, InferenceCtx, PlanCtx, TensorType, ceil_div, load_wgsl
-from onyxia.core.shapes import dims_product
-from onyxia.operators.layout import WORKGROUP_SIZE, broadcast_strides, type_defs
+from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, as_output_value
+from onyxia.operators.elementwise.broadcast import emit_broadcast
 from onyxia.operators.family import named_rows
-from onyxia.operators.typesets import ALL_GPU, NUMERIC, require_dtype
+from onyxia.operators.typesets import ALL_GPU, BOOL, FLOATS, INTS, NUMERIC, SIGNED, require_dtype
 
-__all__ = ["BINARY", "BinaryElementwiseOp", "ComparisonOp"]
-
-_SOURCE = load_wgsl(__package__, "binary.wgsl")
+__all__ = ["BINARY", "BinaryElementwiseOp", "ComparisonOp", "TernaryElementwiseOp"]
 
 
 @dataclass(frozen=True)
 class BinaryElementwiseOp:
     expr: str
-    fold: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    fold: Callable[..., np.ndarray]
     dtypes: frozenset[DataType] = NUMERIC
+    int_expr: str | None = None
+    same_dtype: bool = True  # Pow's exponent may have its own dtype
     name: str = "binary"
     bool_output = False
+    arity = 2
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
-        a, b = ctx.input_dtype(0), ctx.input_dtype(1)
-        if a != b:
-            raise ctx.error(f"inputs must share a dtype, found {a.name.lower()} and {b.name.lower()}")
-        out = DataType.BOOL if self.bool_output else a
-        return [TensorType(out, ctx.broadcast(ctx.input_dims(0), ctx.input_dims(1)))]
+        dtypes = [ctx.input_dtype(i) for i in range(self.arity)]
+        value_dtypes = dtypes[1:] if self.arity == 3 else dtypes
+        if self.same_dtype and len(set(value_dtypes)) > 1:
+            found = " and ".join(d.name.lower() for d in value_dtypes)
+            raise ctx.error(f"inputs must share a dtype, found {found}")
+        out = DataType.BOOL if self.bool_output else value_dtypes[0]
+        return [TensorType(out, ctx.broadcast(*(ctx.input_dims(i) for i in range(self.arity))))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        return ctx.binary_fold(self.fold)
+        if not ctx.all_inputs_have_values():
+            return None
+        values = [ctx.input_value(i) for i in range(self.arity)]
+        with np.errstate(all="ignore"):
+            return [as_output_value(self.fold(*values, **self.fold_attrs(ctx)), ctx.output_numpy_dtype())]
+
+    def fold_attrs(self, ctx: NodeCtx) -> dict[str, object]:
+        return {}
+
+    def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
+        expr = self.int_expr if self.int_expr is not None and dtype not in FLOATS else self.expr
+        return expr.format(T=dtype.wgsl)
 
     def plan(self, ctx: PlanCtx) -> None:
-        a, y = ctx.input_tensor(0), ctx.output_tensor(0)
-        require_dtype(ctx, a.dtype, self.dtypes)
-        out_dims = list(ctx.output_dims(0)) or [1]
-        a_dims, b_dims = list(ctx.input_dims(0)) or [1], list(ctx.input_dims(1)) or [1]
-        n = dims_product(out_dims)
-        defs = {**type_defs(A_T=a.dtype, B_T=ctx.input_dtype(1), Y_T=y.dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
-        defs["EXPR"] = f"select(0u, 1u, {self.expr})" if self.bool_output else self.expr
-        dims: dict[str, object] = {"N": n}
-        if a_dims != out_dims or b_dims != out_dims:
-            defs.update(BROADCAST=True, RANK=len(out_dims))
-            dims.update(
-                OUT_DIMS=out_dims,
-                A_STRIDES=broadcast_strides(a_dims, out_dims),
-                B_STRIDES=broadcast_strides(b_dims, out_dims),
-            )
-        shader = ctx.compile_shader("elementwise/binary", _SOURCE, defs, dims)  # type: ignore[arg-type]
-        ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+        value_dtype = ctx.input_dtype(self.arity - 2 if self.arity == 3 else 0)
+        require_dtype(ctx, value_dtype, self.dtypes)
+        expr = self.expression(ctx, value_dtype)
+        if self.bool_output:
+            expr = f"select(0u, 1u, {expr})"
+        operands = [(ctx.input(i), ctx.input_dims(i), ctx.input_dtype(i)) for i in range(self.arity)]
+        output = (ctx.output(0), ctx.output_dims(0), ctx.output_tensor(0).dtype)
+        emit_broadcast(ctx, expr, operands, output)
 
 
 @dataclass(frozen=True)
 class ComparisonOp(BinaryElementwiseOp):
     """Rows whose result is bool (stored as u32 0/1 on the GPU)."""
 
-    dtypes: frozenset[DataType] = NUMERIC
     bool_output = True
+
+
+@dataclass(frozen=True)
+class TernaryElementwiseOp(BinaryElementwiseOp):
+    """Where(condition, x, y): the condition is bool; x and y share the output dtype."""
+
+    arity = 3
+
+
+@dataclass(frozen=True)
+class _ModOp(BinaryElementwiseOp):
+    """Mod: `fmod=1` is C fmod (sign of the dividend); `fmod=0` takes the divisor's sign (Python)."""
+
+    def fold_attrs(self, ctx: NodeCtx) -> dict[str, object]:
+        return {"fmod": ctx.attr_int("fmod", 0)}
+
+    def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
+        if ctx.attr_int("fmod", 0) == 1:
+            return "a - b * trunc(a / b)" if dtype in FLOATS else "a % b"
+        if dtype in FLOATS:
+            return "{T}(mod_floor_f32(f32(a), f32(b)))".format(T=dtype.wgsl)
+        return "a % b" if dtype not in SIGNED else "{T}(mod_floor_i32(i32(a), i32(b)))".format(T=dtype.wgsl)
 
 
 def _onnx_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -77,14 +104,36 @@ def _onnx_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(a, b)
 
 
-BINARY: dict[str, BinaryElementwiseOp] = named_rows({
-    "Add": BinaryElementwiseOp("a + b", np.add),
-    "Sub": BinaryElementwiseOp("a - b", np.subtract),
-    "Mul": BinaryElementwiseOp("a * b", np.multiply),
-    "Div": BinaryElementwiseOp("a / b", _onnx_div),
-    "Equal": ComparisonOp("a == b", np.equal, ALL_GPU),
-    "Less": ComparisonOp("a < b", np.less),
-    "LessOrEqual": ComparisonOp("a <= b", np.less_equal),
-    "Greater": ComparisonOp("a > b", np.greater),
-    "GreaterOrEqual": ComparisonOp("a >= b", np.greater_equal),
-})
+def _onnx_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # The result keeps the base's dtype; numpy refuses integer bases with negative exponents.
+    return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+
+
+def _onnx_mod(a: np.ndarray, b: np.ndarray, fmod: int) -> np.ndarray:
+    return np.fmod(a, b) if fmod else np.mod(a, b)
+
+
+BINARY: dict[str, BinaryElementwiseOp] = named_rows(
+    {
+        "Add": BinaryElementwiseOp("a + b", np.add),
+        "Sub": BinaryElementwiseOp("a - b", np.subtract),
+        "Mul": BinaryElementwiseOp("a * b", np.multiply),
+        "Div": BinaryElementwiseOp("a / b", _onnx_div),
+        "Pow": BinaryElementwiseOp(
+            "{T}(pow_f32(f32(a), f32(b)))", _onnx_pow, FLOATS | SIGNED, "{T}(pow_i32(i32(a), i32(b)))", False
+        ),
+        "Mod": _ModOp("", _onnx_mod),
+        "And": BinaryElementwiseOp("a & b", np.logical_and, BOOL),
+        "Or": BinaryElementwiseOp("a | b", np.logical_or, BOOL),
+        "Xor": BinaryElementwiseOp("a ^ b", np.logical_xor, BOOL),
+        "BitwiseAnd": BinaryElementwiseOp("a & b", np.bitwise_and, INTS),
+        "BitwiseOr": BinaryElementwiseOp("a | b", np.bitwise_or, INTS),
+        "BitwiseXor": BinaryElementwiseOp("a ^ b", np.bitwise_xor, INTS),
+        "Equal": ComparisonOp("a == b", np.equal, ALL_GPU),
+        "Less": ComparisonOp("a < b", np.less),
+        "LessOrEqual": ComparisonOp("a <= b", np.less_equal),
+        "Greater": ComparisonOp("a > b", np.greater),
+        "GreaterOrEqual": ComparisonOp("a >= b", np.greater_equal),
+        "Where": TernaryElementwiseOp("select(c, b, a != 0u)", np.where, ALL_GPU),
+    }
+)

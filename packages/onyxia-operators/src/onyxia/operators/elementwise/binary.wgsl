@@ -1,21 +1,28 @@
-// Binary elementwise op with numpy (multidirectional) broadcasting.
-// Bindings: 0 in_a (read), 1 in_b (read), 2 out_y (write).
-// Defs: A_T, B_T, Y_T   WGSL storage types of a, b, y
-//       EXPR            the op, in terms of `a` and `b` (from the family row)
-//       RANK            output rank (>= 1)
-//       BROADCAST       flag: index inputs through strides (absent: all shapes equal, i == ia == ib)
-//       F16             flag: some storage type is f16
+// Elementwise op over two or three inputs with numpy (multidirectional) broadcasting.
+// Bindings: 0 in_a, 1 in_b, [2 in_c when TERNARY] (read), then out_y (write).
+// Defs: A_T, B_T, C_T, Y_T  WGSL storage types
+//       EXPR             the op, in terms of `a`, `b` (and `c`), from the family row
+//       TERNARY          flag: a third input `c`
+//       RANK             output rank (>= 1)
+//       BROADCAST        flag: index inputs through strides (absent: all shapes equal, i == ia == ib)
+//       F16              flag: some storage type is f16
 //       WORKGROUP_SIZE
 // Dims (literal when static, immediates when symbolic): N output elements, OUT_DIMS, A_STRIDES,
-//       B_STRIDES (RANK entries; stride 0 marks an axis the input is broadcast over).
+//       B_STRIDES, C_STRIDES (RANK entries; stride 0 marks an axis the input is broadcast over).
 #ifdef F16
 enable f16;
 #endif
 #import onyxia::indexing
+#import onyxia::math
 
 @group(0) @binding(0) var<storage, read> in_a: array<#{A_T}>;
 @group(0) @binding(1) var<storage, read> in_b: array<#{B_T}>;
+#ifdef TERNARY
+@group(0) @binding(2) var<storage, read> in_c: array<#{C_T}>;
+@group(0) @binding(3) var<storage, read_write> out_y: array<#{Y_T}>;
+#else
 @group(0) @binding(2) var<storage, read_write> out_y: array<#{Y_T}>;
+#endif
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(
@@ -31,6 +38,10 @@ fn main(
     var out_dims = array<u32, #{RANK}>(#{OUT_DIMS});
     var a_strides = array<u32, #{RANK}>(#{A_STRIDES});
     var b_strides = array<u32, #{RANK}>(#{B_STRIDES});
+#ifdef TERNARY
+    var c_strides = array<u32, #{RANK}>(#{C_STRIDES});
+    var ic = 0u;
+#endif
     var rem = i;
     var ia = 0u;
     var ib = 0u;
@@ -39,12 +50,19 @@ fn main(
         rem = rem / out_dims[d];
         ia += coord * a_strides[d];
         ib += coord * b_strides[d];
+#ifdef TERNARY
+        ic += coord * c_strides[d];
+#endif
     }
 #else
     let ia = i;
     let ib = i;
+    let ic = i;
 #endif
     let a = in_a[ia];
     let b = in_b[ib];
+#ifdef TERNARY
+    let c = in_c[ic];
+#endif
     out_y[i] = #{EXPR};
 }

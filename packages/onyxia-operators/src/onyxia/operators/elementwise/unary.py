@@ -1,17 +1,23 @@
-"""`UnaryElementwiseOp`: Cos, Sqrt, Neg ... one row each, one shader (`EXPR` in `x`)."""
+"""`UnaryElementwiseOp`: Cos, Sqrt, Neg, Gelu, Relu ... one row each, one shader (`EXPR` in `x`).
+
+A row's `expr` is a format string: ``{T}`` is the WGSL storage type and each attribute the row
+declares in `attrs` (name -> spec default) is substituted by its value, so Gelu's `approximate`
+or LeakyRelu's `alpha` stay data. Math WGSL lacks (erf, a NaN-safe tanh) comes from onyxia::math.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from onyxia.core import DataType, FoldCtx, InferenceCtx, PlanCtx, TensorType, ceil_div, load_wgsl
+from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product
+from onyxia.operators.elementwise.numpy_math import erf, gelu, sigmoid, softplus
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
-from onyxia.operators.typesets import FLOATS, SIGNED, require_dtype
+from onyxia.operators.typesets import BOOL, FLOATS, NUMERIC, SIGNED, require_dtype
 
 __all__ = ["UNARY", "UnaryElementwiseOp"]
 
@@ -21,30 +27,90 @@ _SOURCE = load_wgsl(__package__, "unary.wgsl")
 @dataclass(frozen=True)
 class UnaryElementwiseOp:
     expr: str
-    fold: Callable[[np.ndarray], np.ndarray]
+    fold: Callable[..., np.ndarray]
     dtypes: frozenset[DataType] = FLOATS
+    attrs: dict[str, object] = field(default_factory=dict)
+    out: DataType | None = None  # None: same as the input
     name: str = "unary"
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
-        return [TensorType(ctx.input_dtype(0), ctx.input_shape(0))]
+        return [TensorType(self.out or ctx.input_dtype(0), ctx.input_shape(0))]
+
+    def attr_values(self, ctx: NodeCtx) -> dict[str, object]:
+        return {k: type(v)(ctx.attr_str(k, v) if isinstance(v, str) else ctx.attr(k, v)) for k, v in self.attrs.items()}
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        return ctx.unary_fold(self.fold)
+        attrs = self.attr_values(ctx)
+        return ctx.unary_fold(lambda x: self.fold(x, **attrs))
+
+    def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
+        return self.expr.format(T=dtype.wgsl, **self.attr_values(ctx))
 
     def plan(self, ctx: PlanCtx) -> None:
         x = ctx.input_tensor(0)
         require_dtype(ctx, x.dtype, self.dtypes)
         n = dims_product(ctx.output_dims(0))
-        defs = {**type_defs(X_T=x.dtype, Y_T=ctx.output_tensor(0).dtype), "EXPR": self.expr}
+        defs = {**type_defs(X_T=x.dtype, Y_T=ctx.output_tensor(0).dtype), "EXPR": self.expression(ctx, x.dtype)}
         defs["WORKGROUP_SIZE"] = WORKGROUP_SIZE
         shader = ctx.compile_shader("elementwise/unary", _SOURCE, defs, {"N": n})
         ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
 
 
+@dataclass(frozen=True)
+class _ClipOp(UnaryElementwiseOp):
+    """Clip's bounds are inputs 1 and 2 (attributes before opset 11); they must be known at compile
+    time, so they become literals in the expression instead of extra bindings."""
+
+    def attr_values(self, ctx: NodeCtx) -> dict[str, object]:
+        dtype = ctx.input_dtype(0)
+        info = np.finfo(np.float32) if dtype in FLOATS else np.iinfo(dtype.gpu_numpy)
+        lo = ctx.input_value(1) if ctx.has_input(1) else ctx.attr("min", None)
+        hi = ctx.input_value(2) if ctx.has_input(2) else ctx.attr("max", None)
+        if (ctx.has_input(1) and lo is None) or (ctx.has_input(2) and hi is None):
+            raise ctx.error("Clip bounds must be known at compile time (constants or foldable)")
+        lo_v = info.min if lo is None else np.asarray(lo).item()
+        hi_v = info.max if hi is None else np.asarray(hi).item()
+        return {"lo": lo_v, "hi": hi_v}
+
+    def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
+        bounds = self.attr_values(ctx)
+        literal = (lambda v: repr(float(v))) if dtype in FLOATS else (lambda v: str(int(v)))
+        return f"clamp(x, {dtype.wgsl}({literal(bounds['lo'])}), {dtype.wgsl}({literal(bounds['hi'])}))"
+
+
+def _clip(x: np.ndarray, lo: object, hi: object) -> np.ndarray:
+    return np.clip(x, lo, hi)
+
+
+_F32 = "{T}({f}(f32(x)))"  # math done in f32 whatever the storage type
+
 UNARY: dict[str, UnaryElementwiseOp] = named_rows(
     {
         "Cos": UnaryElementwiseOp("cos(x)", np.cos),
+        "Sin": UnaryElementwiseOp("sin(x)", np.sin),
+        "Tanh": UnaryElementwiseOp(_F32.replace("{f}", "tanh_f32"), np.tanh),
         "Sqrt": UnaryElementwiseOp("sqrt(x)", np.sqrt),
+        "Exp": UnaryElementwiseOp("exp(x)", np.exp),
+        "Log": UnaryElementwiseOp("log(x)", np.log),
+        "Erf": UnaryElementwiseOp(_F32.replace("{f}", "erf_f32"), erf),
+        "Sigmoid": UnaryElementwiseOp(_F32.replace("{f}", "sigmoid_f32"), sigmoid),
+        "Reciprocal": UnaryElementwiseOp("{T}(1) / x", np.reciprocal),
+        "Floor": UnaryElementwiseOp("floor(x)", np.floor),
+        "Ceil": UnaryElementwiseOp("ceil(x)", np.ceil),
+        "Round": UnaryElementwiseOp("round(x)", np.round),  # both round half to even
         "Neg": UnaryElementwiseOp("-x", np.negative, SIGNED),
+        "Abs": UnaryElementwiseOp("abs(x)", np.abs, NUMERIC),
+        "Sign": UnaryElementwiseOp("select(sign(x), x, isnan_f32(f32(x)))", np.sign, SIGNED),  # NaN stays NaN
+        "Relu": UnaryElementwiseOp("select(x, {T}(0), x < {T}(0))", lambda x: np.maximum(x, 0).astype(x.dtype), SIGNED),
+        "Not": UnaryElementwiseOp("1u - x", np.logical_not, BOOL),
+        "IsNaN": UnaryElementwiseOp("select(0u, 1u, isnan_f32(f32(x)))", np.isnan, out=DataType.BOOL),
+        "Gelu": UnaryElementwiseOp("{T}(gelu_{approximate}(f32(x)))", gelu, attrs={"approximate": "none"}),
+        "LeakyRelu": UnaryElementwiseOp(
+            "select({T}({alpha}) * x, x, x >= {T}(0))",
+            lambda x, alpha: np.where(x >= 0, x, x * np.asarray(alpha, x.dtype)),
+            attrs={"alpha": 0.01},
+        ),
+        "Softplus": UnaryElementwiseOp("select({T}(log(1.0 + exp(f32(x)))), x, x > {T}(20))", softplus),
+        "Clip": _ClipOp("", _clip, NUMERIC),
     }
 )

@@ -6,6 +6,7 @@
 enable f16;
 #endif
 #import onyxia::indexing
+#import onyxia::math
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 @group(0) @binding(1) var<storage, read_write> out_y: array<#{Y_T}>;

@@ -1,7 +1,5 @@
-"""(placeholder, being written)"""
+"""Matrix products: MatMul (numpy semantics, batched and broadcast) with one tiled shader."""
 
-from onyxia.core import Operator
+from onyxia.operators.matmul.matmul import MATMUL, MatMulOp
 
-__all__ = ["MATMUL"]
-
-MATMUL: dict[str, Operator] = {}
+__all__ = ["MATMUL", "MatMulOp"]

@@ -1,7 +1,30 @@
-"""(placeholder, being written)"""
+"""Movement family: ops that relabel, select, join or convert elements without arithmetic.
+
+Part of onyxia.operators (IR -> plan): Constant and Shape always fold; Reshape, Squeeze,
+Unsqueeze, Flatten and Identity plan one buffer copy; Concat, Gather and Cast have a shader each.
+Shape-computation chains fold through all of them, symbolic dims included. Imports onyxia.core
+only (no onnx, wgpu or onyxia.runtime).
+"""
 
 from onyxia.core import Operator
+from onyxia.operators.movement.cast import CAST, CastOp
+from onyxia.operators.movement.concat import CONCAT, ConcatOp
+from onyxia.operators.movement.gather import GATHER, GatherOp
+from onyxia.operators.movement.known import KNOWN, KnownValueOp
+from onyxia.operators.movement.reshape import RESHAPE, MovementOp
 
-__all__ = ["MOVEMENT"]
+__all__ = [
+    "CAST",
+    "CONCAT",
+    "GATHER",
+    "KNOWN",
+    "MOVEMENT",
+    "RESHAPE",
+    "CastOp",
+    "ConcatOp",
+    "GatherOp",
+    "KnownValueOp",
+    "MovementOp",
+]
 
-MOVEMENT: dict[str, Operator] = {}
+MOVEMENT: dict[str | tuple[str, int, int | None], Operator] = {**KNOWN, **RESHAPE, **CONCAT, **GATHER, **CAST}

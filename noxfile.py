@@ -1,0 +1,318 @@
+"""Nox sessions: every package tested alone from its built wheel, plus e2e, example, lint, types, size.
+
+Each package session builds the wheelhouse (all six packages and the example, once per nox
+invocation, skipping projects whose sources did not change since the last build), installs
+``onyxia-<pkg>[test]`` into a fresh venv from it, so the package's *declared* dependencies are
+exactly what resolves, and runs ``packages/<pkg>/tests`` against the installed wheel: pytest runs
+from a scratch directory with ``--import-mode=importlib``, and the session first checks that
+``onyxia`` resolves to site-packages and that no undeclared onyxia distribution got in.
+
+``nox`` runs every session below; ``nox -s core`` one; ``nox -s core -- -k ir -x`` passes pytest
+arguments through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tarfile
+import tomllib
+import zipfile
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2024.3.2"
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "size",
+    "build",
+    "core",
+    "onnx",
+    "compiler",
+    "operators",
+    "runtime",
+    "cli",
+    "example",
+    "e2e",
+]
+
+ROOT = Path(__file__).parent.resolve()
+PACKAGES = ("core", "onnx", "compiler", "operators", "runtime", "cli")
+PROJECTS = {f"onyxia-{p}": ROOT / "packages" / f"onyxia-{p}" for p in PACKAGES} | {
+    "onyxia-example-ops": ROOT / "examples" / "onyxia-example-ops"
+}
+WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
+LINT_PATHS = ("packages", "tests", "examples", "noxfile.py")
+SRC_LINE_BUDGET = 15_000  # non-blank lines of .py and .wgsl under the six src/ folders
+MODULE_LINE_LIMIT = 500  # STYLE.md: split a module at 500 lines (reported, not fatal)
+
+_IGNORED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".nox", "build", "dist"}
+_built_this_run: set[str] = set()
+
+# Printed by the package sessions before pytest: `onyxia` must come from the installed wheels.
+_CHECK_INSTALLED = """
+import importlib.metadata as md, sys, onyxia
+paths = [str(p) for p in onyxia.__path__]
+assert paths and all("site-packages" in p for p in paths), f"onyxia resolves outside site-packages: {paths}"
+installed = sorted(d.metadata["Name"] for d in md.distributions() if d.metadata["Name"].startswith("onyxia"))
+expected = sorted(sys.argv[1].split(","))
+assert installed == expected, f"installed onyxia distributions {installed}, declared closure {expected}"
+print("onyxia namespace:", paths)
+print("onyxia distributions:", ", ".join(installed))
+"""
+
+
+# ----- sessions: one per package ------------------------------------------------------------------
+@nox.session
+def core(session: nox.Session) -> None:
+    """onyxia-core's tests, from its wheel, with only its declared dependencies."""
+    _test_package(session, "core")
+
+
+@nox.session
+def onnx(session: nox.Session) -> None:
+    """onyxia-onnx's tests, from its wheel, with only its declared dependencies."""
+    _test_package(session, "onnx")
+
+
+@nox.session
+def compiler(session: nox.Session) -> None:
+    """onyxia-compiler's tests, from its wheel, with only its declared dependencies."""
+    _test_package(session, "compiler")
+
+
+@nox.session
+def operators(session: nox.Session) -> None:
+    """onyxia-operators' tests, from its wheel, with only its declared dependencies."""
+    _test_package(session, "operators")
+
+
+@nox.session
+def runtime(session: nox.Session) -> None:
+    """onyxia-runtime's tests, from its wheel, with only its declared dependencies."""
+    _test_package(session, "runtime")
+
+
+@nox.session
+def cli(session: nox.Session) -> None:
+    """onyxia-cli's tests, from its wheel, with only its declared dependencies."""
+    _test_package(session, "cli")
+
+
+# ----- sessions: across packages ------------------------------------------------------------------
+@nox.session
+def e2e(session: nox.Session) -> None:
+    """The repository's end-to-end tests (tests/) against onyxia-cli[test] and everything it pulls in."""
+    _install(session, "onyxia-cli[test]")
+    _check_installed(session, "onyxia-cli[test]")
+    _pytest(session, ROOT / "tests")
+
+
+@nox.session
+def example(session: nox.Session) -> None:
+    """The third-party operator example, installed from its wheel beside the six packages."""
+    _install(session, "onyxia-cli", "onyxia-example-ops[test]")
+    _check_installed(session, "onyxia-cli", "onyxia-example-ops[test]")
+    _pytest(session, PROJECTS["onyxia-example-ops"] / "tests")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check (configuration: ruff.toml)."""
+    session.install("ruff>=0.8")
+    session.run("ruff", "check", *LINT_PATHS)
+    session.run("ruff", "format", "--check", *LINT_PATHS)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy over the six packages' sources and the example (configuration: mypy.ini)."""
+    _install(session, "onyxia-cli[test]", "onyxia-example-ops")
+    session.install("mypy>=1.11")
+    sources = [str(ROOT / "packages" / f"onyxia-{p}" / "src") for p in PACKAGES]
+    sources.append(str(PROJECTS["onyxia-example-ops"] / "src"))
+    session.run("mypy", "--config-file", str(ROOT / "mypy.ini"), *sources, *session.posargs)
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """hatch build of each package; each must give one wheel and one sdist holding all of src/."""
+    session.install("hatch")
+    out_root = Path(session.create_tmp()) / "dist"
+    for name in (f"onyxia-{p}" for p in PACKAGES):
+        project, out = PROJECTS[name], out_root / name
+        with session.chdir(project):
+            session.run("hatch", "build", "-t", "wheel", "-t", "sdist", str(out), silent=True)
+        stem = name.replace("-", "_")
+        wheels, sdists = sorted(out.glob(f"{stem}-*.whl")), sorted(out.glob(f"{stem}-*.tar.gz"))
+        if len(wheels) != 1 or len(sdists) != 1:
+            session.error(f"{name}: expected one wheel and one sdist in {out}, found {wheels + sdists}")
+        _check_wheel(session, project, wheels[0])
+        _check_sdist(session, project, sdists[0])
+        session.log(f"{name}: {wheels[0].name}, {sdists[0].name}")
+
+
+@nox.session(venv_backend="none")
+def size(session: nox.Session) -> None:
+    """Lines per package (non-blank .py and .wgsl in src/, like tinygrad's sz.py); fails over budget."""
+    total = 0
+    rows: list[tuple[str, int, int, int]] = []
+    for name in (f"onyxia-{p}" for p in PACKAGES):
+        src = PROJECTS[name] / "src"
+        files = [f for f in sorted(src.rglob("*")) if f.suffix in (".py", ".wgsl") and not _ignored(f)]
+        counts = {f: _count_lines(f) for f in files}
+        py = sum(n for f, n in counts.items() if f.suffix == ".py")
+        wgsl = sum(n for f, n in counts.items() if f.suffix == ".wgsl")
+        rows.append((name, len(files), py, wgsl))
+        total += py + wgsl
+        for f, n in counts.items():
+            if n > MODULE_LINE_LIMIT:
+                session.warn(f"{f.relative_to(ROOT)}: {n} lines (STYLE.md: split modules at {MODULE_LINE_LIMIT})")
+    print(f"{'package':<20} {'files':>6} {'py':>7} {'wgsl':>7} {'total':>7}")
+    for name, nfiles, py, wgsl in rows:
+        print(f"{name:<20} {nfiles:>6} {py:>7} {wgsl:>7} {py + wgsl:>7}")
+    print(f"{'all':<20} {sum(r[1] for r in rows):>6} {'':>7} {'':>7} {total:>7}   (budget {SRC_LINE_BUDGET})")
+    if total > SRC_LINE_BUDGET:
+        session.error(f"{total} source lines exceed the budget of {SRC_LINE_BUDGET}")
+
+
+# ----- helpers ------------------------------------------------------------------------------------
+def _test_package(session: nox.Session, package: str) -> None:
+    requirement = f"onyxia-{package}[test]"
+    _install(session, requirement)
+    _check_installed(session, requirement)
+    _pytest(session, PROJECTS[f"onyxia-{package}"] / "tests")
+
+
+def _pytest(session: nox.Session, tests: Path) -> None:
+    """pytest from a scratch cwd, importlib mode, no pythonpath ini: only site-packages provides onyxia."""
+    scratch = Path(session.create_tmp())
+    with session.chdir(scratch):
+        session.run(
+            "pytest",
+            str(tests),
+            "--import-mode=importlib",
+            f"--rootdir={tests}",
+            "-o",
+            "pythonpath=",
+            "-p",
+            "no:cacheprovider",
+            "-ra",
+            *session.posargs,
+            env={"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+
+
+def _install(session: nox.Session, *requirements: str) -> None:
+    """Install `requirements` from the wheelhouse; third-party dependencies come from the index.
+
+    The constraints file pins every onyxia distribution to its local wheel by URL, so a package of
+    the same name on an index can never shadow the one built here.
+    """
+    wheelhouse = _wheelhouse(session)
+    constraints = wheelhouse / "constraints.txt"
+    args = ["--find-links", str(wheelhouse), "--constraint", str(constraints)]
+    if session.venv_backend == "uv":
+        args += [f"--refresh-package={name}" for name in PROJECTS]  # rebuilt wheels keep their version
+    session.install(*args, *requirements)
+
+
+def _check_installed(session: nox.Session, *requirements: str) -> None:
+    closure: set[str] = set()
+    for requirement in requirements:
+        name, _, extra = requirement.rstrip("]").partition("[")
+        closure |= _declared_closure(name, extra or None)
+    session.run("python", "-c", _CHECK_INSTALLED, ",".join(sorted(closure)), env={"PYTHONPATH": ""})
+
+
+def _declared_closure(name: str, extra: str | None = None) -> set[str]:
+    """`name` and every onyxia distribution its dependencies (and `extra`) pull in, transitively."""
+    project = tomllib.loads((PROJECTS[name] / "pyproject.toml").read_text())["project"]
+    requirements = list(project.get("dependencies", []))
+    if extra:
+        requirements += project.get("optional-dependencies", {}).get(extra, [])
+    found = {name}
+    for requirement in requirements:
+        match = re.match(r"\s*(onyxia-[a-z-]+)", requirement)
+        if match and match.group(1) not in found:
+            found |= _declared_closure(match.group(1))
+    return found
+
+
+def _wheelhouse(session: nox.Session) -> Path:
+    """Build each project's wheel once per nox invocation, and only if its sources changed."""
+    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    for name, project in PROJECTS.items():
+        if name in _built_this_run:
+            continue
+        stem = name.replace("-", "_")
+        stamp = WHEELHOUSE / f"{stem}.sha256"
+        digest = _source_digest(project)
+        wheels = sorted(WHEELHOUSE.glob(f"{stem}-*.whl"))
+        if len(wheels) == 1 and stamp.is_file() and stamp.read_text() == digest:
+            session.log(f"wheelhouse: {wheels[0].name} is up to date")
+        else:
+            for wheel in wheels:
+                wheel.unlink()
+            _build_wheel(session, project)
+            stamp.write_text(digest)
+        _built_this_run.add(name)
+    lines = []
+    for name in PROJECTS:
+        (wheel,) = WHEELHOUSE.glob(f"{name.replace('-', '_')}-*.whl")
+        lines.append(f"{name} @ {wheel.as_uri()}")
+    (WHEELHOUSE / "constraints.txt").write_text("\n".join(lines) + "\n")
+    return WHEELHOUSE
+
+
+def _build_wheel(session: nox.Session, project: Path) -> None:
+    if session.venv_backend == "uv":
+        session.run("uv", "build", "--wheel", "--quiet", "--out-dir", str(WHEELHOUSE), str(project))
+    else:
+        session.install("build")
+        session.run("python", "-m", "build", "--wheel", "--outdir", str(WHEELHOUSE), str(project))
+
+
+def _source_digest(project: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(project.rglob("*")):
+        if path.is_file() and not _ignored(path):
+            digest.update(str(path.relative_to(project)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _ignored(path: Path) -> bool:
+    return path.suffix == ".pyc" or any(p in _IGNORED_PARTS or p.endswith(".egg-info") for p in path.parts)
+
+
+def _count_lines(path: Path) -> int:
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+def _package_files(project: Path) -> list[str]:
+    """Files under src/ that a distribution must ship (relative to src/), caches excluded."""
+    src = project / "src"
+    return sorted(str(f.relative_to(src)) for f in src.rglob("*") if f.is_file() and not _ignored(f))
+
+
+def _check_wheel(session: nox.Session, project: Path, wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    missing = [f for f in _package_files(project) if f not in names]
+    if missing:
+        session.error(f"{wheel.name} lacks {missing}")
+    if "onyxia/__init__.py" in names:
+        session.error(f"{wheel.name} ships onyxia/__init__.py; `onyxia` must stay a PEP 420 namespace")
+
+
+def _check_sdist(session: nox.Session, project: Path, sdist: Path) -> None:
+    with tarfile.open(sdist) as archive:
+        names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
+    required = ["pyproject.toml", "README.md", *(f"src/{f}" for f in _package_files(project))]
+    missing = [f for f in required if f not in names]
+    if missing:
+        session.error(f"{sdist.name} lacks {missing}")

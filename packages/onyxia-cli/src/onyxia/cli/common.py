@@ -1,0 +1,126 @@
+"""What every subcommand shares: the built-in demo model, --dim / --input parsing, loading.
+
+User input is checked here, at the boundary: a malformed ``--dim`` or an unreadable ``.npy`` is an
+`InputError` naming the argument, never a numpy traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.resources
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from onyxia.cli.data.make_demo_model import DEMO_INPUTS, DEMO_MODEL
+from onyxia.core import InputError, IrGraph, ModelLoadError, OperatorRegistry, Symbolic, SymbolicExpr
+
+if TYPE_CHECKING:
+    from onyxia.core import SymbolicDim
+
+__all__ = [
+    "BUILTIN_MODEL_NAME",
+    "add_dim_argument",
+    "add_model_argument",
+    "builtin_inputs",
+    "dim_names",
+    "format_bytes",
+    "graph_symbols",
+    "load_graph",
+    "model_path",
+    "operator_registry",
+    "parse_dims",
+]
+
+BUILTIN_MODEL_NAME = "built-in demo (tiny_attention.onnx)"
+
+
+def add_model_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "model", nargs="?", type=Path, default=None, help="ONNX model file (default: the built-in demo model)"
+    )
+
+
+def add_dim_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="bind a symbolic dim, e.g. --dim sequence_length=8 (repeatable)",
+    )
+
+
+@contextlib.contextmanager
+def model_path(model: Path | None) -> Iterator[Path]:
+    """`model`, or the built-in demo as a real file (it may live inside a zip)."""
+    if model is not None:
+        yield model
+        return
+    with importlib.resources.as_file(importlib.resources.files("onyxia.cli.data") / DEMO_MODEL) as path:
+        yield path
+
+
+def builtin_inputs() -> dict[str, np.ndarray]:
+    """The demo model's default inputs, shipped beside it."""
+    resource = importlib.resources.files("onyxia.cli.data") / DEMO_INPUTS
+    with resource.open("rb") as f, np.load(f) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+def load_graph(path: Path) -> IrGraph:
+    from onyxia.onnx import load_and_parse_model
+
+    if not path.is_file():
+        raise ModelLoadError(f"model file '{path}' does not exist or is not a file")
+    return load_and_parse_model(path)
+
+
+def operator_registry() -> OperatorRegistry:
+    """The core operators plus every installed ``onyxia.operators`` plugin."""
+    from onyxia.operators import core_operator_registry
+
+    return core_operator_registry().discover()  # discover() skips plugins already registered
+
+
+def parse_dims(items: Sequence[str]) -> dict[str, int]:
+    dims: dict[str, int] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value.isdigit():
+            raise InputError(f"--dim '{item}': expected NAME=VALUE with a non-negative integer value")
+        if name in dims and dims[name] != int(value):
+            raise InputError(f"--dim {name} is given twice with different values ({dims[name]} and {value})")
+        dims[name] = int(value)
+    return dims
+
+
+def dim_names(dims: Sequence[SymbolicDim]) -> list[str]:
+    names: set[str] = set()
+    for d in dims:
+        if isinstance(d, SymbolicExpr):
+            names |= d.names()
+    return sorted(names)
+
+
+def graph_symbols(graph: IrGraph) -> list[str]:
+    """Names of the symbolic dims of the graph's inputs (what ``--dim`` can bind)."""
+    names: set[str] = set()
+    for t in graph.inputs:
+        shape = graph.tensor(t).shape
+        if isinstance(shape, Symbolic):
+            names |= set(dim_names(shape.dims))
+    return sorted(names)
+
+
+def format_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")

@@ -1,0 +1,84 @@
+"""The `onyxia` console script: argument parsing, logging, and the one place errors are printed.
+
+Every `OnyxiaError` ends here as one red ``error:`` line on stderr with no traceback: exit
+status 2 for bad user input (`InputError`), 1 for anything else about the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+
+from onyxia.cli.commands import COMMANDS
+from onyxia.core import InputError, OnyxiaError
+
+__all__ = ["build_parser", "main"]
+
+_PIPE_WIDTH = 160  # rich falls back to 80 columns off a terminal, which wraps the tables
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="onyxia", description="Compile ONNX models to WebGPU compute shaders and run them."
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log passes (-v) or nodes (-vv)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = _console(sys.stdout)
+    errors = _console(sys.stderr)
+    _configure_logging(args.verbose, errors)
+    try:
+        status: int = args.handler(args, console)
+        return status
+    except InputError as e:
+        _print_error(errors, e)
+        return 2
+    except OnyxiaError as e:
+        _print_error(errors, e)
+        return 1
+    except KeyboardInterrupt:
+        errors.print("[red]interrupted[/]")
+        return 130
+
+
+def _print_error(console: Console, error: OnyxiaError) -> None:
+    first, *rest = (str(error) or type(error).__name__).splitlines() or [""]
+    console.print(f"[bold red]error:[/] [red]{escape(first)}[/]")
+    for line in [*rest, *getattr(error, "__notes__", [])]:
+        console.print(escape(line), style="dim")
+
+
+def _console(stream: TextIO) -> Console:
+    return Console(file=stream, width=None if stream.isatty() else _PIPE_WIDTH, highlight=False)
+
+
+def _configure_logging(verbosity: int, console: Console) -> None:
+    """Only the `onyxia` logger is configured, so embedding `main()` leaves the root logger alone."""
+    logger = logging.getLogger("onyxia")
+    logger.setLevel(logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG)
+    handler = RichHandler(console=console, show_time=False, show_path=False)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    logger.handlers = [handler]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("onyxia-cli")
+    except PackageNotFoundError:
+        return "unknown"

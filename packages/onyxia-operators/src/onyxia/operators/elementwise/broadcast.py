@@ -1,0 +1,36 @@
+"""Emit one broadcasting elementwise dispatch; shared by the binary, ternary and variadic rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from onyxia.core import BufferRef, DataType, PlanCtx, SymbolicDim, ceil_div, load_wgsl
+from onyxia.core.shapes import dims_product
+from onyxia.operators.layout import WORKGROUP_SIZE, broadcast_strides, type_defs
+
+__all__ = ["Operand", "emit_broadcast"]
+
+_SOURCE = load_wgsl(__package__, "binary.wgsl")
+_NAMES = "ABC"
+
+Operand = tuple[BufferRef, Sequence[SymbolicDim], DataType]
+
+
+def emit_broadcast(ctx: PlanCtx, expr: str, operands: Sequence[Operand], out: Operand) -> None:
+    """``out = expr(a, b[, c])`` with numpy broadcasting; equal shapes skip index arithmetic."""
+    out_ref, out_dims_raw, out_dtype = out
+    out_dims = list(out_dims_raw) or [1]
+    n = dims_product(out_dims)
+    types = {f"{_NAMES[i]}_T": dtype for i, (_, _, dtype) in enumerate(operands)}
+    defs = {**type_defs(**types, Y_T=out_dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE, "EXPR": expr}
+    if len(operands) == 3:
+        defs["TERNARY"] = True
+    dims: dict[str, object] = {"N": n}
+    in_dims = [list(d) or [1] for _, d, _ in operands]
+    if any(d != out_dims for d in in_dims):
+        defs.update(BROADCAST=True, RANK=len(out_dims))
+        dims["OUT_DIMS"] = out_dims
+        for i, d in enumerate(in_dims):
+            dims[f"{_NAMES[i]}_STRIDES"] = broadcast_strides(d, out_dims)
+    shader = ctx.compile_shader("elementwise/binary", _SOURCE, defs, dims)  # type: ignore[arg-type]
+    ctx.dispatch(shader, [ref for ref, _, _ in operands], [out_ref], ceil_div(n, WORKGROUP_SIZE))

@@ -1,0 +1,108 @@
+"""`CastOp`: Cast (target from the `to` attribute) and CastLike (target from input 1's dtype).
+
+On the GPU every dtype lives in a 32-bit (or f16) storage form, so a cast is a WGSL conversion
+between storage types plus, for 8/16-bit integer targets, the wrap-around ONNX (and numpy)
+give when a value does not fit (int32 300 -> int8 44). Casting float to an integer truncates
+toward zero, which WGSL's conversions already do; bool is ``x != 0``. Targets without a WebGPU
+form (float64, uint64) still fold on the host; float8, bfloat16, string and 4-bit targets are
+rejected outright, since Onyxia has no host form for them either (so `saturate`, which only
+matters for float8, is accepted and ignored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from onyxia.core import (
+    DataType,
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    PlanCtx,
+    TensorType,
+    UnsupportedOpError,
+    ceil_div,
+    is_symbolic_value,
+    load_wgsl,
+)
+from onyxia.core.shapes import dims_product
+from onyxia.operators.family import named_rows
+from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
+from onyxia.operators.typesets import ALL_GPU, require_dtype
+
+__all__ = ["CAST", "CastOp", "conversion"]
+
+_SOURCE = load_wgsl(__package__, "cast.wgsl")
+_HOST_TYPES = ALL_GPU | {DataType.DOUBLE, DataType.UINT64}
+
+# 8/16-bit integers are stored in 32 bits: keep only the low bits (sign-extended for signed types).
+_NARROW: dict[DataType, str] = {
+    DataType.INT8: "(({e}) << 24u) >> 24u",
+    DataType.INT16: "(({e}) << 16u) >> 16u",
+    DataType.UINT8: "({e}) & 0xFFu",
+    DataType.UINT16: "({e}) & 0xFFFFu",
+}
+
+
+def conversion(x: DataType, y: DataType) -> str:
+    """The WGSL expression converting a stored `x` value (named ``x``) to `y`'s storage form."""
+    if y == DataType.BOOL:
+        return f"select(0u, 1u, x != {x.wgsl}(0))"
+    return _NARROW.get(y, "{e}").format(e=f"{y.wgsl}(x)")
+
+
+@dataclass(frozen=True)
+class CastOp:
+    target: Callable[[NodeCtx], DataType]
+    name: str = "cast"
+
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        _require_host_type(ctx, ctx.input_dtype(0), "input")
+        return [TensorType(_require_host_type(ctx, self.target(ctx), "target"), ctx.input_shape(0))]
+
+    def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
+        value, to = ctx.input_value(0), self.target(ctx)
+        if value is None:
+            return None
+        if is_symbolic_value(value):  # dims are integers: an integer cast keeps the symbolic value
+            return [value] if to.is_integer else None
+        with np.errstate(invalid="ignore", over="ignore"):
+            return [value.astype(to.numpy)]
+
+    def plan(self, ctx: PlanCtx) -> None:
+        x, y = ctx.input_dtype(0), ctx.output_tensor(0).dtype
+        require_dtype(ctx, x, ALL_GPU, "input")
+        require_dtype(ctx, y, ALL_GPU, "target")
+        n = dims_product(ctx.output_dims(0))
+        if n == 0:
+            return
+        defs = {**type_defs(X_T=x, Y_T=y), "EXPR": conversion(x, y), "WORKGROUP_SIZE": WORKGROUP_SIZE}
+        shader = ctx.compile_shader("movement/cast", _SOURCE, defs, {"N": n})
+        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+
+
+def _to_attribute(ctx: NodeCtx) -> DataType:
+    code = ctx.attr_int("to")
+    try:
+        return DataType(code)
+    except ValueError:
+        raise ctx.error(f"attribute 'to' is {code}, which is not an ONNX data type") from None
+
+
+def _like_input(ctx: NodeCtx) -> DataType:
+    return ctx.input_dtype(1)
+
+
+def _require_host_type(ctx: NodeCtx, dtype: DataType, what: str) -> DataType:
+    if dtype not in _HOST_TYPES:
+        raise UnsupportedOpError(
+            f"node '{ctx.node.name}' ({ctx.node.op_type}): {what} dtype {dtype.name.lower()} is not supported "
+            "(Onyxia casts between float32/16/64, int8-64, uint8-64 and bool)"
+        )
+    return dtype
+
+
+CAST: dict[str, CastOp] = named_rows({"Cast": CastOp(_to_attribute), "CastLike": CastOp(_like_input)})

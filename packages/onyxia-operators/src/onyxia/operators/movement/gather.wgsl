@@ -1,0 +1,43 @@
+// Gather along one axis: y[outer, j, inner] = x[outer, wrap(indices[j]), inner].
+// Bindings: 0 in_x (read, data), 1 in_idx (read, indices), 2 out_y (write).
+// Defs: T               WGSL storage type of data and output
+//       I_T             storage type of indices: i32 (int64 indices travel as i32, int32 as is)
+//       F16             flag: T is f16
+//       WORKGROUP_SIZE
+// Dims (literal when static, immediates when symbolic):
+//       N         output element count (> 0)
+//       INNER     product of the data dims after the axis
+//       NIDX      number of indices
+//       AXIS_DIM  data dim along the axis
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::indexing
+
+@group(0) @binding(0) var<storage, read> in_x: array<#{T}>;
+@group(0) @binding(1) var<storage, read> in_idx: array<#{I_T}>;
+@group(0) @binding(2) var<storage, read_write> out_y: array<#{T}>;
+
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
+    if (i >= #{N}) {
+        return;
+    }
+    let inner = i % #{INNER};
+    let rest = i / #{INNER};
+    let j = rest % #{NIDX};
+    let outer = rest / #{NIDX};
+    let axis_dim = i32(#{AXIS_DIM});
+    var k = in_idx[j];
+    if (k < 0) {
+        k += axis_dim;  // ONNX: negative indices count from the end
+    }
+    // Out-of-range indices are invalid ONNX; clamping keeps the read inside the buffer.
+    let src = clamp(k, 0, axis_dim - 1);
+    out_y[i] = in_x[(outer * #{AXIS_DIM} + u32(src)) * #{INNER} + inner];
+}

@@ -1,0 +1,78 @@
+"""`SoftmaxOp`: Softmax and LogSoftmax, for both ONNX axis conventions.
+
+Opset 13 made the axis a true axis (default -1); before that the input is coerced to 2-D at
+`axis` (default 1) and normalised over everything from `axis` on. Both become (outer, L, inner)
+for the one shader, so the difference lives in `_row_layout` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, load_wgsl
+from onyxia.core.shapes import dims_product
+from onyxia.operators.layout import type_defs
+from onyxia.operators.typesets import FLOATS, require_dtype
+
+__all__ = ["SOFTMAX_OPS", "SoftmaxOp"]
+
+_SOURCE = load_wgsl(__package__, "softmax.wgsl")
+_WORKGROUP = 64
+
+
+@dataclass(frozen=True)
+class SoftmaxOp:
+    log: bool = False
+    coerce_2d: bool = False  # opset < 13 semantics
+    name: str = "softmax"
+
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        self._row_layout(ctx)  # validates the axis
+        return [TensorType(ctx.input_dtype(0), ctx.input_shape(0))]
+
+    def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
+        x = ctx.input_value(0)
+        if x is None or x.dtype == object:
+            return None
+        outer, length, inner = self._row_layout(ctx)
+        rows = x.astype(np.float32).reshape(outer, length, inner)  # type: ignore[arg-type]
+        shifted = rows - np.max(rows, axis=1, keepdims=True, initial=-np.inf)
+        total = np.sum(np.exp(shifted), axis=1, keepdims=True)
+        result = shifted - np.log(total) if self.log else np.exp(shifted) / total
+        return [result.reshape(x.shape).astype(x.dtype)]
+
+    def plan(self, ctx: PlanCtx) -> None:
+        x = ctx.input_tensor(0)
+        require_dtype(ctx, x.dtype, FLOATS)
+        outer, length, inner = self._row_layout(ctx)
+        rows = outer * inner  # type: ignore[operator]
+        if rows == 0 or length == 0:
+            return  # an empty output: nothing to write
+        defs = {**type_defs(X_T=x.dtype, Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": _WORKGROUP}
+        if self.log:
+            defs["LOG"] = True
+        shader = ctx.compile_shader("reduction/softmax", _SOURCE, defs, {"ROWS": rows, "L": length, "INNER": inner})
+        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], rows)
+
+    def _row_layout(self, ctx: NodeCtx) -> tuple[SymbolicDim, SymbolicDim, SymbolicDim]:
+        dims = ctx.input_dims(0)
+        axis = ctx.normalize_axis(ctx.attr_int("axis", 1 if self.coerce_2d else -1), len(dims))
+        if self.coerce_2d:
+            return dims_product(dims[:axis]), dims_product(dims[axis:]), 1
+        return dims_product(dims[:axis]), dims[axis], dims_product(dims[axis + 1 :])
+
+
+def _versions(name: str, row: SoftmaxOp) -> dict[tuple[str, int, int | None], SoftmaxOp]:
+    return {
+        (name, 1, 12): dataclasses.replace(row, name=name, coerce_2d=True),
+        (name, 13, None): dataclasses.replace(row, name=name, coerce_2d=False),
+    }
+
+
+SOFTMAX_OPS: dict[tuple[str, int, int | None], SoftmaxOp] = {
+    **_versions("Softmax", SoftmaxOp()),
+    **_versions("LogSoftmax", SoftmaxOp(log=True)),
+}

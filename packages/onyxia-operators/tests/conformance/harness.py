@@ -1,0 +1,217 @@
+"""The ONNX backend node cases (`onnx.backend.test.case.node`), run through Onyxia like a user's model.
+
+A case is one node (or, for ``*_expanded``, that node's function body in primitive ops) with data
+sets of inputs and expected outputs. It is *selected* when every op in its graph, its subgraphs and
+its local functions is registered at the model's opset. A selected case goes file →
+`load_and_parse_model` → compile → `load_model` → `run` and ends in one of four outcomes:
+
+- ``passed``: every output of every data set matches (exact for ints and bools, NaN where NaN);
+- ``rejected (dtype)``: a graph input or output has no WebGPU storage type (float64, bfloat16,
+  string, sequence ...). Such a case must fail at load/compile time with an `OnyxiaError`; if it
+  compiles, or fails later or otherwise, it is ``failed``;
+- ``rejected``: a compile-time `UnsupportedOpError`, or a `PlanningError` about a dtype without a
+  WebGPU storage type, on a case listed in `EXPECTED` (an unlisted rejection is a failure);
+- ``failed``: wrong values, or any other exception (its type and first line are kept).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from oracle import TOLERANCE, assert_close, runtime
+
+from onyxia.core import DataType, OnyxiaError, OperatorRegistry, PlanningError, UnsupportedOpError
+
+__all__ = [
+    "FAILED",
+    "PASSED",
+    "REJECTED",
+    "REJECTED_DTYPE",
+    "Case",
+    "Outcome",
+    "all_cases",
+    "registry",
+    "run_case",
+    "selected_cases",
+]
+
+PASSED, FAILED, REJECTED, REJECTED_DTYPE = "passed", "failed", "rejected", "rejected (dtype)"
+
+_EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    op: str  # the op under test: the node's op, or for *_expanded the op whose function was expanded
+    model: onnx.ModelProto
+    data_sets: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+    rtol: float
+    atol: float
+    no_gpu_type: str | None  # "input 'x' is DOUBLE" when a graph input/output has no WebGPU storage type
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # PASSED, FAILED, REJECTED or REJECTED_DTYPE
+    detail: str = ""
+
+
+@cache
+def registry() -> OperatorRegistry:
+    from onyxia.operators import core_operator_registry
+
+    return core_operator_registry()
+
+
+@cache
+def all_cases() -> tuple[Any, ...]:
+    """Every node case the installed onnx ships (materialized once: ~5 s)."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return tuple(collect_testcases(None))
+
+
+def selected_cases(op: str | None = None, reg: OperatorRegistry | None = None) -> list[Case]:
+    """Cases whose ops are all registered (optionally only those testing `op`), in onnx's order."""
+    reg = reg or registry()
+    base_op = {c.name: c.model.graph.node[0].op_type for c in all_cases() if not _EXPANDED.search(c.name)}
+    selected = []
+    for c in all_cases():
+        case_op = base_op.get(_EXPANDED.sub("", c.name), c.model.graph.node[0].op_type)
+        if (op is None or case_op == op) and _all_registered(c.model, reg):
+            selected.append(Case(c.name, case_op, c.model, c.data_sets, c.rtol, c.atol, _no_gpu_type(c.model)))
+    return selected
+
+
+def run_case(case: Case, expected: Mapping[str, str] | None = None) -> Outcome:
+    """Compile and run `case`; `expected` (default `EXPECTED`) decides whether a rejection is listed."""
+    if expected is None:
+        from conformance.expected import EXPECTED as expected
+    try:
+        compiled = _compile(case.model)
+    except Exception as e:
+        return _compile_failure(case, e, case.name in expected)
+    if case.no_gpu_type:
+        return Outcome(FAILED, f"{case.no_gpu_type}, which has no WebGPU storage type, yet the model compiled")
+    try:
+        executor = runtime().load_model(compiled)
+        for i, (inputs, outputs) in enumerate(case.data_sets):
+            _check_data_set(case, executor, i, inputs, outputs)
+    except AssertionError as e:
+        return Outcome(FAILED, f"wrong values: {_first_line(e)}")
+    except Exception as e:
+        return Outcome(FAILED, f"run: {type(e).__name__}: {_first_line(e)}")
+    return Outcome(PASSED)
+
+
+# ----- selection ---------------------------------------------------------------------------------
+
+
+def _all_registered(model: onnx.ModelProto, reg: OperatorRegistry) -> bool:
+    opsets = {_canon(o.domain): o.version for o in model.opset_import}
+    return all(
+        reg.get(domain, op_type, opsets.get(_canon(domain))) is not None for domain, op_type in _model_ops(model)
+    )
+
+
+def _model_ops(model: onnx.ModelProto) -> Iterator[tuple[str, str]]:
+    yield from _graph_ops(model.graph.node)
+    for function in model.functions:
+        yield from _graph_ops(function.node)
+
+
+def _graph_ops(nodes: Sequence[onnx.NodeProto]) -> Iterator[tuple[str, str]]:
+    """Ops of `nodes` and of every subgraph (If/Loop/Scan bodies) they hold, Constant included."""
+    for node in nodes:
+        yield node.domain, node.op_type
+        for attr in node.attribute:
+            for graph in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                yield from _graph_ops(graph.node)
+
+
+def _canon(domain: str) -> str:
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+def _no_gpu_type(model: onnx.ModelProto) -> str | None:
+    """Describe the first graph input/output without a WebGPU storage type, or None."""
+    for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
+        for value in values:
+            which = value.type.WhichOneof("value")
+            if which != "tensor_type":
+                return f"{kind} '{value.name}' is a {which}"
+            code = value.type.tensor_type.elem_type
+            try:
+                if DataType(code).has_gpu_type:
+                    continue
+            except ValueError:  # a dtype newer than onyxia's DataType enum
+                pass
+            return f"{kind} '{value.name}' is {onnx.TensorProto.DataType.Name(code)}"
+    return None
+
+
+# ----- running -----------------------------------------------------------------------------------
+
+
+def _compile(model: onnx.ModelProto) -> Any:
+    from onyxia.compiler import CompilerPipeline
+    from onyxia.onnx import load_and_parse_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "model.onnx")
+        onnx.save_model(model, path)
+        graph = load_and_parse_model(path)
+    return CompilerPipeline(registry()).compile(graph, {})
+
+
+def _compile_failure(case: Case, e: Exception, listed: bool) -> Outcome:
+    message = f"compile: {type(e).__name__}: {_first_line(e)}"
+    if case.no_gpu_type and isinstance(e, OnyxiaError):
+        return Outcome(REJECTED_DTYPE, f"{case.no_gpu_type}: {message}")
+    if listed and _is_rejection(e):
+        return Outcome(REJECTED, message)
+    return Outcome(FAILED, message)
+
+
+def _is_rejection(e: Exception) -> bool:
+    """A deliberate compile-time refusal, as opposed to a crash or a wrong shape."""
+    return isinstance(e, UnsupportedOpError) or (isinstance(e, PlanningError) and "no WebGPU storage type" in str(e))
+
+
+def _check_data_set(case: Case, executor: Any, index: int, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+    feeds = {v.name: _array(a) for v, a in zip(case.model.graph.input, inputs)}
+    results = executor.run(feeds)
+    for value, want in zip(case.model.graph.output, outputs):
+        want = _array(want)
+        assert value.name in results, f"data set {index}: output '{value.name}' missing from the results"
+        assert_close(results[value.name], want, f"data set {index} '{value.name}'", tolerance=_tolerance(case, want))
+
+
+def _tolerance(case: Case, expected: np.ndarray) -> tuple[float, float] | None:
+    """The case's (rtol, atol), widened to the oracle's GPU tolerance for the dtype; None = exact."""
+    if expected.dtype not in TOLERANCE:
+        return None
+    rtol, atol = TOLERANCE[expected.dtype]
+    return max(case.rtol, rtol), max(case.atol, atol)
+
+
+def _array(value: Any) -> np.ndarray:
+    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else "(no message)"

@@ -1,0 +1,95 @@
+"""Run the selected ONNX node cases through Onyxia and print a per-op table and the failures.
+
+    python packages/onyxia-operators/tests/conformance/report.py [--op OPNAME] [--json out.json]
+
+Informational: it exits 0 whatever the results; `test_conformance.py` is the gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests dir: `oracle`, `conformance`
+
+from conformance.expected import EXPECTED
+from conformance.harness import FAILED, PASSED, REJECTED, REJECTED_DTYPE, Case, Outcome, run_case, selected_cases
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--op", help="only the cases testing this op (e.g. Add)")
+    parser.add_argument("--json", type=Path, help="also write every case's outcome to this file")
+    args = parser.parse_args(argv)
+
+    start = time.perf_counter()
+    cases = selected_cases(args.op)
+    results: list[tuple[Case, Outcome, float]] = []
+    for case in cases:
+        t0 = time.perf_counter()
+        outcome = run_case(case)
+        results.append((case, outcome, time.perf_counter() - t0))
+    elapsed = time.perf_counter() - start
+
+    _print_table(results)
+    _print_problems(results)
+    print(f"\n{len(results)} cases in {elapsed:.1f} s (collection included)")
+    if args.json:
+        rows = [
+            {
+                "case": c.name,
+                "op": c.op,
+                "status": o.status,
+                "detail": o.detail,
+                "expected": EXPECTED.get(c.name),
+                "s": t,
+            }
+            for c, o, t in results
+        ]
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def _print_table(results: list[tuple[Case, Outcome, float]]) -> None:
+    per_op: dict[str, Counter[str]] = defaultdict(Counter)
+    for case, outcome, _ in results:
+        per_op[case.op][outcome.status] += 1
+    total: Counter[str] = sum(per_op.values(), Counter())
+    width = max([len(op) for op in per_op] + [5])
+    header = f"{'op':<{width}}  {'cases':>5}  {'passed':>6}  {'failed':>6}  {'rejected':>8}  {'(dtype)':>7}"
+    print(header)
+    print("-" * len(header))
+    for op, counts in [*sorted(per_op.items()), ("total", total)]:
+        if op == "total":
+            print("-" * len(header))
+        rejected = counts[REJECTED] + counts[REJECTED_DTYPE]
+        print(
+            f"{op:<{width}}  {sum(counts.values()):>5}  {counts[PASSED]:>6}  {counts[FAILED]:>6}  {rejected:>8}  "
+            f"{counts[REJECTED_DTYPE]:>7}"
+        )
+    supported = sum(total.values()) - total[REJECTED_DTYPE]
+    rate = 100.0 * total[PASSED] / supported if supported else 0.0
+    print(f"\npass rate over supported-dtype cases: {total[PASSED]}/{supported} = {rate:.1f}%")
+
+
+def _print_problems(results: list[tuple[Case, Outcome, float]]) -> None:
+    failed = [(c, o) for c, o, _ in results if o.status in (FAILED, REJECTED)]
+    if failed:
+        print(f"\nfailures and rejections ({len(failed)}):")
+    for case, outcome in failed:
+        reason = EXPECTED.get(case.name)
+        tag = f"expected: {reason}" if reason else "NOT IN EXPECTED"
+        print(f"  {case.name} [{outcome.status}]: {outcome.detail}\n      ({tag})")
+    stale = [c.name for c, o, _ in results if o.status == PASSED and c.name in EXPECTED]
+    for name in stale:
+        print(f"  {name}: passes now; remove it from EXPECTED")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""GPU buffers of one executor: one per plan tensor and scratch buffer, plus the readback staging.
+
+Buffers only ever grow. A dims change that needs more room reallocates (with headroom, so a
+sequence length creeping up one token at a time does not reallocate every step) and the executor
+rebuilds the bind groups that referenced the old buffer; a smaller size keeps the big buffer.
+Contents of a reallocated buffer are lost, which is fine for everything the pool holds: inputs are
+written each run, SYMBOLIC tensors at each dims change, intermediates by the run itself, and
+weights never change size.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import wgpu
+
+from onyxia.core.errors import DeviceError
+from onyxia.core.plan import BufferRef
+from onyxia.runtime.convert import padded_nbytes, storage_bytes
+from onyxia.runtime.device import DeviceContext, ExecutorStats, wgpu_boundary
+
+__all__ = ["BufferPool", "grown_size"]
+
+log = logging.getLogger(__name__)
+
+_STORAGE_USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+_STAGING_USAGE = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+_GROWTH_ALIGN = 256
+
+
+def grown_size(needed: int, current: int, limit: int) -> int:
+    """Room for `needed` bytes after outgrowing `current`: at least 1.5x, 256-aligned, within `limit`."""
+    target = max(needed, current + current // 2)
+    target = (target + _GROWTH_ALIGN - 1) // _GROWTH_ALIGN * _GROWTH_ALIGN
+    return max(needed, min(target, limit))
+
+
+class BufferPool:
+    """Owns the storage buffers (keyed by `BufferRef`) and one staging buffer for readback."""
+
+    def __init__(self, ctx: DeviceContext, stats: ExecutorStats, names: dict[BufferRef, str]) -> None:
+        self.ctx = ctx
+        self.stats = stats
+        self.names = names
+        self.buffers: dict[BufferRef, wgpu.GPUBuffer] = {}
+        self.staging: wgpu.GPUBuffer | None = None
+
+    def get(self, ref: BufferRef) -> wgpu.GPUBuffer:
+        return self.buffers[ref]
+
+    def ensure(self, ref: BufferRef, nbytes: int) -> bool:
+        """Make `ref` hold at least `nbytes` (padded); True when a new buffer replaced the old one."""
+        needed = padded_nbytes(nbytes)
+        current = self.buffers.get(ref)
+        if current is not None and current.size >= needed:
+            return False
+        size = needed if current is None else grown_size(needed, current.size, self.ctx.max_buffer_size)
+        self.buffers[ref] = self._create(self.names[ref], size, _STORAGE_USAGE)
+        if current is not None:
+            log.debug("buffer '%s' grown from %d to %d bytes", self.names[ref], current.size, size)
+            current.destroy()
+        return True
+
+    def write(self, ref: BufferRef, array: np.ndarray, offset: int = 0) -> None:
+        """Queue a host write of `array` (already in GPU storage form); empty arrays write nothing."""
+        if array.size:
+            self.ctx.queue.write_buffer(self.buffers[ref], offset, storage_bytes(array))
+
+    def ensure_staging(self, nbytes: int) -> wgpu.GPUBuffer:
+        needed = padded_nbytes(nbytes)
+        if self.staging is None or self.staging.size < needed:
+            current = 0 if self.staging is None else self.staging.size
+            size = needed if self.staging is None else grown_size(needed, current, self.ctx.max_buffer_size)
+            if self.staging is not None:
+                self.staging.destroy()
+            self.staging = self._create("onyxia/readback", size, _STAGING_USAGE)
+        return self.staging
+
+    def read_staging(self, nbytes: int) -> memoryview:
+        """Map the staging buffer after the run's submit, copy out `nbytes`, unmap."""
+        assert self.staging is not None
+        size = padded_nbytes(nbytes)
+        with wgpu_boundary(DeviceError, "reading outputs back"):
+            self.staging.map_sync(wgpu.MapMode.READ, 0, size)
+            try:
+                return self.staging.read_mapped(0, size)
+            finally:
+                self.staging.unmap()
+
+    def create_uniform(self, label: str, nbytes: int) -> wgpu.GPUBuffer:
+        """A uniform buffer for the immediates fallback: sized to a multiple of 16 as uniforms need."""
+        size = max(16, (nbytes + 15) // 16 * 16)
+        return self._create(label, size, wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+
+    def _create(self, label: str, size: int, usage: int) -> wgpu.GPUBuffer:
+        if size > self.ctx.max_buffer_size:
+            raise DeviceError(
+                f"buffer '{label}': needs {size} bytes; the adapter's max-buffer-size is {self.ctx.max_buffer_size}"
+            )
+        with wgpu_boundary(DeviceError, f"allocating buffer '{label}' ({size} bytes)"):
+            buffer = self.ctx.device.create_buffer(label=label, size=size, usage=usage)
+        self.stats.buffers_created += 1
+        return buffer
+
+    def release(self) -> None:
+        for buffer in self.buffers.values():
+            buffer.destroy()
+        self.buffers.clear()
+        if self.staging is not None:
+            self.staging.destroy()
+            self.staging = None

@@ -1,0 +1,61 @@
+"""Host <-> GPU element conversion: the one place the storage forms of `DataType.gpu_numpy` apply.
+
+WGSL has no 64-bit or sub-32-bit integers, so int64 travels as i32, bool as u32 and the 8/16-bit
+integers widen to 32 bits. Narrowing int64 is checked, never wrapped: a token id or a shape value
+beyond i32 would silently compute garbage. 4-bit types stay packed bytes (operators unpack them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onyxia.core.dtypes import DataType
+from onyxia.core.errors import OnyxiaError
+
+__all__ = ["PACKED_TYPES", "from_gpu", "padded_nbytes", "storage_bytes", "to_gpu"]
+
+PACKED_TYPES = frozenset({DataType.UINT4, DataType.INT4})
+_I32 = np.iinfo(np.int32)
+
+
+def padded_nbytes(nbytes: int) -> int:
+    """Buffer bytes for `nbytes` of data: WebGPU copies and bindings work in 4-byte units, and a
+    zero-size tensor still needs a real (4-byte) buffer to bind."""
+    return max(4, (nbytes + 3) // 4 * 4)
+
+
+def to_gpu(where: str, dtype: DataType, array: np.ndarray, error: type[OnyxiaError]) -> np.ndarray:
+    """`array` in the GPU storage form of `dtype`, C-contiguous; `where` names the tensor in errors."""
+    if dtype in PACKED_TYPES:
+        return np.ascontiguousarray(array).view(np.uint8)
+    target = dtype.gpu_numpy
+    if dtype == DataType.INT64 and array.size:
+        lo, hi = int(array.min()), int(array.max())
+        if lo < _I32.min or hi > _I32.max:
+            raise error(
+                f"{where}: int64 values range over [{lo}, {hi}]; the GPU stores int64 as int32, "
+                f"so every value must lie in [{_I32.min}, {_I32.max}]"
+            )
+    if array.dtype == target:
+        return np.ascontiguousarray(array)
+    return np.ascontiguousarray(array.astype(target))
+
+
+def storage_bytes(array: np.ndarray) -> bytes | memoryview:
+    """`array`'s bytes padded to a multiple of 4 (odd-length f16 data), as `queue.write_buffer` needs."""
+    data = memoryview(array).cast("B") if array.flags.c_contiguous else array.tobytes()
+    if len(data) % 4 == 0:
+        return data
+    return bytes(data) + b"\0" * (4 - len(data) % 4)
+
+
+def from_gpu(dtype: DataType, raw: memoryview | bytes, offset: int, shape: tuple[int, ...]) -> np.ndarray:
+    """The logical array for `shape` read at `offset` of a mapped staging copy."""
+    numel = int(np.prod(shape, dtype=np.int64))
+    if dtype in PACKED_TYPES:
+        packed = np.frombuffer(raw, np.uint8, (numel + 1) // 2, offset).copy()
+        return packed.view(dtype.numpy)  # 4-bit outputs stay packed, exactly as ONNX stores them
+    stored = np.frombuffer(raw, dtype.gpu_numpy, numel, offset)
+    if dtype == DataType.BOOL:
+        return (stored != 0).reshape(shape)
+    return stored.astype(dtype.numpy).reshape(shape)  # astype copies, so the result owns its memory

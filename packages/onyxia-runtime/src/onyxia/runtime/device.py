@@ -1,0 +1,78 @@
+"""What every runtime module shares about the opened device, and the wgpu error boundary.
+
+`DeviceContext` is created once by `Runtime` and handed to each executor, so executors never ask
+wgpu for limits on a hot path. `wgpu_boundary` is the one place where wgpu's exceptions become
+onyxia errors: callers say where they were (shader, node, tensor) and which onyxia error fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import wgpu
+
+from onyxia.core.errors import OnyxiaError
+
+__all__ = ["WGPU_ERRORS", "DeviceContext", "ExecutorStats", "wgpu_boundary"]
+
+# wgpu-py raises GPUError subclasses for validation/OOM and plain RuntimeError/ValueError for
+# failures inside wgpu-native's C calls (e.g. a lost device or a bad map request).
+WGPU_ERRORS: tuple[type[Exception], ...] = (wgpu.GPUError, RuntimeError, ValueError)
+
+
+@dataclass(frozen=True)
+class DeviceContext:
+    """The opened device plus the limits the runtime checks against (read once at device creation)."""
+
+    device: wgpu.GPUDevice
+    features: frozenset[str]
+    limits: dict[str, int]
+    use_immediates: bool
+
+    @property
+    def queue(self) -> wgpu.GPUQueue:
+        return self.device.queue
+
+    @property
+    def max_binding_size(self) -> int:
+        """Largest storage binding, floored to 4 bytes (binding sizes must be multiples of 4)."""
+        return self.limits["max-storage-buffer-binding-size"] // 4 * 4
+
+    @property
+    def max_buffer_size(self) -> int:
+        return self.limits["max-buffer-size"] // 4 * 4
+
+    @property
+    def max_workgroups(self) -> int:
+        return self.limits["max-compute-workgroups-per-dimension"]
+
+    @property
+    def offset_alignment(self) -> int:
+        return self.limits["min-storage-buffer-offset-alignment"]
+
+
+@dataclass
+class ExecutorStats:
+    """Counters tests assert on: a dims change must move only `bind_groups_created`,
+    `buffers_created` and `dimension_updates`, never the shader or pipeline counts."""
+
+    shader_modules_created: int = 0
+    pipelines_created: int = 0
+    bind_group_layouts_created: int = 0
+    bind_groups_created: int = 0
+    buffers_created: int = 0
+    dimension_updates: int = 0
+    runs: int = 0
+    dispatches_encoded: int = field(default=0)  # by the latest run (skipped 0-size dispatches excluded)
+
+
+@contextmanager
+def wgpu_boundary(error: type[OnyxiaError], where: str) -> Iterator[None]:
+    """Re-raise a wgpu failure as `error` prefixed with `where` (shader label, node, tensor)."""
+    try:
+        yield
+    except WGPU_ERRORS as e:
+        detail = " ".join(str(e).split())
+        raise error(f"{where}: {type(e).__name__}: {detail}") from e

@@ -1,0 +1,237 @@
+"""`PlanExecutor`: one compiled plan on one device, re-targetable to new dims without recompiling.
+
+Load creates every shader module and pipeline (so a WGSL error surfaces at load, naming the node)
+and uploads weights. A dims change, explicit or bound from input shapes in `run()`, re-evaluates
+the plan's expressions and commits them: buffers grow, affected bind groups are rebuilt, and the
+command program is rebuilt; shader modules and pipelines never are (`stats` proves it). Each
+`run()` is one command buffer: queued input writes, the program, and the output copies into a
+single staging buffer that is mapped once.
+
+Readback goes through `_readback`, a list of (buffer, staging offset, size); keeping outputs on
+the GPU (for an LLM's KV cache) would mean leaving a tensor out of that list and handing out its
+buffer instead, without touching the program.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import numpy as np
+import wgpu
+
+from onyxia.core.dtypes import DataType
+from onyxia.core.errors import DeviceError, InputError, PlanningError
+from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, TensorRole, WriteBuffer
+from onyxia.core.values import TensorValue
+from onyxia.runtime.buffers import BufferPool
+from onyxia.runtime.convert import from_gpu, padded_nbytes, storage_bytes, to_gpu
+from onyxia.runtime.device import DeviceContext, ExecutorStats, wgpu_boundary
+from onyxia.runtime.inputs import InputBinder
+from onyxia.runtime.layout import (
+    DimsLayout,
+    DispatchValues,
+    buffer_sizes,
+    evaluate_layout,
+    flatten_steps,
+    referenced_symbols,
+)
+from onyxia.runtime.pipelines import PipelineCache
+from onyxia.runtime.program import DispatchState, Program, build_program, commit_dispatch, encode, prepare_dispatch
+
+__all__ = ["PlanExecutor"]
+
+log = logging.getLogger(__name__)
+
+_FALLBACK_FEATURES = frozenset({"immediates"})  # the uniform rewrite stands in for these
+
+
+class PlanExecutor:
+    """Runs `compiled` with `run()`; created by `Runtime.load_model`."""
+
+    def __init__(
+        self,
+        ctx: DeviceContext,
+        compiled: CompiledModel,
+        dims: Mapping[str, int] | None = None,
+        max_dims: Mapping[str, int] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.compiled = compiled
+        self.stats = ExecutorStats()
+        self._check_features()
+        self._names = _buffer_names(compiled)
+        self._flat = flatten_steps(compiled)
+        self._symbols = referenced_symbols(compiled, self._flat)
+        self._inputs = InputBinder(compiled)
+        self._pool = BufferPool(ctx, self.stats, self._names)
+        pipelines = PipelineCache(ctx, compiled.shaders, self.stats)
+        self._states: list[DispatchState | None] = [
+            prepare_dispatch(fs, pipelines, self._pool, ctx, self.stats) if isinstance(fs.step, Dispatch) else None
+            for fs in self._flat
+        ]
+        self._upload_weights()
+        self._dims: dict[str, int] = {**compiled.dims, **_checked_dims(dims or {})}
+        self._layout: DimsLayout | None = None
+        self._program = Program()
+        self._writes: list[tuple[wgpu.GPUBuffer, int, bytes]] = []
+        self._readback: list[tuple[wgpu.GPUBuffer, int, int]] = []
+        self._outputs: list[tuple[str, DataType, int, tuple[int, ...]]] = []
+        self._staging_bytes = 0
+        if max_dims:
+            self._preallocate(_checked_dims(max_dims))
+        if self._symbols <= self._dims.keys():
+            self._apply(self._dims)
+
+    # ----- public API ------------------------------------------------------------------------
+    @property
+    def dims(self) -> dict[str, int]:
+        """The dims the executor is currently set up for (a copy)."""
+        return dict(self._dims)
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self._inputs.names)
+
+    @property
+    def output_names(self) -> list[str]:
+        return [self.compiled.tensors[t].name for t in self.compiled.outputs]
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs by name, in their logical dtypes and the current dims' shapes."""
+        bound, uploads = self._inputs.bind(inputs, self._dims)
+        changed = {k: v for k, v in bound.items() if self._dims.get(k) != v}
+        if changed or self._layout is None:
+            self.update_dimensions(changed)
+        if self._layout is None:
+            missing = sorted(self._symbols - self._dims.keys())
+            raise InputError(
+                f"run(): dims {missing} have no value (bound so far: {self._dims}); they appear in no input shape, "
+                "so bind them with load_model(dims=...) or update_dimensions()"
+            )
+        for ref, array in uploads:
+            self._pool.write(ref, array)
+        for buffer, offset, data in self._writes:
+            self.ctx.queue.write_buffer(buffer, offset, data)
+        with wgpu_boundary(DeviceError, "run(): encoding or submitting the plan"):
+            encoder = self.ctx.device.create_command_encoder()
+            encode(encoder, self._program)
+            for buffer, offset, size in self._readback:
+                encoder.copy_buffer_to_buffer(buffer, 0, self._pool.staging, offset, size)
+            self.ctx.queue.submit([encoder.finish()])
+        self.stats.runs += 1
+        self.stats.dispatches_encoded = self._program.dispatches
+        raw = self._pool.read_staging(self._staging_bytes) if self._readback else b""
+        return {name: from_gpu(dtype, raw, offset, shape) for name, dtype, offset, shape in self._outputs}
+
+    def update_dimensions(self, dims: Mapping[str, int]) -> None:
+        """Re-target the plan to `dims` (merged into the current ones); no shader or pipeline is rebuilt.
+
+        While some dims are still unbound the values are only recorded; the first run binds the rest
+        from its input shapes and evaluates everything then."""
+        checked = _checked_dims(dims)
+        known = self._symbols | self.compiled.dims.keys()
+        unknown = sorted(set(checked) - known)
+        if unknown:
+            raise InputError(f"update_dimensions(): unknown dims {unknown}; the model's dims are {sorted(known)}")
+        merged = {**self._dims, **checked}
+        if self._symbols <= merged.keys():
+            self._apply(merged)
+        else:
+            self._dims, self._layout = merged, None
+
+    def release(self) -> None:
+        """Destroy this executor's buffers now instead of waiting for garbage collection."""
+        self._pool.release()
+        self._layout = None
+
+    # ----- dims changes ----------------------------------------------------------------------
+    def _apply(self, dims: dict[str, int]) -> None:
+        layout = evaluate_layout(self.compiled, self._flat, dims, self.ctx, self._names)
+        self._layout = None  # a commit that fails half way must not leave a stale program in use
+        for ref, nbytes in layout.buffer_bytes.items():
+            self._pool.ensure(ref, nbytes)
+        for ref, array in layout.symbolic.items():
+            self._pool.write(ref, array)
+        for state, values in zip(self._states, layout.steps):
+            if state is not None and isinstance(values, DispatchValues):
+                commit_dispatch(state, values, self._pool, self.ctx, self.stats)
+        self._program = build_program(self._flat, self._states, layout, self._pool)
+        self._writes = [
+            (self._pool.get(fs.step.dst), fs.step.offset, bytes(storage_bytes(np.frombuffer(fs.step.data, np.uint8))))
+            for fs in self._flat
+            if isinstance(fs.step, WriteBuffer) and fs.step.data
+        ]
+        self._plan_readback(layout)
+        self._dims, self._layout = dims, layout
+        self.stats.dimension_updates += 1
+        log.debug("dims set to %s: %d dispatches", dims, self._program.dispatches)
+
+    def _plan_readback(self, layout: DimsLayout) -> None:
+        """Staging offsets per output (8-byte aligned, as mapping reads need)."""
+        self._readback, self._outputs, offset, copied = [], [], 0, {}
+        for tid in self.compiled.outputs:
+            t, ref = self.compiled.tensors[tid], BufferRef(tensor=tid)
+            nbytes = layout.buffer_bytes[ref]
+            if tid not in copied and nbytes:
+                copied[tid] = offset
+                self._readback.append((self._pool.get(ref), offset, padded_nbytes(nbytes)))
+                offset += _staged(nbytes)
+            self._outputs.append((t.name, t.dtype, copied.get(tid, 0), layout.output_shapes[tid]))
+        self._staging_bytes = offset
+        if offset:
+            self._pool.ensure_staging(offset)
+
+    def _preallocate(self, max_dims: dict[str, int]) -> None:
+        """Size every buffer (staging too) for the largest dims up front, so growth never reallocates."""
+        sizes = buffer_sizes(self.compiled, {**self._dims, **max_dims})
+        for ref, nbytes in sizes.items():
+            self._pool.ensure(ref, nbytes)
+        outputs = {BufferRef(tensor=t) for t in self.compiled.outputs}
+        self._pool.ensure_staging(sum(_staged(sizes[ref]) for ref in outputs))
+
+    # ----- load ------------------------------------------------------------------------------
+    def _check_features(self) -> None:
+        missing = sorted(set(self.compiled.required_features) - self.ctx.features - _FALLBACK_FEATURES)
+        if missing:
+            raise DeviceError(
+                f"the model requires adapter features {missing}, which the device lacks "
+                f"(device features: {sorted(self.ctx.features)})"
+            )
+
+    def _upload_weights(self) -> None:
+        for t in self.compiled.tensors.values():
+            if t.role is TensorRole.SYMBOLIC or t.data is None:
+                if t.role is TensorRole.WEIGHT:
+                    raise PlanningError(f"weight '{t.name}' has no data to upload")
+                continue
+            array = t.data.numpy() if isinstance(t.data, TensorValue) else np.asarray(t.data)
+            gpu = to_gpu(f"weight '{t.name}'", t.dtype, array, PlanningError)
+            if gpu.nbytes != t.nbytes:
+                raise PlanningError(
+                    f"weight '{t.name}': data of shape {list(array.shape)} is {gpu.nbytes} bytes on the GPU; "
+                    f"its plan dims [{', '.join(map(str, t.dims))}] need {t.nbytes}"
+                )
+            ref = BufferRef(tensor=t.id)
+            self._pool.ensure(ref, gpu.nbytes)
+            self._pool.write(ref, gpu)
+
+
+def _staged(nbytes: int) -> int:
+    """Room a tensor takes in the staging buffer: mapped reads want 8-byte aligned offsets."""
+    return (padded_nbytes(nbytes) + 7) // 8 * 8 if nbytes else 0
+
+
+def _buffer_names(compiled: CompiledModel) -> dict[BufferRef, str]:
+    names = {BufferRef(tensor=t.id): t.name for t in compiled.tensors.values()}
+    names.update({BufferRef(scratch=s.id): s.label for op in compiled.operations for s in op.scratch})
+    return names
+
+
+def _checked_dims(dims: Mapping[str, int]) -> dict[str, int]:
+    checked: dict[str, int] = {}
+    for name, value in dims.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise InputError(f"dim '{name}' = {value!r}; expected a non-negative integer")
+        checked[name] = int(value)
+    return checked

@@ -1,0 +1,105 @@
+"""Checking run() inputs against the plan and binding symbolic dims from their shapes.
+
+Dtypes are strict: an int64 input given as int32 is refused rather than cast, because a silent
+cast hides a caller bug (token ids from the wrong tokenizer path) and costs a copy. A dim that is
+a plain name (``batch``) is bound from the array; a dim that is an expression (``past + seq``) is
+only checked, since its names must come from another input or from `update_dimensions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from onyxia.core.dtypes import DataType
+from onyxia.core.errors import InputError, SymbolicError
+from onyxia.core.plan import BufferRef, CompiledModel
+from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
+from onyxia.runtime.convert import PACKED_TYPES, to_gpu
+
+__all__ = ["InputBinder", "InputSpec"]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    ref: BufferRef
+    dtype: DataType
+    dims: tuple[SymbolicDim, ...]
+
+
+class InputBinder:
+    """The model's inputs; `bind` validates one run's arrays and returns dims and upload data."""
+
+    def __init__(self, plan: CompiledModel) -> None:
+        self.specs: list[InputSpec] = []
+        for tid in plan.inputs:
+            t = plan.tensors[tid]
+            if t.dtype in PACKED_TYPES:
+                raise InputError(f"input '{t.name}': {t.dtype.name} inputs are not supported; expected a byte dtype")
+            self.specs.append(InputSpec(t.name, BufferRef(tensor=tid), t.dtype, tuple(t.dims)))
+        self.names = [s.name for s in self.specs]
+
+    def bind(
+        self, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int]
+    ) -> tuple[dict[str, int], list[tuple[BufferRef, np.ndarray]]]:
+        """(dims bound from plain-name input dims, [(buffer, GPU-form array)]) for one run."""
+        self._check_names(inputs)
+        bound: dict[str, tuple[int, str]] = {}
+        for spec in self.specs:
+            self._check_array(spec, inputs[spec.name], bound)
+        merged = {**dims, **{k: v for k, (v, _) in bound.items()}}
+        for spec in self.specs:
+            self._check_expressions(spec, inputs[spec.name].shape, merged)
+        uploads = [(s.ref, to_gpu(f"input '{s.name}'", s.dtype, inputs[s.name], InputError)) for s in self.specs]
+        return {k: v for k, (v, _) in bound.items()}, uploads
+
+    def _check_names(self, inputs: Mapping[str, np.ndarray]) -> None:
+        missing = [n for n in self.names if n not in inputs]
+        extra = sorted(n for n in inputs if n not in self.names)
+        if missing or extra:
+            found = [f"missing {missing}"] * bool(missing) + [f"unexpected {extra}"] * bool(extra)
+            raise InputError(f"run() inputs: {', '.join(found)}; the model expects exactly {self.names}")
+
+    def _check_array(self, spec: InputSpec, array: object, bound: dict[str, tuple[int, str]]) -> None:
+        where = f"input '{spec.name}'"
+        if not isinstance(array, np.ndarray):
+            raise InputError(f"{where}: expected a numpy array of {spec.dtype.numpy}, given {type(array).__name__}")
+        if array.dtype != spec.dtype.numpy:
+            raise InputError(
+                f"{where}: dtype is {array.dtype}; expected {spec.dtype.numpy} ({spec.dtype.name}), "
+                f"convert with .astype(np.{spec.dtype.numpy})"
+            )
+        if array.ndim != len(spec.dims):
+            raise InputError(
+                f"{where}: rank {array.ndim} (shape {list(array.shape)}); expected rank {len(spec.dims)} "
+                f"with dims [{', '.join(map(str, spec.dims))}]"
+            )
+        for axis, (dim, size) in enumerate(zip(spec.dims, array.shape)):
+            if isinstance(dim, int) and dim != size:
+                raise InputError(f"{where}: dim {axis} is {size}; expected {dim} (shape {list(array.shape)})")
+            if isinstance(dim, SymbolicExpr) and dim.is_name:
+                symbol = str(dim)
+                if symbol in bound and bound[symbol][0] != size:
+                    value, origin = bound[symbol]
+                    raise InputError(
+                        f"{where}: dim {axis} ('{symbol}') is {size}, but {origin} set '{symbol}' to {value}; "
+                        "inputs sharing a dim must agree"
+                    )
+                bound.setdefault(symbol, (size, f"{where} dim {axis}"))
+
+    def _check_expressions(self, spec: InputSpec, shape: tuple[int, ...], dims: Mapping[str, int]) -> None:
+        for axis, (dim, size) in enumerate(zip(spec.dims, shape)):
+            if not isinstance(dim, SymbolicExpr) or dim.is_name:
+                continue
+            where = f"input '{spec.name}': dim {axis} ('{dim}')"
+            try:
+                value = dim.evaluate(dims)
+            except SymbolicError as e:
+                raise InputError(
+                    f"{where} cannot be checked: {e}; bind its names with load_model(dims=...) or update_dimensions()"
+                ) from e
+            if value != size:
+                raise InputError(f"{where} is {size}; the current dims {dict(dims)} make it {value}")

@@ -1,0 +1,30 @@
+"""Shared pieces of the end-to-end tests: one GPU runtime per session and the onnxruntime oracle."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="session")
+def runtime() -> Any:
+    from onyxia.runtime import Runtime
+
+    return Runtime()
+
+
+def _ort_run(path: Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, dict(inputs))))
+
+
+@pytest.fixture
+def ort_run() -> Any:
+    return _ort_run
