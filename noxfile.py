@@ -141,11 +141,14 @@ def typecheck(session: nox.Session) -> None:
 def build(session: nox.Session) -> None:
     """hatch build of each package; each must give one wheel and one sdist holding all of src/."""
     session.install("hatch")
-    out_root = Path(session.create_tmp()) / "dist"
+    tmp = Path(session.create_tmp()).resolve()
+    # hatch keeps its build envs with this session. nox points UV_PYTHON at the session venv, which
+    # would make hatch's uv sync hatchling there instead of into hatch's own build env.
+    hatch_env = {"HATCH_DATA_DIR": str(tmp / "hatch-data"), "UV_PYTHON": None, "UV_PROJECT_ENVIRONMENT": None}
     for name in (f"onyxia-{p}" for p in PACKAGES):
-        project, out = PROJECTS[name], out_root / name
+        project, out = PROJECTS[name], tmp / "dist" / name
         with session.chdir(project):
-            session.run("hatch", "build", "-t", "wheel", "-t", "sdist", str(out), silent=True)
+            session.run("hatch", "build", "-t", "wheel", "-t", "sdist", str(out), silent=True, env=hatch_env)
         stem = name.replace("-", "_")
         wheels, sdists = sorted(out.glob(f"{stem}-*.whl")), sorted(out.glob(f"{stem}-*.tar.gz"))
         if len(wheels) != 1 or len(sdists) != 1:
@@ -189,7 +192,7 @@ def _test_package(session: nox.Session, package: str) -> None:
 
 def _pytest(session: nox.Session, tests: Path) -> None:
     """pytest from a scratch cwd, importlib mode, no pythonpath ini: only site-packages provides onyxia."""
-    scratch = Path(session.create_tmp())
+    scratch = Path(session.create_tmp()).resolve()
     with session.chdir(scratch):
         session.run(
             "pytest",

@@ -28,3 +28,9 @@ def _ort_run(path: Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarr
 @pytest.fixture
 def ort_run() -> Any:
     return _ort_run
+
+
+# End-to-end tests also use the operators' oracle helper (one helper per pattern).
+import sys  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "packages" / "onyxia-operators" / "tests"))

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
-
 import onnx
+import onnxruntime as ort
 from onnx import TensorProto, helper
 
 __all__ = ["OPSET", "make_model", "run_ort", "save", "set_external", "tensor_input"]

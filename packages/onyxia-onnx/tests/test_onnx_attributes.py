@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import AttributeProto, TensorProto, helper, numpy_helper
 from onnx_test_models import make_model, run_ort, save, tensor_input
 
-import onnx
-from onnx import AttributeProto, TensorProto, helper, numpy_helper
 from onyxia.core import DataType, TensorValue
 from onyxia.onnx import OnnxError, load_and_parse_model, to_onnx
 from onyxia.onnx.attributes import make_attribute, schema_attribute_types
@@ -96,7 +96,9 @@ def test_unsupported_attribute_types(tmp_path, attribute, message):
         opsets={"": 21, "test.domain": 1},
     )
     path = save(model, tmp_path)
-    with pytest.raises(OnnxError, match=rf"model\.onnx: node 'weird_node' \(Weird\): attribute '{attribute.name}' is {message}"):
+    with pytest.raises(
+        OnnxError, match=rf"model\.onnx: node 'weird_node' \(Weird\): attribute '{attribute.name}' is {message}"
+    ):
         load_and_parse_model(path)
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 from onnx_test_models import make_model, run_ort, save, tensor_input
 
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 from onyxia.core import DataType, GraphBuilder, Static, SymbolicExpr, shape_of
 from onyxia.onnx import OnnxError, load_and_parse_model, to_onnx
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 from onnx_test_models import make_model, save, tensor_input
 
-from onnx import TensorProto, helper, numpy_helper
 from onyxia.core import Absent, DataType, Static, Symbolic, SymbolicExpr, TensorKind, TensorValue
 from onyxia.onnx import load_and_parse_model
 
@@ -112,7 +112,9 @@ def test_unsorted_nodes_are_sorted_stably(tmp_path):
         helper.make_node("Sigmoid", ["x"], ["s"], name="independent"),
     ]
     outputs = [tensor_input("y", TensorProto.FLOAT, [2]), tensor_input("s", TensorProto.FLOAT, [2])]
-    graph = load_and_parse_model(save(make_model(nodes, [tensor_input("x", TensorProto.FLOAT, [2])], outputs), tmp_path))
+    graph = load_and_parse_model(
+        save(make_model(nodes, [tensor_input("x", TensorProto.FLOAT, [2])], outputs), tmp_path)
+    )
     assert [n.name for n in graph.nodes] == ["first", "second", "third", "independent"]
     assert [n.name for n in graph.topological_order()] == [n.name for n in graph.nodes]
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 from onnx_test_models import make_model, save, set_external, tensor_input
 
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 from onyxia.core import DataType
 from onyxia.onnx import load_and_parse_model
 
@@ -158,3 +158,42 @@ def test_external_4bit_and_constant_attribute(tmp_path):
     assert q.dims == (4, 8) and q.numpy().shape == (16,) and q.numpy().dtype == np.uint8
     np.testing.assert_array_equal(q.numpy() & 0xF, np.tile(np.arange(0, 16, 2), 2))
     np.testing.assert_array_equal(k.numpy(), np.full(64, 3.0, np.float32))
+
+
+def test_symlinked_model_finds_data_beside_the_link(tmp_path):
+    """Hugging Face cache layout: snapshot files are symlinks into a shared blobs/ folder."""
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshots" / "rev" / "onnx"
+    blobs.mkdir()
+    snapshot.mkdir(parents=True)
+    weight = np.arange(8, dtype=np.float32)
+    save(
+        _external_model(tmp_path, {"w": weight}),
+        blobs,
+        "m",
+        save_as_external_data=True,
+        location="m_data",
+        size_threshold=0,
+    )
+    (blobs / "m").rename(blobs / "hash1")
+    (blobs / "m_data").rename(blobs / "hash2")
+    (snapshot / "model.onnx").symlink_to(blobs / "hash1")
+    (snapshot / "m_data").symlink_to(blobs / "hash2")
+    graph = load_and_parse_model(snapshot / "model.onnx")
+    np.testing.assert_array_equal(graph.tensor_by_name("w").initializer.numpy(), weight)
+
+
+def test_offset_beyond_2gb(tmp_path):
+    """A tensor 3 GiB into a (sparse) data file: 64-bit offsets, nothing read until asked."""
+    offset = 3 << 30
+    weight = np.arange(4, dtype=np.float32)
+    with open(tmp_path / "huge.bin", "wb") as f:
+        f.seek(offset)
+        f.write(weight.tobytes())
+    tensor = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
+    set_external(tensor, location="huge.bin", offset=str(offset), length=str(weight.nbytes))
+    model = make_model(
+        [helper.make_node("Identity", ["w"], ["y"])], [], [tensor_input("y", TensorProto.FLOAT, [4])], [tensor]
+    )
+    value = load_and_parse_model(save(model, tmp_path)).tensor_by_name("w").initializer
+    assert not value.is_loaded
+    np.testing.assert_array_equal(value.numpy(), weight)

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-__all__ = ["TOLERANCE", "assert_close", "check_model", "check_op", "make_model", "runtime"]
+__all__ = ["TOLERANCE", "assert_close", "check_model", "check_op", "compile_model", "make_model", "runtime"]
 
 # dtype -> (rtol, atol)
 TOLERANCE: dict[np.dtype, tuple[float, float]] = {
@@ -35,7 +35,7 @@ def runtime() -> Any:
 
 def make_model(
     op_type: str,
-    inputs: Mapping[str, np.ndarray],
+    inputs: Mapping[str, np.ndarray | None],
     attrs: Mapping[str, Any] | None = None,
     *,
     opset: int = 21,
@@ -44,10 +44,13 @@ def make_model(
     initializers: Sequence[str] = (),
     dim_params: Mapping[str, Sequence[int | str]] | None = None,
 ) -> onnx.ModelProto:
-    """A one-node model; inputs named in `initializers` become initializers (compile-time known)."""
+    """A one-node model; inputs named in `initializers` become initializers (compile-time known),
+    and a None input is an omitted optional input."""
     dim_params = dim_params or {}
     graph_inputs, inits = [], []
     for name, value in inputs.items():
+        if value is None:  # an omitted optional input (ONNX's empty name)
+            continue
         if name in initializers:
             inits.append(onnx.numpy_helper.from_array(value, name))
             continue
@@ -55,7 +58,7 @@ def make_model(
         elem = helper.np_dtype_to_tensor_dtype(value.dtype)
         graph_inputs.append(helper.make_tensor_value_info(name, elem, list(dims)))
     outputs = [f"y{i}" for i in range(num_outputs)]
-    node = helper.make_node(op_type, list(inputs), outputs, domain=domain, **(attrs or {}))
+    node = helper.make_node(op_type, [n if v is not None else "" for n, v in inputs.items()], outputs, domain=domain, **(attrs or {}))
     graph_outputs = [helper.make_empty_tensor_value_info(o) for o in outputs]
     graph = helper.make_graph([node], f"{op_type}_test", graph_inputs, graph_outputs, inits)
     opsets = [helper.make_opsetid("", opset)]
@@ -75,9 +78,8 @@ def reference_outputs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], r
     return list(session.run(None, dict(feeds)))
 
 
-def onyxia_outputs(
-    model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], dims: Mapping[str, int] | None = None
-) -> list[np.ndarray]:
+def compile_model(model: onnx.ModelProto, dims: Mapping[str, int] | None = None) -> Any:
+    """Onyxia's `CompiledModel` for `model` (no GPU needed): tests assert on its steps."""
     from onyxia.compiler import CompilerPipeline
     from onyxia.onnx import load_and_parse_model
     from onyxia.operators import core_operator_registry
@@ -86,8 +88,13 @@ def onyxia_outputs(
         path = Path(tmp, "model.onnx")
         onnx.save_model(model, path)
         graph = load_and_parse_model(path)
-    compiled = CompilerPipeline(core_operator_registry()).compile(graph, dims or {})
-    executor = runtime().load_model(compiled)
+    return CompilerPipeline(core_operator_registry()).compile(graph, dims or {})
+
+
+def onyxia_outputs(
+    model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], dims: Mapping[str, int] | None = None
+) -> list[np.ndarray]:
+    executor = runtime().load_model(compile_model(model, dims))
     results = executor.run(dict(feeds))
     return [results[o.name] for o in model.graph.output]
 
@@ -137,7 +144,7 @@ def check_model(
 
 def check_op(
     op_type: str,
-    inputs: Mapping[str, np.ndarray],
+    inputs: Mapping[str, np.ndarray | None],
     attrs: Mapping[str, Any] | None = None,
     *,
     opset: int = 21,
@@ -159,5 +166,5 @@ def check_op(
         initializers=initializers,
         dim_params=dim_params,
     )
-    feeds = {k: v for k, v in inputs.items() if k not in initializers}
+    feeds = {k: v for k, v in inputs.items() if k not in initializers and v is not None}
     return check_model(model, feeds, reference=reference, dims=dims)

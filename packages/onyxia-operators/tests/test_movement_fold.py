@@ -57,7 +57,7 @@ def test_shape_chain_folds_to_a_single_copy(dims: list[int | str], expected: tup
     compiled = compile_graph(_shape_chain(dims).graph)
     assert compiled.dispatch_count == 0
     assert [op.op_type for op in compiled.operations] == ["Reshape"]
-    (op_type, step), = copy_steps(compiled)
+    ((_, step),) = copy_steps(compiled)
     assert step.size == expected[0] * 8 * 4
     assert compiled.tensor_by_name("flatten_out0").dims == expected
 
@@ -106,8 +106,15 @@ def test_every_row_folds_constants(op: str) -> None:
 
 @pytest.mark.parametrize(
     ("attrs", "expected"),
-    [({}, [2, 3, 4, 5]), ({"start": 1}, [3, 4, 5]), ({"start": -1}, [5]), ({"end": -1}, [2, 3, 4]),
-     ({"start": -10, "end": 10}, [2, 3, 4, 5]), ({"start": 3, "end": 1}, []), ({"start": 1, "end": 3}, [3, 4])],
+    [
+        ({}, [2, 3, 4, 5]),
+        ({"start": 1}, [3, 4, 5]),
+        ({"start": -1}, [5]),
+        ({"end": -1}, [2, 3, 4]),
+        ({"start": -10, "end": 10}, [2, 3, 4, 5]),
+        ({"start": 3, "end": 1}, []),
+        ({"start": 1, "end": 3}, [3, 4]),
+    ],
 )
 def test_shape_start_end(attrs: dict, expected: list[int]) -> None:
     b = GraphBuilder()

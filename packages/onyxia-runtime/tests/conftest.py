@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from onyxia.runtime import Runtime  # noqa: E402
+from onyxia.runtime import Runtime
 
 
 @pytest.fixture(scope="session")

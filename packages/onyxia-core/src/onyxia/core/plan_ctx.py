@@ -33,6 +33,7 @@ from onyxia.core.plan import (
 )
 from onyxia.core.shapes import Absent
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
+from onyxia.core.values import TensorValue
 from onyxia.core.wgsl import ShaderLibrary, preprocess
 
 __all__ = ["IMMEDIATE_DECLARATION", "MAX_IMMEDIATE_BYTES", "PlanBuilder", "PlanCtx", "ShaderHandle", "ceil_div"]
@@ -65,6 +66,7 @@ class PlanBuilder:
     features: set[str] = field(default_factory=set)
     _shader_keys: dict[tuple, int] = field(default_factory=dict)
     _scratch_ids: int = 0
+    _constants: dict[str, int] = field(default_factory=dict)  # key -> plan tensor id (negative)
 
     def plan_tensor(self, tensor: TensorDef) -> PlanTensor:
         """The plan entry for `tensor`, created on first use with its role and upload data."""
@@ -78,6 +80,23 @@ class PlanBuilder:
             self.features.add("shader-f16")
         entry = PlanTensor(tensor.id, tensor.name, tensor.dtype, tuple(tensor.shape.dims), role, data)
         self.tensors[tensor.id] = entry
+        return entry
+
+    def constant(self, key: str, value: TensorValue) -> PlanTensor:
+        """A WEIGHT entry for host data no graph tensor holds; see `PlanCtx.constant`."""
+        if key in self._constants:
+            entry = self.tensors[self._constants[key]]
+            if (entry.dtype, entry.dims) != (value.dtype, value.dims):
+                raise PlanningError(
+                    f"constant '{key}' is registered as {entry.dtype.name.lower()}{list(entry.dims)}; "
+                    f"a second use asks for {value.dtype.name.lower()}{list(value.dims)} (derive keys from the content)"
+                )
+            return entry
+        require_gpu_type(value.dtype, f"constant '{key}'")
+        tensor_id = -1 - len(self._constants)  # graph ids are >= 0, so derived constants never collide
+        entry = PlanTensor(tensor_id, key, value.dtype, value.dims, TensorRole.WEIGHT, value)
+        self._constants[key] = tensor_id
+        self.tensors[tensor_id] = entry
         return entry
 
     def _role(self, tensor: TensorDef) -> tuple[TensorRole, object]:
@@ -102,9 +121,6 @@ class PlanBuilder:
         full_defs = dict(defs)
         flat = _flatten_dims(dims)
         symbolic = sorted(name for name, value in flat.items() if not isinstance(value, int))
-        for name, value in flat.items():
-            if isinstance(value, int) and value < 0:
-                raise PlanningError(f"shader '{label}': dim {name} is negative ({value})")
         for name, value in dims.items():
             if isinstance(value, (int, SymbolicExpr)):
                 full_defs[name] = _dim_text(name, value)
@@ -188,6 +204,23 @@ class PlanCtx(NodeCtx):
                 names |= d.names()
         return sorted(names)
 
+    def constant(self, key: str, value: TensorValue | np.ndarray) -> BufferRef:
+        """A read-only GPU buffer holding host data the operator derived from its inputs.
+
+        For weights an op wants in another layout than the graph stores them: MatMulNBits binds its
+        packed 4-bit uint8 weights as u32 words, where the graph tensor would widen every byte to a
+        u32. Pass a lazy `TensorValue` (a loader that repacks `tensor.initializer.numpy()`) so the
+        work and the memory happen at upload, tensor by tensor, not at compile time. The data is
+        uploaded once, like an initializer, in `value.dtype`'s GPU storage form.
+
+        `key` is the plan tensor's name and deduplicates: nodes asking for the same key share one
+        buffer, so derive it from the source tensor and the transform (``"<weight>:u32"``). The graph
+        tensor the data came from is not uploaded unless some step binds it with `input()`.
+        """
+        if isinstance(value, np.ndarray):
+            value = TensorValue.from_numpy(value, name=key)
+        return BufferRef(tensor=self.builder.constant(key, value).id)
+
     def alloc_scratch(self, size: SymbolicDim, label: str) -> BufferRef:
         desc = ScratchBufferDesc(self.builder.new_scratch_id(), size, f"{self.node.name}/{label}")
         self.op.scratch.append(desc)
@@ -242,7 +275,11 @@ def _flatten_dims(dims: Mapping[str, DimValue]) -> dict[str, SymbolicDim]:
 
 
 def _dim_text(name: str, value: SymbolicDim) -> str:
-    return f"{value}u" if isinstance(value, int) else f"imm.{name}"
+    """A u32 literal, or the immediate field; negative offsets (pads, steps) travel as bit patterns
+    that shaders read back with ``bitcast<i32>``."""
+    if isinstance(value, int):
+        return f"{value}u" if value >= 0 else f"bitcast<u32>({value}i)"
+    return f"imm.{name}"
 
 
 def _declare_immediates(text: str, names: Sequence[str]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,9 @@ class ExternalDataStore:
 
     def __init__(self, model_path: Path) -> None:
         self.model_path = model_path
-        self.base_dir = model_path.resolve().parent
+        # lexical, not resolved: in the Hugging Face cache the model file is a symlink into blobs/,
+        # while its data file sits (as another symlink) beside the link, not beside the blob
+        self.base_dir = Path(os.path.abspath(model_path.parent))
         self._maps: dict[Path, np.memmap] = {}
 
     def lazy_value(self, proto: onnx.TensorProto, dtype: DataType, dims: tuple[int, ...], where: str) -> TensorValue:
@@ -53,7 +56,7 @@ class ExternalDataStore:
     def _resolve(self, location: str, where: str) -> Path:
         """The data file; a location outside the model's folder is refused (a model must not read arbitrary files)."""
         relative = Path(location)
-        path = (self.base_dir / relative).resolve()
+        path = Path(os.path.normpath(self.base_dir / relative))
         if relative.is_absolute() or not path.is_relative_to(self.base_dir):
             raise OnnxError(
                 f"{where}: external data location '{location}' points outside the model folder {self.base_dir}"

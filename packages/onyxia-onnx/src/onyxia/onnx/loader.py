@@ -68,6 +68,7 @@ class _GraphReader:
         self.tensors: dict[str, TensorDef] = {}
         self.origin: dict[str, str] = {}
         self.node_names: set[str] = set()
+        self.functions = {(_domain(f.domain), f.name) for f in model.functions}
 
     def read(self) -> IrGraph:
         self._read_opsets()
@@ -85,8 +86,6 @@ class _GraphReader:
     def _read_opsets(self) -> None:
         for opset in self.model.opset_import:
             self.graph.opset_imports[_domain(opset.domain)] = int(opset.version)
-        if "" not in self.graph.opset_imports:
-            raise OnnxError(f"{self.path}: opset_import has no entry for the default domain (ai.onnx)")
 
     def _read_metadata(self) -> None:
         """Model fields under fixed keys, which metadata_props entries of the same name cannot override."""
@@ -162,7 +161,7 @@ class _GraphReader:
                 f"{where}: domain '{domain}' is not in the model's opset_import "
                 f"(imported: {sorted(self.graph.opset_imports)})"
             )
-        if any(f.name == node.op_type and _domain(f.domain) == domain for f in self.model.functions):
+        if (domain, node.op_type) in self.functions:
             raise OnnxError(
                 f"{where}: calls a model-local function; functions are not supported "
                 "(inline them first with onnx.inliner.inline_local_functions)"

@@ -5,8 +5,11 @@ from __future__ import annotations
 from onyxia.core import OperatorRegistry
 from onyxia.operators.attention import MICROSOFT
 from onyxia.operators.elementwise import BINARY, UNARY, VARIADIC
+from onyxia.operators.indexmap import INDEXMAP
 from onyxia.operators.matmul import MATMUL
 from onyxia.operators.movement import MOVEMENT
+from onyxia.operators.normalization import NORMALIZATION, NORMALIZATION_MS
+from onyxia.operators.quantized import QUANTIZED, QUANTIZED_MS
 from onyxia.operators.reduction import REDUCTION
 
 __all__ = ["core_operator_registry", "register_builtin"]
@@ -15,9 +18,10 @@ __all__ = ["core_operator_registry", "register_builtin"]
 def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
     """Register the built-in families and the shared WGSL modules (``onyxia::indexing`` ...)."""
     registry.shaders.add_package("onyxia.operators", "wgsl")
-    for table in (BINARY, UNARY, VARIADIC, MOVEMENT, MATMUL, REDUCTION):
+    for table in (BINARY, UNARY, VARIADIC, INDEXMAP, MOVEMENT, MATMUL, REDUCTION, NORMALIZATION, QUANTIZED):
         registry.register_family("", table)
-    registry.register_family("com.microsoft", MICROSOFT)
+    for table in (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS):
+        registry.register_family("com.microsoft", table)
     return registry
 
 

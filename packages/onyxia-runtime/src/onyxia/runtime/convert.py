@@ -41,12 +41,13 @@ def to_gpu(where: str, dtype: DataType, array: np.ndarray, error: type[OnyxiaErr
     return np.ascontiguousarray(array.astype(target))
 
 
-def storage_bytes(array: np.ndarray) -> bytes | memoryview:
-    """`array`'s bytes padded to a multiple of 4 (odd-length f16 data), as `queue.write_buffer` needs."""
-    data = memoryview(array).cast("B") if array.flags.c_contiguous else array.tobytes()
-    if len(data) % 4 == 0:
+def storage_bytes(array: np.ndarray) -> np.ndarray:
+    """`array`'s bytes (as uint8, no copy when contiguous) padded to a multiple of 4 (odd-length f16
+    data), as `queue.write_buffer` needs."""
+    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    if data.size % 4 == 0:
         return data
-    return bytes(data) + b"\0" * (4 - len(data) % 4)
+    return np.concatenate([data, np.zeros(4 - data.size % 4, np.uint8)])
 
 
 def from_gpu(dtype: DataType, raw: memoryview | bytes, offset: int, shape: tuple[int, ...]) -> np.ndarray:

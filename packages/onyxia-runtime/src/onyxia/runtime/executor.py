@@ -74,7 +74,7 @@ class PlanExecutor:
         self._dims: dict[str, int] = {**compiled.dims, **_checked_dims(dims or {})}
         self._layout: DimsLayout | None = None
         self._program = Program()
-        self._writes: list[tuple[wgpu.GPUBuffer, int, bytes]] = []
+        self._writes: list[tuple[wgpu.GPUBuffer, int, np.ndarray]] = []
         self._readback: list[tuple[wgpu.GPUBuffer, int, int]] = []
         self._outputs: list[tuple[str, DataType, int, tuple[int, ...]]] = []
         self._staging_bytes = 0
@@ -158,7 +158,7 @@ class PlanExecutor:
                 commit_dispatch(state, values, self._pool, self.ctx, self.stats)
         self._program = build_program(self._flat, self._states, layout, self._pool)
         self._writes = [
-            (self._pool.get(fs.step.dst), fs.step.offset, bytes(storage_bytes(np.frombuffer(fs.step.data, np.uint8))))
+            (self._pool.get(fs.step.dst), fs.step.offset, storage_bytes(np.frombuffer(fs.step.data, np.uint8)))
             for fs in self._flat
             if isinstance(fs.step, WriteBuffer) and fs.step.data
         ]

@@ -122,14 +122,19 @@ def referenced_symbols(plan: CompiledModel, flat: list[FlatStep]) -> set[str]:
     return set().union(*(d.names() for d in dims if isinstance(d, SymbolicExpr)))
 
 
-def _eval(dim: SymbolicDim, dims: Mapping[str, int], where: str) -> int:
+def _value(dim: SymbolicDim, dims: Mapping[str, int], where: str) -> int:
     try:
-        value = evaluate_dim(dim, dims)
+        return int(evaluate_dim(dim, dims))
     except SymbolicError as e:
         raise InputError(f"{where}: {e}") from e
+
+
+def _eval(dim: SymbolicDim, dims: Mapping[str, int], where: str) -> int:
+    """A size, offset or count: negative means the dims are inconsistent with the plan."""
+    value = _value(dim, dims, where)
     if value < 0:
         raise InputError(f"{where}: '{dim}' evaluates to {value} under dims {dict(dims)}; expected >= 0")
-    return int(value)
+    return value
 
 
 def buffer_sizes(plan: CompiledModel, dims: Mapping[str, int]) -> dict[BufferRef, int]:
@@ -166,7 +171,9 @@ def _immediates(fs: FlatStep, dims: Mapping[str, int]) -> bytes:
     return block.tobytes()
 
 
-def _ranges(fs: FlatStep, dims: Mapping[str, int], sizes: Mapping[BufferRef, int], ctx: DeviceContext, names: Names):
+def _ranges(
+    fs: FlatStep, dims: Mapping[str, int], sizes: Mapping[BufferRef, int], ctx: DeviceContext, names: Names
+) -> tuple[tuple[int, int | None], ...]:
     """Binding ranges checked against the adapter: WebGPU would reject them at bind group creation
     with a message naming neither the node nor the tensor."""
     assert isinstance(fs.step, Dispatch)
@@ -231,7 +238,8 @@ def _symbolic_tensors(plan: CompiledModel, dims: Mapping[str, int]) -> dict[Buff
     for t in plan.tensors.values():
         if t.role is TensorRole.SYMBOLIC and t.data is not None:
             data = np.asarray(t.data)
-            values = np.array([_eval(v, dims, f"SYMBOLIC tensor '{t.name}'") for v in data.flat], dtype=np.int64)
+            # values, not sizes: a Reshape target's -1 or a Slice's negative end are legitimate
+            values = np.array([_value(v, dims, f"SYMBOLIC tensor '{t.name}'") for v in data.flat], dtype=np.int64)
             logical = values.reshape(data.shape).astype(t.dtype.numpy)
             out[BufferRef(tensor=t.id)] = to_gpu(f"SYMBOLIC tensor '{t.name}'", t.dtype, logical, InputError)
     return out
@@ -243,10 +251,7 @@ def evaluate_layout(
     """Every dims-dependent number of `plan` under `dims`; raises before anything is committed."""
     check_constraints(plan, dims)
     layout = DimsLayout(dict(dims), buffer_sizes(plan, dims), [], _symbolic_tensors(plan, dims), {})
-    try:
-        layout.steps = [_step_values(fs, layout, ctx, names) for fs in flat]
-    except (ArithmeticError, TypeError) as e:  # a malformed plan, not a user mistake: name it all the same
-        raise PlanningError(f"evaluating the plan under dims {dict(dims)} failed: {e}") from e
+    layout.steps = [_step_values(fs, layout, ctx, names) for fs in flat]
     for tid in plan.outputs:
         t = plan.tensors[tid]
         layout.output_shapes[tid] = tuple(_eval(d, dims, f"output '{t.name}' dims") for d in t.dims)

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from onyxia.cli.common import (
@@ -39,14 +40,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
     with model_path(args.model) as path:
         graph = load_graph(path)
     title = BUILTIN_MODEL_NAME if args.model is None else str(Path(args.model))
-    console.print(f"[bold]{title}[/]  graph '{graph.name}', {len(graph)} nodes")
+    console.print(f"[bold]{escape(title)}[/]  graph '{escape(graph.name)}', {len(graph)} nodes")
     for key, value in sorted(graph.metadata.items()):
-        console.print(f"  [dim]{key}:[/] {value}")
+        console.print(f"  [dim]{escape(key)}:[/] {escape(str(value))}")
     console.print(_tensor_table(graph, "Inputs", graph.inputs))
     console.print(_tensor_table(graph, "Outputs", graph.outputs))
     symbols = graph_symbols(graph)
     if symbols:
-        console.print("Symbolic dims: " + ", ".join(symbols) + "  [dim](bind with --dim NAME=VALUE)[/]")
+        console.print("Symbolic dims: " + escape(", ".join(symbols)) + "  [dim](bind with --dim NAME=VALUE)[/]")
     console.print(_opset_table(graph))
     console.print(_op_table(graph, operator_registry()))
     count, nbytes = _parameters(graph)
@@ -60,7 +61,7 @@ def _tensor_table(graph: IrGraph, title: str, ids: list[int]) -> Table:
         table.add_column(column)
     for t in ids:
         tensor = graph.tensor(t)
-        table.add_row(tensor.name, tensor.dtype.name.lower(), str(tensor.shape))
+        table.add_row(escape(tensor.name), tensor.dtype.name.lower(), escape(str(tensor.shape)))
     return table
 
 
@@ -69,7 +70,7 @@ def _opset_table(graph: IrGraph) -> Table:
     table.add_column("domain")
     table.add_column("version", justify="right")
     for domain, version in sorted(graph.opset_imports.items()):
-        table.add_row(domain or "ai.onnx", str(version))
+        table.add_row(escape(domain or "ai.onnx"), str(version))
     return table
 
 
@@ -82,7 +83,7 @@ def _op_table(graph: IrGraph, registry: OperatorRegistry) -> Table:
     table.add_column("supported")
     for (domain, op_type, opset), n in sorted(counts.items()):
         supported = registry.get(domain, op_type, opset) is not None
-        table.add_row(domain or "ai.onnx", op_type, str(n), "yes" if supported else "[red]no[/]")
+        table.add_row(escape(domain or "ai.onnx"), escape(op_type), str(n), "yes" if supported else "[red]no[/]")
     return table
 
 

@@ -11,6 +11,7 @@ import argparse
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -76,7 +77,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     )
     console.print(_output_table(outputs))
     if args.output is not None:
-        np.savez(args.output, **{name: np.asarray(value) for name, value in outputs.items()})  # type: ignore[arg-type]
+        arrays_out: dict[str, Any] = {name: np.asarray(value) for name, value in outputs.items()}
+        np.savez(args.output, **arrays_out)  # Any: numpy's stubs read **kwargs as allow_pickle
         console.print(f"saved {len(outputs)} output(s) to {escape(str(args.output))}")
     return 0
 
@@ -152,7 +154,7 @@ def _output_table(outputs: Mapping[str, np.ndarray]) -> Table:
         table.add_column(column, overflow="fold")
     for name, value in outputs.items():
         array = np.asarray(value)
-        table.add_row(escape(name), str(array.dtype), str(list(array.shape)), _preview(array))
+        table.add_row(escape(name), str(array.dtype), escape(str(list(array.shape))), escape(_preview(array)))
     return table
 
 

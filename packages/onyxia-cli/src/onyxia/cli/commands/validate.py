@@ -11,6 +11,7 @@ import time
 from collections import defaultdict
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from onyxia.cli.common import (
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             table.add_column(column)
         for (domain, op_type, opset), names in sorted(missing.items()):
             examples = ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
-            table.add_row(domain or "ai.onnx", op_type, str(opset), str(len(names)), examples)
+            table.add_row(escape(domain or "ai.onnx"), escape(op_type), str(opset), str(len(names)), escape(examples))
         console.print(table)
         total = sum(len(v) for v in missing.values())
         raise UnsupportedOpError(f"{len(missing)} unsupported op type(s) in {total} node(s)")
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f"{len(model.shaders)} shaders (compiled in {elapsed:.0f} ms)"
     )
     if model.symbols:
-        console.print("symbolic dims left for run time: " + ", ".join(sorted(model.symbols)))
+        console.print("symbolic dims left for run time: " + escape(", ".join(sorted(model.symbols))))
     if model.required_features:
         console.print("requires adapter features: " + ", ".join(sorted(model.required_features)))
     return 0

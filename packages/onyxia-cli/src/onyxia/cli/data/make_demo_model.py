@@ -12,7 +12,7 @@ Regenerate with ``python -m onyxia.cli.data.make_demo_model``; weights come from
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -86,7 +86,8 @@ def main(folder: Path | None = None) -> None:
 
     folder = folder or Path(__file__).parent
     onnx.save(build_demo_model(), folder / DEMO_MODEL)
-    np.savez(folder / DEMO_INPUTS, **demo_inputs())
+    inputs: dict[str, Any] = demo_inputs()  # Any: numpy's stubs read **kwargs as allow_pickle
+    np.savez(folder / DEMO_INPUTS, **inputs)
 
 
 if __name__ == "__main__":

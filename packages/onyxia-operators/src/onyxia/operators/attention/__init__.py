@@ -1,7 +1,7 @@
-"""(placeholder, being written)"""
+"""Attention ops of the com.microsoft domain (onnxruntime contrib ops): GroupQueryAttention."""
 
-from onyxia.core import Operator
+from onyxia.operators.attention.gqa import GroupQueryAttentionOp
 
-__all__ = ["MICROSOFT"]
+__all__ = ["MICROSOFT", "GroupQueryAttentionOp"]
 
-MICROSOFT: dict[str, Operator] = {}
+MICROSOFT: dict[str, GroupQueryAttentionOp] = {"GroupQueryAttention": GroupQueryAttentionOp()}

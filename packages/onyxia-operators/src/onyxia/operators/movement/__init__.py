@@ -6,7 +6,6 @@ Shape-computation chains fold through all of them, symbolic dims included. Impor
 only (no onnx, wgpu or onyxia.runtime).
 """
 
-from onyxia.core import Operator
 from onyxia.operators.movement.cast import CAST, CastOp
 from onyxia.operators.movement.concat import CONCAT, ConcatOp
 from onyxia.operators.movement.gather import GATHER, GatherOp
@@ -27,4 +26,8 @@ __all__ = [
     "MovementOp",
 ]
 
-MOVEMENT: dict[str | tuple[str, int, int | None], Operator] = {**KNOWN, **RESHAPE, **CONCAT, **GATHER, **CAST}
+MovementRow = KnownValueOp | MovementOp | ConcatOp | GatherOp | CastOp
+
+MOVEMENT: dict[str | tuple[str, int, int | None], MovementRow] = {
+    key: row for table in (KNOWN, RESHAPE, CONCAT, GATHER, CAST) for key, row in table.items()
+}

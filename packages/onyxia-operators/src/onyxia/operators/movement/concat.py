@@ -12,8 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, SymbolicExpr, TensorType, ceil_div
-from onyxia.core import load_wgsl, shape_of
+from onyxia.core import (
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    PlanCtx,
+    SymbolicDim,
+    SymbolicExpr,
+    TensorType,
+    ceil_div,
+    load_wgsl,
+    shape_of,
+)
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import ALL_GPU, require_dtype

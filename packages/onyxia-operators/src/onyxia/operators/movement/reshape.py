@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, Operator, PlanCtx, TensorType, shape_of
+from onyxia.core import FoldCtx, InferenceCtx, PlanCtx, Static, TensorType, ceil_div, shape_of
 from onyxia.core.shapes import dims_product
 from onyxia.operators.movement.shape_rules import (
     ShapeRule,
@@ -42,17 +42,22 @@ class MovementOp:
         value = ctx.input_value(0)
         if value is None:
             return None
-        return [value.reshape(ctx.output_tensor(0).shape.dims)]  # type: ignore[union-attr]
+        shape = ctx.output_tensor(0).shape
+        assert isinstance(shape, Static), "folding only runs on static outputs"
+        return [value.reshape(shape.dims)]
 
     def plan(self, ctx: PlanCtx) -> None:
         dtype = ctx.input_dtype(0)
         require_dtype(ctx, dtype, ALL_GPU)
-        size = dims_product(ctx.output_dims(0)) * dtype.gpu_numpy.itemsize  # type: ignore[operator]
+        size = dims_product(ctx.output_dims(0)) * dtype.gpu_numpy.itemsize
+        if dtype.gpu_numpy.itemsize % 4:
+            # buffer copies move whole 4-byte words; buffers are padded to 4 bytes, so an odd f16 count rounds up
+            size = ceil_div(size, 4) * 4
         if size != 0:  # an empty tensor has nothing to copy
             ctx.copy(ctx.input(0), ctx.output(0), size)
 
 
-RESHAPE: dict[str | tuple[str, int, int | None], Operator] = {
+RESHAPE: dict[str | tuple[str, int, int | None], MovementOp] = {
     ("Reshape", 5, None): MovementOp(reshape_dims, "Reshape"),
     ("Unsqueeze", 1, 12): MovementOp(unsqueeze_dims_attr, "Unsqueeze"),
     ("Unsqueeze", 13, None): MovementOp(unsqueeze_dims_input, "Unsqueeze"),

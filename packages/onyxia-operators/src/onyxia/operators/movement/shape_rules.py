@@ -100,7 +100,9 @@ def reshape_dims(ctx: NodeCtx, dims: Dims) -> list[SymbolicDim]:
             raise ctx.error(f"shape {text} has invalid dim {dim} at index {i}")
         if dim == 0 and not allowzero:
             if i >= len(dims):
-                raise ctx.error(f"shape {text} copies dim {i} (0) but the input {format_dims(dims)} has rank {len(dims)}")
+                raise ctx.error(
+                    f"shape {text} copies dim {i} (0) but the input {format_dims(dims)} has rank {len(dims)}"
+                )
             dim = dims[i]
         out.append(dim)
     if -1 in out:

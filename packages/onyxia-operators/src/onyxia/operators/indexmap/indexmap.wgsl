@@ -1,0 +1,68 @@
+// Index-map copy: y[i] = x[map(i)] where map is per-axis affine, with tiling or padding.
+// Serves Transpose, Slice, Expand, Tile, Pad, DepthToSpace and SpaceToDepth.
+// Bindings: 0 in_x (read), 1 out_y (write).
+// Defs: X_T (storage type of x and y), RANK (>= 1), MODE (copy | tile | constant | edge | reflect | wrap),
+//       PAD_VALUE (MODE constant: a literal of type X_T), F16 (flag), WORKGROUP_SIZE.
+// Dims: N output elements; per output axis (RANK entries each): OUT_DIMS, IN_DIMS (extent of the input
+//       axis read), IN_STRIDES (elements), STARTS and STEPS (i32 bit patterns: pads and reversed
+//       slices are negative).
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::indexing
+
+@group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
+@group(0) @binding(1) var<storage, read_write> out_y: array<#{X_T}>;
+
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
+    if (i >= #{N}) {
+        return;
+    }
+    var out_dims = array<u32, #{RANK}>(#{OUT_DIMS});
+    var in_dims = array<u32, #{RANK}>(#{IN_DIMS});
+    var in_strides = array<u32, #{RANK}>(#{IN_STRIDES});
+    var starts = array<u32, #{RANK}>(#{STARTS});
+    var steps = array<u32, #{RANK}>(#{STEPS});
+    var rem = i;
+    var offset = 0u;
+    var inside = true;
+    for (var d = i32(#{RANK}) - 1; d >= 0; d--) {
+        let coord = rem % out_dims[d];
+        rem = rem / out_dims[d];
+        let n = i32(in_dims[d]);
+        var c = i32(coord) * bitcast<i32>(steps[d]) + bitcast<i32>(starts[d]);
+#if MODE == tile
+        c = c % n;
+#endif
+#if MODE == constant
+        inside = inside && c >= 0 && c < n;
+#endif
+#if MODE == edge
+        c = clamp(c, 0, n - 1);
+#endif
+#if MODE == reflect
+        if (n > 1) {
+            let period = 2 * n - 2;
+            c = ((c % period) + period) % period;
+            c = select(c, period - c, c >= n);
+        } else {
+            c = 0;
+        }
+#endif
+#if MODE == wrap
+        c = ((c % n) + n) % n;
+#endif
+        offset += u32(max(c, 0)) * in_strides[d];
+    }
+#if MODE == constant
+    out_y[i] = select(#{PAD_VALUE}, in_x[offset], inside);
+#else
+    out_y[i] = in_x[offset];
+#endif
+}

@@ -1,0 +1,166 @@
+"""The rows of the `IndexMapOp` family: one map builder and one numpy fold per op."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onyxia.core import NodeCtx, SymbolicDim, SymbolicExpr
+from onyxia.operators.family import named_rows
+from onyxia.operators.indexmap.family import IndexMap, IndexMapOp
+from onyxia.operators.indexmap.slicing import normalize_slices, slice_inputs
+from onyxia.operators.layout import broadcast_strides, contiguous_strides
+
+__all__ = ["INDEXMAP"]
+
+
+# ----- Transpose ----------------------------------------------------------------------------------
+def _perm(ctx: NodeCtx) -> list[int]:
+    rank = ctx.input_rank(0)
+    perm = ctx.attr_ints("perm", list(reversed(range(rank))))
+    if sorted(perm) != list(range(rank)):
+        raise ctx.error(f"perm {perm} is not a permutation of the {rank} axes")
+    return perm
+
+
+def _transpose(ctx: NodeCtx) -> IndexMap:
+    dims, perm = ctx.input_dims(0), _perm(ctx)
+    strides = contiguous_strides(dims)
+    return IndexMap([dims[p] for p in perm], [dims[p] for p in perm], [strides[p] for p in perm])
+
+
+# ----- Slice --------------------------------------------------------------------------------------
+def _slice(ctx: NodeCtx) -> IndexMap:
+    dims = list(ctx.input_dims(0))
+    starts: list[SymbolicDim] = [0] * len(dims)
+    steps: list[SymbolicDim] = [1] * len(dims)
+    out = list(dims)
+    for axis, start, step, extent in normalize_slices(ctx, dims):
+        starts[axis], steps[axis], out[axis] = start, step, extent
+    return IndexMap(out, dims, contiguous_strides(dims), starts, steps)
+
+
+def _fold_slice(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
+    index = [slice(None)] * data.ndim
+    for axis, start, end, step in zip(*slice_inputs(ctx, data.ndim)):
+        index[axis] = slice(int(start), int(end), int(step))
+    return data[tuple(index)]
+
+
+# ----- Expand / Tile ------------------------------------------------------------------------------
+def _expand_dims(ctx: NodeCtx) -> list[SymbolicDim]:
+    shape = ctx.require_value(1, "shape")
+    return list(ctx.broadcast(ctx.input_dims(0), [_dim(v) for v in shape.reshape(-1)]).dims)
+
+
+def _expand(ctx: NodeCtx) -> IndexMap:
+    out, dims = _expand_dims(ctx), list(ctx.input_dims(0))
+    padded = [1] * (len(out) - len(dims)) + dims
+    return IndexMap(out, padded, broadcast_strides(dims, out))
+
+
+def _fold_expand(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
+    return np.broadcast_to(data, [int(d) for d in _expand_dims(ctx)]).copy()
+
+
+def _tile(ctx: NodeCtx) -> IndexMap:
+    dims = list(ctx.input_dims(0))
+    repeats = [int(r) for r in ctx.require_value(1, "repeats").reshape(-1)]
+    if len(repeats) != len(dims):
+        raise ctx.error(f"repeats has {len(repeats)} entries for rank {len(dims)}")
+    out = [d * r for d, r in zip(dims, repeats)]
+    return IndexMap(out, dims, contiguous_strides(dims), mode="tile")  # type: ignore[arg-type]
+
+
+def _fold_tile(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
+    return np.tile(data, [int(r) for r in ctx.require_value(1, "repeats").reshape(-1)])
+
+
+# ----- Pad ----------------------------------------------------------------------------------------
+def _pads(ctx: NodeCtx) -> tuple[list[int], list[int], str, float]:
+    rank = ctx.input_rank(0)
+    legacy = ctx.node.opset < 11
+    raw = ctx.attr_ints("pads") if legacy else [int(p) for p in ctx.require_value(1, "pads").reshape(-1)]
+    axes = list(range(rank))
+    if not legacy and ctx.has_input(3):
+        axes = ctx.normalize_axes([int(a) for a in ctx.require_value(3, "axes").reshape(-1)], rank)
+    if len(raw) != 2 * len(axes):
+        raise ctx.error(f"pads has {len(raw)} entries; expected {2 * len(axes)}")
+    begin, end = [0] * rank, [0] * rank
+    for i, axis in enumerate(axes):
+        begin[axis], end[axis] = raw[i], raw[i + len(axes)]
+    value = ctx.attr_float("value", 0.0) if legacy else 0.0
+    if not legacy and ctx.has_input(2):
+        value = ctx.require_value(2, "constant_value").reshape(-1)[0].item()
+    mode = ctx.attr_str("mode", "constant")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise ctx.error(f"Pad mode '{mode}' is not supported")
+    return begin, end, mode, value
+
+
+def _pad(ctx: NodeCtx) -> IndexMap:
+    dims = list(ctx.input_dims(0))
+    begin, end, mode, value = _pads(ctx)
+    out = [d + b + e for d, b, e in zip(dims, begin, end)]
+    return IndexMap(out, dims, contiguous_strides(dims), [-b for b in begin], mode=mode, pad_value=value)
+
+
+def _fold_pad(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
+    begin, end, mode, value = _pads(ctx)
+    cropped = data[tuple(slice(max(-b, 0), data.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(zip(begin, end)))]
+    widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    if mode == "constant":
+        return np.pad(cropped, widths, mode="constant", constant_values=value)
+    return np.pad(cropped, widths, mode=mode)
+
+
+# ----- DepthToSpace / SpaceToDepth: a transpose of a 6-D view -------------------------------------
+def _blocks(ctx: NodeCtx) -> tuple[list[SymbolicDim], int]:
+    dims = list(ctx.input_dims(0))
+    if len(dims) != 4:
+        raise ctx.error(f"expects a 4-D NCHW input, found rank {len(dims)}")
+    return dims, ctx.attr_int("blocksize")
+
+
+def _view_transpose(view: list[SymbolicDim], perm: list[int], output: list[SymbolicDim]) -> IndexMap:
+    strides = contiguous_strides(view)
+    return IndexMap([view[p] for p in perm], [view[p] for p in perm], [strides[p] for p in perm], output_dims=output)
+
+
+def _depth_to_space(ctx: NodeCtx) -> IndexMap:
+    (n, c, h, w), b = _blocks(ctx)
+    c2 = c // (b * b)  # type: ignore[operator]
+    if ctx.attr_str("mode", "DCR") == "DCR":
+        return _view_transpose([n, b, b, c2, h, w], [0, 3, 4, 1, 5, 2], [n, c2, h * b, w * b])  # type: ignore[operator]
+    return _view_transpose([n, c2, b, b, h, w], [0, 1, 4, 2, 5, 3], [n, c2, h * b, w * b])  # type: ignore[operator]
+
+
+def _space_to_depth(ctx: NodeCtx) -> IndexMap:
+    (n, c, h, w), b = _blocks(ctx)
+    h2, w2 = h // b, w // b  # type: ignore[operator]
+    return _view_transpose([n, c, h2, b, w2, b], [0, 3, 5, 1, 2, 4], [n, c * b * b, h2, w2])  # type: ignore[operator]
+
+
+def _fold_view(ctx: NodeCtx, data: np.ndarray, build: object) -> np.ndarray:
+    m = build(ctx)  # type: ignore[operator]
+    out = np.empty(int(np.prod(m.out_dims)), dtype=data.dtype)
+    flat = data.reshape(-1)
+    for i, idx in enumerate(np.ndindex(*[int(d) for d in m.out_dims])):
+        out[i] = flat[sum(int(c) * int(s) for c, s in zip(idx, m.in_strides))]
+    return out.reshape([int(d) for d in m.output_dims])
+
+
+def _dim(value: object) -> SymbolicDim:
+    return value if isinstance(value, SymbolicExpr) else int(value)  # type: ignore[call-overload]
+
+
+INDEXMAP: dict[str, IndexMapOp] = named_rows(
+    {
+        "Transpose": IndexMapOp(_transpose, lambda ctx, x: np.transpose(x, _perm(ctx))),
+        "Slice": IndexMapOp(_slice, _fold_slice),
+        "Expand": IndexMapOp(_expand, _fold_expand),
+        "Tile": IndexMapOp(_tile, _fold_tile),
+        "Pad": IndexMapOp(_pad, _fold_pad),
+        "DepthToSpace": IndexMapOp(_depth_to_space, lambda ctx, x: _fold_view(ctx, x, _depth_to_space)),
+        "SpaceToDepth": IndexMapOp(_space_to_depth, lambda ctx, x: _fold_view(ctx, x, _space_to_depth)),
+    }
+)

@@ -1,0 +1,60 @@
+"""ONNX Slice argument handling (inputs from opset 10, attributes before), static or symbolic."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onyxia.core import NodeCtx, SymbolicDim
+
+__all__ = ["normalize_slices", "slice_inputs"]
+
+_HUGE = 2**31 - 1  # exporters write INT64_MAX / INT32_MAX for "to the end"
+
+
+def slice_inputs(ctx: NodeCtx, rank: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(axes, starts, ends, steps) as compile-time ints; axes normalised."""
+    if ctx.node.opset < 10:
+        starts, ends = ctx.attr_ints("starts"), ctx.attr_ints("ends")
+        axes = ctx.attr_ints("axes", list(range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        starts = _ints(ctx, 1, "starts")
+        ends = _ints(ctx, 2, "ends")
+        axes = _ints(ctx, 3, "axes") if ctx.has_input(3) else list(range(len(starts)))
+        steps = _ints(ctx, 4, "steps") if ctx.has_input(4) else [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ctx.error("starts, ends, axes and steps must have the same length")
+    if 0 in steps:
+        raise ctx.error("slice step must not be 0")
+    return ctx.normalize_axes(axes, rank), starts, ends, steps
+
+
+def normalize_slices(ctx: NodeCtx, dims: list[SymbolicDim]) -> list[tuple[int, SymbolicDim, int, SymbolicDim]]:
+    """Per sliced axis: (axis, first input index, step, output extent), clamped as ONNX specifies."""
+    result = []
+    for axis, start, end, step in zip(*slice_inputs(ctx, len(dims))):
+        dim = dims[axis]
+        if isinstance(dim, int):
+            first, extent = _static(start, end, step, dim)
+        else:
+            first, extent = _symbolic(ctx, start, end, step, dim)
+        result.append((axis, first, step, extent))
+    return result
+
+
+def _ints(ctx: NodeCtx, i: int, what: str) -> list[int]:
+    return [int(v) for v in np.asarray(ctx.require_value(i, what)).reshape(-1)]
+
+
+def _static(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
+    first, stop, stride = slice(start, end, step).indices(dim)
+    return first, len(range(first, stop, stride))
+
+
+def _symbolic(ctx: NodeCtx, start: int, end: int, step: int, dim: SymbolicDim) -> tuple[SymbolicDim, SymbolicDim]:
+    """A symbolic axis: positive steps, and starts/ends that are in range (checked where possible)."""
+    if step < 0:
+        raise ctx.error(f"a negative slice step over the symbolic dim '{dim}' is not supported")
+    first: SymbolicDim = start if start >= 0 else dim + start  # type: ignore[operator]
+    stop: SymbolicDim = dim if end >= _HUGE else (end if end >= 0 else dim + end)  # type: ignore[operator]
+    return first, (stop - first + (step - 1)) // step  # type: ignore[operator]

@@ -1,0 +1,95 @@
+"""Adapter selection, device features, and wgpu failures surfacing as onyxia errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from runtime_plans import scale_plan
+
+from onyxia.core import CompiledShader, DeviceError, ShaderError
+from onyxia.runtime import Runtime
+
+
+def test_adapter_info_and_features(runtime: Runtime) -> None:
+    assert runtime.adapter_info["backend_type"] in {"Vulkan", "Metal", "D3D12", "OpenGL"}
+    assert "immediates" in runtime.features and "shader-f16" in runtime.features
+
+
+def test_uniform_fallback_does_not_request_immediates(uniform_runtime: Runtime) -> None:
+    assert "immediates" not in uniform_runtime.features
+
+
+def test_backend_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONYXIA_BACKEND", "vulkan")
+    assert Runtime().adapter_info["backend_type"] == "Vulkan"
+
+
+def test_backend_without_adapter_lists_what_was_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONYXIA_BACKEND", "metal")
+    with pytest.raises(
+        DeviceError, match=r"ONYXIA_BACKEND='metal': no compute-capable Metal adapter; adapters seen: .*llvmpipe"
+    ):
+        Runtime()
+
+
+def test_unknown_backend_lists_the_valid_ones() -> None:
+    with pytest.raises(
+        DeviceError, match=r"'cuda' is not a backend; expected one of \['dx12', 'gl', 'metal', 'vulkan'\]"
+    ):
+        Runtime(backend="cuda")
+
+
+def test_missing_required_feature(runtime: Runtime) -> None:
+    compiled = scale_plan(["n"])
+    compiled.required_features.add("quantum-entanglement")
+    with pytest.raises(DeviceError, match=r"requires adapter features \['quantum-entanglement'\]"):
+        runtime.load_model(compiled)
+
+
+def test_wgsl_error_names_shader_and_node(any_runtime: Runtime) -> None:
+    compiled = scale_plan(["n"], expr="x[i] * undefined_thing")
+    with pytest.raises(
+        ShaderError, match=r"shader 'scale' \(node 'custom_node'\): WGSL compilation failed: .*undefined_thing"
+    ):
+        any_runtime.load_model(compiled)
+
+
+def test_missing_entry_point_is_a_shader_error(runtime: Runtime) -> None:
+    compiled = scale_plan([4])
+    shader = compiled.shaders[0]
+    compiled.shaders[0] = CompiledShader(shader.label, shader.source, "not_main", shader.immediate_size)
+    with pytest.raises(ShaderError, match=r"shader 'scale' \(node 'custom_node'\): creating the compute pipeline"):
+        runtime.load_model(compiled)
+
+
+def test_uniform_rewrite_needs_the_declaration(uniform_runtime: Runtime) -> None:
+    compiled = scale_plan(["n"])
+    shader = compiled.shaders[0]
+    source = shader.source.replace("var<immediate> imm: Immediates;", "var<immediate> imm : Immediates;")
+    compiled.shaders[0] = CompiledShader(shader.label, source, shader.entry_point, shader.immediate_size)
+    with pytest.raises(ShaderError, match=r"shader 'scale': declares 4 bytes of immediates but its source has no"):
+        uniform_runtime.load_model(compiled)
+
+
+def test_pipelines_are_shared_between_dispatches_of_one_shader(runtime: Runtime) -> None:
+    compiled = scale_plan([8])
+    op = compiled.operations[0]
+    op.steps.append(op.steps[0])  # the same dispatch twice: one module, one pipeline, two bind groups
+    executor = runtime.load_model(compiled)
+    assert executor.stats.shader_modules_created == 1 and executor.stats.pipelines_created == 1
+    assert executor.stats.bind_groups_created == 2
+    x = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(executor.run({"x": x})["y"], x * 2)
+
+
+def test_runtime_imports_no_compiler_stack() -> None:
+    code = (
+        "import sys, onyxia.runtime\n"
+        "bad = [m for m in sys.modules if m == 'onnx' or m.startswith(('onnx.', 'onyxia.onnx', "
+        "'onyxia.operators', 'onyxia.compiler'))]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
