@@ -30,7 +30,10 @@ def ort_run() -> Any:
     return _ort_run
 
 
-# End-to-end tests also use the operators' oracle helper (one helper per pattern).
+# End-to-end tests also use the operators' oracle helper (one helper per pattern) and the model
+# builders in models.py beside this file; nox runs pytest with --import-mode=importlib, which puts
+# neither folder on sys.path.
 import sys  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "packages" / "onyxia-operators" / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -58,3 +58,11 @@ def test_shape_of_picks_the_variant() -> None:
     assert isinstance(shape_of([1, seq]), Symbolic)
     assert shape_of([1, seq], {"seq": 3}) == Static((1, 3))
     assert shape_of([1, seq]).numel == seq  # type: ignore[union-attr]
+
+
+def test_numpy_integers_fold_like_ints() -> None:
+    import numpy as np
+
+    expr = SymbolicExpr.name("n") - np.int64(2)
+    assert expr.evaluate({"n": 5}) == 3  # type: ignore[union-attr]
+    assert SymbolicExpr.binary("+", np.int64(2), np.int32(3)) == 5

@@ -49,6 +49,7 @@ CASES: dict[Any, list[Case]] = {
     ("Squeeze", 13, None): [
         Case((1, 3, 1, 4), {"axes": [0, -2]}),
         Case((1, 3, 1)),
+        Case((1, 3, 1), {"axes": []}),  # onnxruntime reads empty axes as "all 1-dims"
         Case((1,), {"axes": [0]}),
         Case((1, 0, 1), {"axes": [0]}),
         Case((1, 2, 1, 2, 1, 2), {"axes": [4]}),
@@ -60,6 +61,7 @@ CASES: dict[Any, list[Case]] = {
         Case((2, 3, 4), attrs={"axis": 0}),
         Case((2, 3, 4), attrs={"axis": 3}),
         Case((2, 3, 4), attrs={"axis": -1}),
+        Case((), attrs={"axis": 0}),
         Case((2, 0, 3), attrs={"axis": 2}),
         Case((1, 2, 1, 2, 3, 2), attrs={"axis": 3}),
         Case((5, 3, 4), attrs={"axis": 1}, dims=["b", 3, 4]),

@@ -83,7 +83,7 @@ def operator_registry() -> OperatorRegistry:
     """The core operators plus every installed ``onyxia.operators`` plugin."""
     from onyxia.operators import core_operator_registry
 
-    return core_operator_registry().discover()  # discover() skips plugins already registered
+    return core_operator_registry()
 
 
 def parse_dims(items: Sequence[str]) -> dict[str, int]:

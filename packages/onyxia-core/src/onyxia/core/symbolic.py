@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Union
 
 from onyxia.core.errors import SymbolicError
@@ -65,6 +66,7 @@ class SymbolicExpr:
     @staticmethod
     def binary(op: str, a: SymbolicDim, b: SymbolicDim) -> SymbolicDim:
         """Combine two dims, folding literals and the identities x+0, x*1, x*0, x/1."""
+        a, b = _as_dim(a), _as_dim(b)
         if isinstance(a, int) and isinstance(b, int):
             return _apply(op, a, b)
         if op == "+" and b == 0 or op == "-" and b == 0 or op in "*/" and b == 1:
@@ -144,6 +146,13 @@ class SymbolicExpr:
 
     def __repr__(self) -> str:
         return f"SymbolicExpr({str(self)!r})"
+
+
+def _as_dim(x: object) -> SymbolicDim:
+    """numpy integers (from folded shape tensors) become plain ints so literals keep folding."""
+    if isinstance(x, Integral) and not isinstance(x, int):
+        return int(x)
+    return x  # type: ignore[return-value]
 
 
 def _format_operand(x: SymbolicDim | str, parent_op: str, right: bool) -> str:

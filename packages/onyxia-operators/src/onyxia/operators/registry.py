@@ -5,6 +5,7 @@ from __future__ import annotations
 from onyxia.core import OperatorRegistry
 from onyxia.operators.attention import MICROSOFT
 from onyxia.operators.elementwise import BINARY, UNARY, VARIADIC
+from onyxia.operators.generate import GENERATE
 from onyxia.operators.indexmap import INDEXMAP
 from onyxia.operators.matmul import MATMUL
 from onyxia.operators.movement import MOVEMENT
@@ -18,7 +19,7 @@ __all__ = ["core_operator_registry", "register_builtin"]
 def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
     """Register the built-in families and the shared WGSL modules (``onyxia::indexing`` ...)."""
     registry.shaders.add_package("onyxia.operators", "wgsl")
-    for table in (BINARY, UNARY, VARIADIC, INDEXMAP, MOVEMENT, MATMUL, REDUCTION, NORMALIZATION, QUANTIZED):
+    for table in (BINARY, UNARY, VARIADIC, INDEXMAP, GENERATE, MOVEMENT, MATMUL, REDUCTION, NORMALIZATION, QUANTIZED):
         registry.register_family("", table)
     for table in (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS):
         registry.register_family("com.microsoft", table)

@@ -1,8 +1,16 @@
-"""(placeholder, being written)"""
+"""Normalisation family and its neighbours: LayerNormalization, SimplifiedLayerNormalization (RMSNorm),
+BatchNormalization (inference), and the com.microsoft SkipLayerNormalization,
+SkipSimplifiedLayerNormalization and RotaryEmbedding.
+
+Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operator helpers only
+(no onnx, wgpu or onyxia.runtime). The rotation math lives in the shared WGSL module
+``onyxia::rotary`` so a fused attention kernel can import it.
+"""
 
 from onyxia.core import Operator
+from onyxia.operators.normalization.layer_norm import LAYER_NORMS, LAYER_NORMS_MS, NormalizationOp
 
-__all__ = ["NORMALIZATION", "NORMALIZATION_MS"]
+__all__ = ["LAYER_NORMS", "LAYER_NORMS_MS", "NORMALIZATION", "NORMALIZATION_MS", "NormalizationOp"]
 
-NORMALIZATION: dict[str, Operator] = {}  # default domain
-NORMALIZATION_MS: dict[str, Operator] = {}  # com.microsoft
+NORMALIZATION: dict[str, Operator] = {**LAYER_NORMS}  # default domain
+NORMALIZATION_MS: dict[str, Operator] = {**LAYER_NORMS_MS}  # com.microsoft

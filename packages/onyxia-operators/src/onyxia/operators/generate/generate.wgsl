@@ -1,0 +1,41 @@
+// Generator: y[i] = EXPR(i), reading no input (ConstantOfShape, Range), or a triangular mask of x (Trilu).
+// Bindings: [0 in_x (read) when TRILU], then out_y (write).
+// Defs: Y_T (storage type), EXPR (in terms of the flat index `i`; Range's start/delta are literals),
+//       TRILU (flag: y = x inside the triangle, 0 outside), UPPER (flag), F16 (flag), WORKGROUP_SIZE.
+// Dims: N output elements; with TRILU also ROWS, COLS (last two dims) and K (diagonal offset, i32 bits).
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::indexing
+
+#ifdef TRILU
+@group(0) @binding(0) var<storage, read> in_x: array<#{Y_T}>;
+@group(0) @binding(1) var<storage, read_write> out_y: array<#{Y_T}>;
+#else
+@group(0) @binding(0) var<storage, read_write> out_y: array<#{Y_T}>;
+#endif
+
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
+    if (i >= #{N}) {
+        return;
+    }
+#ifdef TRILU
+    let col = i32(i % #{COLS});
+    let row = i32((i / #{COLS}) % #{ROWS});
+    let k = bitcast<i32>(#{K});
+#ifdef UPPER
+    let keep = col - row >= k;
+#else
+    let keep = col - row <= k;
+#endif
+    out_y[i] = select(#{Y_T}(0), in_x[i], keep);
+#else
+    out_y[i] = #{EXPR};
+#endif
+}

@@ -1,0 +1,166 @@
+"""`NormalizationOp`: LayerNormalization, SimplifiedLayerNormalization (RMSNorm) and the com.microsoft
+Skip* fusions, one row each, one shader.
+
+A row is data: the role of each input position (``x``, ``skip``, ``scale``, ``beta``, ``bias``), the role
+of each output position (``y``, ``mean``, ``inv_std``, ``sum``), whether the mean is subtracted, and the
+spec's default epsilon. Everything from `axis` to the end is one row; Mean and InvStdDev are float32
+(ONNX type U; stash_type 1 is the only value onnxruntime's schema accepts). RMS rows write 0 to a
+``mean`` output, as onnxruntime does. Skip, scale, beta and bias may be shorter than what they
+combine with, broadcasting over leading dims (onnxruntime accepts skip as [1, S, H] or [S, H]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, load_wgsl
+from onyxia.core.shapes import dims_product, shape_of
+from onyxia.operators.family import named_rows
+from onyxia.operators.layout import type_defs
+from onyxia.operators.normalization.checks import is_suffix_of, unsupported_attribute
+from onyxia.operators.typesets import FLOATS, require_dtype
+
+__all__ = ["LAYER_NORMS", "LAYER_NORMS_MS", "NormalizationOp", "normalize_rows"]
+
+_SOURCE = load_wgsl(__package__, "normalization.wgsl")
+_READ_ORDER = ("x", "skip", "bias", "scale", "beta")
+_FLAGS = {"skip": "SKIP", "bias": "BIAS", "beta": "BETA", "mean": "OUT_MEAN", "inv_std": "OUT_INV_STD", "sum": "OUT_SUM"}
+_STASH_FLOAT = 1
+
+
+@dataclass(frozen=True)
+class NormalizationOp:
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    rms: bool
+    epsilon: float
+    y_dtype_from: str = "x"  # SimplifiedLayerNormalization's Y has the scale's dtype (onnxruntime type V)
+    name: str = "normalization"
+
+    # ----- shape rule ------------------------------------------------------------------------
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        dims, axis = self._checked_layout(ctx)
+        stats = shape_of([*dims[:axis], *([1] * (len(dims) - axis))])
+        types = {
+            "y": TensorType(ctx.input_dtype(self._index(ctx, self.y_dtype_from)), ctx.input_shape(0)),
+            "mean": TensorType(DataType.FLOAT, stats),
+            "inv_std": TensorType(DataType.FLOAT, stats),
+            "sum": TensorType(ctx.input_dtype(0), ctx.input_shape(0)),
+        }
+        return [types[role] for role in self.outputs[: ctx.num_outputs]]
+
+    def _checked_layout(self, ctx: NodeCtx) -> tuple[tuple[SymbolicDim, ...], int]:
+        """Validate attributes and operand shapes once; returns the input dims and the normalised axis."""
+        stash = ctx.attr_int("stash_type", _STASH_FLOAT)
+        if stash != _STASH_FLOAT:
+            raise unsupported_attribute(ctx, "stash_type", stash, "1 (float32 statistics)")
+        if ctx.num_outputs > len(self.outputs):
+            raise ctx.error(f"has {ctx.num_outputs} outputs; the op defines {len(self.outputs)}")
+        dims = ctx.input_dims(0)
+        axis = ctx.normalize_axis(ctx.attr_int("axis", -1), len(dims))
+        for role in ("skip", "scale", "beta", "bias"):
+            i = self._index(ctx, role)
+            if i is None:
+                continue
+            target = dims if role == "skip" else dims[axis:]
+            if not is_suffix_of(ctx.input_dims(i), target):
+                raise ctx.error(
+                    f"input {i} ({role}) has shape {ctx.input_shape(i)}; expected it to broadcast over leading "
+                    f"dims to {shape_of(target)}"
+                )
+        return dims, axis
+
+    def _index(self, ctx: NodeCtx, role: str) -> int | None:
+        """Input position of `role` when this node provides it."""
+        if role not in self.inputs:
+            return None
+        i = self.inputs.index(role)
+        return i if ctx.has_input(i) else None
+
+    # ----- folding ---------------------------------------------------------------------------
+    def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
+        values = ctx.values()
+        if not ctx.all_inputs_have_values() or any(v is not None and v.dtype == object for v in values):
+            return None
+        _, axis = self._checked_layout(ctx)
+        operands = {role: values[i] for i, role in enumerate(self.inputs) if i < len(values) and values[i] is not None}
+        eps = float(np.float32(ctx.attr_float("epsilon", self.epsilon)))
+        results = normalize_rows(operands, axis, eps, self.rms)
+        return [
+            results[role].astype(ctx.output_numpy_dtype(i))
+            for i, role in enumerate(self.outputs[: ctx.num_outputs])
+            if ctx.has_output(i)
+        ]
+
+    # ----- planning --------------------------------------------------------------------------
+    def plan(self, ctx: PlanCtx) -> None:
+        dims, axis = self._checked_layout(ctx)
+        reads = [(role, i) for role in _READ_ORDER if (i := self._index(ctx, role)) is not None]
+        writes = [(role, i) for i, role in enumerate(self.outputs[: ctx.num_outputs]) if ctx.has_output(i)]
+        for role, i in reads:
+            require_dtype(ctx, ctx.input_dtype(i), FLOATS, f"input {i} ({role})")
+        rows, length = dims_product(dims[:axis]), dims_product(dims[axis:])
+        if rows == 0 or length == 0:
+            return  # nothing to normalise; the outputs are empty
+        types = {f"{role.upper()}_T": ctx.input_dtype(i) for role, i in reads}
+        types.update({f"{role.upper()}_T": ctx.output_tensor(i).dtype for role, i in writes})
+        defs: dict[str, object] = {**type_defs(**types), "WORKGROUP_SIZE": _workgroup_size(length)}
+        defs["EPSILON"] = repr(float(np.float32(ctx.attr_float("epsilon", self.epsilon))))
+        if self.rms:
+            defs["RMS"] = True
+        for binding, (role, _) in enumerate([*reads, *writes]):
+            defs[f"B_{role.upper()}"] = binding
+            if role in _FLAGS:
+                defs[_FLAGS[role]] = True
+        extents = {f"{role.upper()}_N": dims_product(ctx.input_dims(i)) for role, i in reads if role != "x"}
+        shader = ctx.compile_shader(
+            "normalization/normalization", _SOURCE, defs, {"ROWS": rows, "L": length, **extents}
+        )
+        ctx.dispatch(shader, [ctx.input(i) for _, i in reads], [ctx.output(i) for _, i in writes], rows)
+
+
+def _workgroup_size(length: SymbolicDim) -> int:
+    """One invocation per element up to 256 (a power of two, as the tree reduction needs); symbolic
+    row lengths get the largest."""
+    if not isinstance(length, int):
+        return 256
+    return min(256, max(32, 1 << max(length - 1, 1).bit_length()))
+
+
+def normalize_rows(operands: dict[str, np.ndarray], axis: int, epsilon: float, rms: bool) -> dict[str, np.ndarray]:
+    """The family in numpy (float32 statistics), for folding; keyed by output role."""
+    x = operands["x"]
+    total = x.astype(np.float32)
+    for role in ("skip", "bias"):
+        if role in operands:
+            total = total + operands[role].astype(np.float32)
+    rows = total.reshape(*x.shape[:axis], -1)
+    mean = np.zeros(rows.shape[:-1] + (1,), np.float32) if rms else rows.mean(-1, keepdims=True)
+    inv_std = 1.0 / np.sqrt(np.square(rows - mean).mean(-1, keepdims=True) + np.float32(epsilon))
+    y = ((rows - mean) * inv_std).reshape(x.shape) * operands["scale"].astype(np.float32)
+    if "beta" in operands:
+        y = y + operands["beta"].astype(np.float32)
+    stats_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
+    return {"y": y, "mean": mean.reshape(stats_shape), "inv_std": inv_std.reshape(stats_shape), "sum": total}
+
+
+LAYER_NORMS: dict[str, NormalizationOp] = named_rows(
+    {
+        "LayerNormalization": NormalizationOp(("x", "scale", "beta"), ("y", "mean", "inv_std"), False, 1e-5),
+        # onnxruntime's contrib op, registered in the default domain (Gemma, Llama exports)
+        "SimplifiedLayerNormalization": NormalizationOp(("x", "scale"), ("y", "inv_std"), True, 1e-5, "scale"),
+    }
+)
+
+LAYER_NORMS_MS: dict[str, NormalizationOp] = named_rows(
+    {
+        "SkipLayerNormalization": NormalizationOp(
+            ("x", "skip", "scale", "beta", "bias"), ("y", "mean", "inv_std", "sum"), False, 1e-12
+        ),
+        "SkipSimplifiedLayerNormalization": NormalizationOp(
+            ("x", "skip", "scale", "bias"), ("y", "mean", "inv_std", "sum"), True, 1e-12
+        ),
+    }
+)

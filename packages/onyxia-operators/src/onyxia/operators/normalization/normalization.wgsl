@@ -1,0 +1,99 @@
+// Layer normalisation family: LayerNormalization, SimplifiedLayerNormalization (RMSNorm) and the
+// com.microsoft Skip* fusions. One workgroup per row (the normalised axes flattened). Statistics are
+// reduced in f32 whatever the storage type, in two passes (mean, then mean of squared deviations), so
+// a large common offset does not cancel catastrophically as E[x^2] - E[x]^2 would.
+// Bindings, numbered by the planner (reads first, in this order, absent ones skipped):
+//   B_X in_x, [B_SKIP in_skip], [B_BIAS in_bias], B_SCALE in_scale, [B_BETA in_beta],
+//   then B_Y out_y, [B_MEAN out_mean], [B_INV_STD out_inv_std], [B_SUM out_sum].
+// Defs: X_T, SKIP_T, BIAS_T, SCALE_T, BETA_T, Y_T, MEAN_T, INV_STD_T, SUM_T  WGSL storage types
+//       F16 (flag), WORKGROUP_SIZE (power of two), EPSILON (float literal)
+//       RMS (flag: no mean subtraction; out_mean receives 0, as onnxruntime writes)
+//       SKIP, BIAS, BETA, OUT_MEAN, OUT_INV_STD, OUT_SUM (flags: that binding exists)
+// Dims (literal when static, immediates when symbolic): ROWS, L (row length), and the element counts
+//       SKIP_N, BIAS_N, SCALE_N, BETA_N. An operand shorter than what it combines with repeats
+//       (flat index % N): numpy broadcasting over leading dims, checked by the planner.
+// Dispatch: ROWS workgroups, 1-D (the runtime may split it into x, y).
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::reduce
+
+@group(0) @binding(#{B_X}) var<storage, read> in_x: array<#{X_T}>;
+#ifdef SKIP
+@group(0) @binding(#{B_SKIP}) var<storage, read> in_skip: array<#{SKIP_T}>;
+#endif
+#ifdef BIAS
+@group(0) @binding(#{B_BIAS}) var<storage, read> in_bias: array<#{BIAS_T}>;
+#endif
+@group(0) @binding(#{B_SCALE}) var<storage, read> in_scale: array<#{SCALE_T}>;
+#ifdef BETA
+@group(0) @binding(#{B_BETA}) var<storage, read> in_beta: array<#{BETA_T}>;
+#endif
+@group(0) @binding(#{B_Y}) var<storage, read_write> out_y: array<#{Y_T}>;
+#ifdef OUT_MEAN
+@group(0) @binding(#{B_MEAN}) var<storage, read_write> out_mean: array<#{MEAN_T}>;
+#endif
+#ifdef OUT_INV_STD
+@group(0) @binding(#{B_INV_STD}) var<storage, read_write> out_inv_std: array<#{INV_STD_T}>;
+#endif
+#ifdef OUT_SUM
+@group(0) @binding(#{B_SUM}) var<storage, read_write> out_sum: array<#{SUM_T}>;
+#endif
+
+// The value normalised at flat index `i` (element `l` of its row): input + skip + bias, in f32.
+fn load_value(i: u32, l: u32) -> f32 {
+    var v = f32(in_x[i]);
+#ifdef SKIP
+    v += f32(in_skip[i % #{SKIP_N}]);
+#endif
+#ifdef BIAS
+    v += f32(in_bias[l % #{BIAS_N}]);
+#endif
+    return v;
+}
+
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= #{ROWS}) {
+        return;  // uniform: the whole workgroup leaves together
+    }
+    let base = row * #{L};
+#ifdef RMS
+    let mean = 0.0;
+#else
+    var partial = 0.0;
+    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
+        partial += load_value(base + l, l);
+    }
+    let mean = workgroup_sum(lid, partial) / f32(#{L});
+#endif
+    var squares = 0.0;
+    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
+        let v = load_value(base + l, l);
+#ifdef OUT_SUM
+        out_sum[base + l] = #{SUM_T}(v);
+#endif
+        squares += (v - mean) * (v - mean);
+    }
+    let inv_std = 1.0 / sqrt(workgroup_sum(lid, squares) / f32(#{L}) + f32(#{EPSILON}));
+    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
+        var y = (load_value(base + l, l) - mean) * inv_std * f32(in_scale[l % #{SCALE_N}]);
+#ifdef BETA
+        y += f32(in_beta[l % #{BETA_N}]);
+#endif
+        out_y[base + l] = #{Y_T}(y);
+    }
+    if (lid == 0u) {
+#ifdef OUT_MEAN
+        out_mean[row] = #{MEAN_T}(mean);
+#endif
+#ifdef OUT_INV_STD
+        out_inv_std[row] = #{INV_STD_T}(inv_std);
+#endif
+    }
+}

@@ -1,0 +1,50 @@
+"""Binding packed 4-bit data to a shader as u32 words, 8 nibbles per word, never one byte per u32.
+
+The GPU storage form of a uint8 tensor widens every byte to a u32 (`DataType.gpu_numpy`), which
+would quadruple the bytes a decode step streams for MatMulNBits' weights. So when the packed data
+is known at compile time (an initializer, or a folded value such as the genai builder's Reshape of
+the tied embedding), the op binds a derived constant holding the same bytes reinterpreted as
+little-endian u32 words; the repack runs lazily, when the runtime uploads the weight. Data that is
+only known at run time is bound as the graph stores it, and the shader reads it through
+``#ifdef ..._WIDENED`` (uint8: one byte per u32; INT4/UINT4 tensors stay packed bytes on the GPU).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from onyxia.core import BufferRef, DataType, PlanCtx, TensorValue
+
+__all__ = ["PackedInput", "bind_packed", "u32_words"]
+
+
+class PackedInput(NamedTuple):
+    buffer: BufferRef
+    widened: bool  # one byte per u32 (a runtime uint8 tensor) instead of 4 bytes per word
+
+
+def u32_words(source: TensorValue | np.ndarray, name: str) -> TensorValue:
+    """`source`'s bytes as a lazy 1-D UINT32 value (zero-padded to whole words)."""
+    nbytes = source.nbytes
+    words = (nbytes + 3) // 4
+
+    def load() -> np.ndarray:
+        data = source.numpy() if isinstance(source, TensorValue) else source
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        padded = np.zeros(words * 4, np.uint8)
+        padded[: raw.size] = raw
+        return padded.view("<u4")
+
+    return TensorValue(DataType.UINT32, (words,), load, name=name)
+
+
+def bind_packed(ctx: PlanCtx, i: int) -> PackedInput:
+    """Input `i` (4-bit values packed two per byte) as u32 words when known at compile time."""
+    tensor = ctx.input_tensor(i)
+    source = tensor.initializer if tensor.initializer is not None else tensor.value
+    if source is None or (isinstance(source, np.ndarray) and source.dtype == object):
+        return PackedInput(ctx.input(i), tensor.dtype == DataType.UINT8)
+    key = f"{tensor.name}:u32"
+    return PackedInput(ctx.constant(key, u32_words(source, key)), False)
