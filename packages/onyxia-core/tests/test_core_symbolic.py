@@ -22,7 +22,7 @@ def test_parse_and_evaluate(text: str, bindings: dict[str, int], expected: int) 
 def test_literal_subexpressions_fold() -> None:
     assert SymbolicExpr.parse("2 * 3 + 1") == 7
     expr = SymbolicExpr.parse("a * (2 + 2)")
-    assert str(expr) == "a * 4"
+    assert str(expr) == "4 * a"
     assert SymbolicExpr.parse("a * 1 + 0") == SymbolicExpr.name("a")
 
 
@@ -30,7 +30,10 @@ def test_arithmetic_builds_comparable_expressions() -> None:
     a = SymbolicExpr.name("a")
     assert a * 4 + 1 == SymbolicExpr.parse("a * 4 + 1")
     assert (a - a) == 0
-    assert str((a + 1) * 2) == "(a + 1) * 2"
+    assert str((a + 1) * 2) == "2 * a + 2"
+    assert SymbolicExpr.parse("past + seq - past") == SymbolicExpr.name("seq")
+    assert SymbolicExpr.parse("(4 * a) / 4") == a
+    assert str(SymbolicExpr.parse("(a + 1) / 2")) == "(a + 1) / 2"
     assert (a * 3).names() == {"a"}
 
 

@@ -98,7 +98,8 @@ class IrGraph:
         self._producer: dict[int, int] = {}
         self._consumers: dict[int, list[tuple[int, int]]] = {}
         self._ids = itertools.count()
-        self._names: set[str] = set()
+        self._names: set[str] = set()  # tensor names
+        self._node_names: set[str] = set()  # nodes have their own namespace, as in ONNX
 
     # ----- construction ------------------------------------------------------------------
     def add_tensor(
@@ -138,7 +139,7 @@ class IrGraph:
                 raise GraphError(f"tensor {self._tensors[t].name} already has a producer")
         node = IrNode(
             next(self._ids),
-            self.unique_name(name or op_type),
+            self._unique(name or op_type, self._node_names),
             op_type,
             domain,
             [self._tid(t) for t in inputs],
@@ -154,10 +155,15 @@ class IrGraph:
         return node
 
     def unique_name(self, base: str) -> str:
+        """A tensor name not used yet (`base`, else `base_1`, `base_2`, ...)."""
+        return self._unique(base, self._names)
+
+    @staticmethod
+    def _unique(base: str, taken: set[str]) -> str:
         name, n = base, 1
-        while name in self._names:
+        while name in taken:
             name, n = f"{base}_{n}", n + 1
-        self._names.add(name)
+        taken.add(name)
         return name
 
     def mark_output(self, tensor: TensorRef) -> None:
@@ -291,7 +297,7 @@ class IrGraph:
         for t in old.outputs:
             if t is not None and self._producer.get(t) == old.id:
                 del self._producer[t]
-        self._names.discard(old.name)
+        self._node_names.discard(old.name)
         new = self.add_node(op_type, inputs, out, attributes, domain=domain, name=old.name, before=old)
         del self._nodes[old.id]
         return new

@@ -65,20 +65,24 @@ class SymbolicExpr:
 
     @staticmethod
     def binary(op: str, a: SymbolicDim, b: SymbolicDim) -> SymbolicDim:
-        """Combine two dims, folding literals and the identities x+0, x*1, x*0, x/1."""
+        """Combine two dims into canonical form: sums of products are normalised as polynomials
+        (so ``past + seq - past`` is ``seq``), exact divisions cancel, literals fold."""
         a, b = _as_dim(a), _as_dim(b)
         if isinstance(a, int) and isinstance(b, int):
             return _apply(op, a, b)
-        if op == "+" and b == 0 or op == "-" and b == 0 or op in "*/" and b == 1:
-            return a
-        if op == "+" and a == 0 or op == "*" and a == 1:
-            return b
-        if op == "*" and (a == 0 or b == 0):
-            return 0
-        if op == "-" and a == b:
-            return 0
-        if op in "/%" and a == b:
+        if op in "+-*":
+            pa, pb = _poly(a), _poly(b)
+            if op == "*":
+                return _from_poly(_poly_mul(pa, pb))
+            return _from_poly(_poly_add(pa, pb, 1 if op == "+" else -1))
+        if a == b and b != 0:
             return 1 if op == "/" else 0
+        if isinstance(b, int) and b > 0:
+            pa = _poly(a)
+            if all(c % b == 0 for c in pa.values()):
+                return _from_poly({m: c // b for m, c in pa.items()}) if op == "/" else 0
+            if b == 1:
+                return a if op == "/" else 0
         return SymbolicExpr(op, (a, b))
 
     # ----- queries --------------------------------------------------------------------------
@@ -146,6 +150,57 @@ class SymbolicExpr:
 
     def __repr__(self) -> str:
         return f"SymbolicExpr({str(self)!r})"
+
+
+_Monomial = tuple["SymbolicExpr", ...]
+_Poly = dict[_Monomial, int]
+
+
+def _poly(x: SymbolicDim) -> _Poly:
+    """A polynomial over atoms (names, and opaque ``/`` or ``%`` nodes)."""
+    if isinstance(x, int):
+        return {(): x} if x else {}
+    if x.op == "+":
+        return _poly_add(_poly(x.args[0]), _poly(x.args[1]), 1)  # type: ignore[arg-type]
+    if x.op == "-":
+        return _poly_add(_poly(x.args[0]), _poly(x.args[1]), -1)  # type: ignore[arg-type]
+    if x.op == "*":
+        return _poly_mul(_poly(x.args[0]), _poly(x.args[1]))  # type: ignore[arg-type]
+    return {(x,): 1}
+
+
+def _poly_add(a: _Poly, b: _Poly, sign: int) -> _Poly:
+    out = dict(a)
+    for m, c in b.items():
+        out[m] = out.get(m, 0) + sign * c
+    return {m: c for m, c in out.items() if c}
+
+
+def _poly_mul(a: _Poly, b: _Poly) -> _Poly:
+    out: _Poly = {}
+    for ma, ca in a.items():
+        for mb, cb in b.items():
+            m = tuple(sorted(ma + mb, key=str))
+            out[m] = out.get(m, 0) + ca * cb
+    return {m: c for m, c in out.items() if c}
+
+
+def _from_poly(p: _Poly) -> SymbolicDim:
+    """Canonical tree: terms by degree then text, positive terms first, constant last."""
+    terms = sorted(p.items(), key=lambda t: (t[1] < 0, -len(t[0]), [str(a) for a in t[0]]))
+    result: SymbolicDim = 0
+    for monomial, coeff in terms:
+        term: SymbolicDim = abs(coeff) if not monomial or abs(coeff) != 1 else monomial[0]
+        factors = monomial if not monomial or abs(coeff) != 1 else monomial[1:]
+        for atom in factors:
+            term = atom if term == 1 else SymbolicExpr("*", (term, atom))
+        if isinstance(term, int) and isinstance(result, int):
+            result = result + term if coeff > 0 else result - term
+        elif result == 0 and coeff > 0:
+            result = term
+        else:
+            result = SymbolicExpr("+" if coeff > 0 else "-", (result, term))
+    return result
 
 
 def _as_dim(x: object) -> SymbolicDim:

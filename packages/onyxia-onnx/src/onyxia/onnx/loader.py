@@ -170,10 +170,6 @@ class _GraphReader:
         outputs = [self.tensors[x] if x else None for x in node.output]
         attributes = {a.name: read_attribute(a, where, self._read_tensor) for a in node.attribute}
         added = self.graph.add_node(node.op_type, inputs, outputs, attributes, domain=domain, name=name)
-        if name not in self.node_names:
-            # IrGraph dedupes node names against tensor names too (exporters name a Constant like its
-            # output); ONNX keeps the two apart, and errors should quote the file's node name
-            added.name = name
         self.node_names.add(added.name)
 
     def _node_input(self, where: str, index: int, name: str) -> TensorDef | None:

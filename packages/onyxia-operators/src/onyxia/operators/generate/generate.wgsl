@@ -2,7 +2,7 @@
 // Bindings: [0 in_x (read) when TRILU], then out_y (write).
 // Defs: Y_T (storage type), EXPR (in terms of the flat index `i`; Range's start/delta are literals),
 //       TRILU (flag: y = x inside the triangle, 0 outside), UPPER (flag), F16 (flag), WORKGROUP_SIZE.
-// Dims: N output elements; with TRILU also ROWS, COLS (last two dims) and K (diagonal offset, i32 bits).
+// Dims: N output elements; with SYMBOLIC_START (Range) START, with DELTA a literal def; with TRILU also ROWS, COLS (last two dims) and K (diagonal offset, i32 bits).
 #ifdef F16
 enable f16;
 #endif
@@ -36,6 +36,11 @@ fn main(
 #endif
     out_y[i] = select(#{Y_T}(0), in_x[i], keep);
 #else
+#ifdef SYMBOLIC_START
+    // Range from a start known only at run time (optimum: positions past_sequence_length + i)
+    out_y[i] = #{Y_T}(bitcast<i32>(#{START})) + #{Y_T}(i) * #{DELTA};
+#else
     out_y[i] = #{EXPR};
+#endif
 #endif
 }

@@ -121,7 +121,7 @@ def _range_fold(ctx: NodeCtx) -> np.ndarray | None:
 def _range_expr(ctx: NodeCtx, dtype: DataType) -> dict[str, object]:
     start, _, delta = _range_args(ctx)
     if isinstance(start, SymbolicExpr):
-        raise ctx.error("Range with a symbolic start is not supported on the GPU")
+        return {"SYMBOLIC_START": True, "DELTA": _literal(dtype, delta), "dims": {"START": start}}
     return {"EXPR": f"{_literal(dtype, start)} + {dtype.wgsl}(i) * {_literal(dtype, delta)}"}
 
 

@@ -42,7 +42,7 @@ def _slice(ctx: NodeCtx) -> IndexMap:
 def _fold_slice(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
     index = [slice(None)] * data.ndim
     for axis, start, end, step in zip(*slice_inputs(ctx, data.ndim)):
-        index[axis] = slice(int(start), int(end), int(step))
+        index[axis] = slice(int(start), int(end), int(step))  # type: ignore[call-overload]
     return data[tuple(index)]
 
 

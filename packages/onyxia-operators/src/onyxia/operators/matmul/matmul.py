@@ -21,9 +21,12 @@ __all__ = ["MATMUL", "MatMulOp"]
 
 _SOURCE = load_wgsl(__package__, "matmul.wgsl")
 
-# 32x32 output tiles, 8x8 invocations owning 4x4 blocks each: enough reuse of every loaded element
-# that lavapipe spends its time in the FMA loop rather than in barriers.
-_TILE = {"TILE_M": 32, "TILE_N": 32, "TILE_K": 16, "WG_X": 8, "WG_Y": 8}
+# Block shapes measured on lavapipe: tall 8-row blocks in 16x4 workgroups for many rows; for few
+# rows (decode steps, M = 1) one 64-wide row of invocations, so no invocation computes only padding.
+# A symbolic M gets the few-rows shape: it is usually the sequence length, 1 on every decode step.
+_MANY_ROWS = {"ROWS": 8, "WG_X": 16, "WG_Y": 4}
+_FEW_ROWS = {"ROWS": 4, "WG_X": 64, "WG_Y": 1}
+_FEW_ROWS_LIMIT = 16
 _INT_TYPES = frozenset({DataType.INT32, DataType.INT64, DataType.UINT32})
 
 
@@ -63,7 +66,8 @@ class MatMulOp:
         require_dtype(ctx, dtype, self.dtypes)
         ops = _operands(ctx)
         acc = "f32" if dtype in FLOATS else dtype.wgsl
-        defs = {**type_defs(A_T=dtype, B_T=dtype, Y_T=dtype), **_TILE, "ACC_T": acc, "BATCH_RANK": len(ops.batch)}
+        block = _MANY_ROWS if isinstance(ops.m, int) and ops.m > _FEW_ROWS_LIMIT else _FEW_ROWS
+        defs = {**type_defs(A_T=dtype, B_T=dtype, Y_T=dtype), **block, "ACC_T": acc, "BATCH_RANK": len(ops.batch)}
         dims = {
             "M": ops.m,
             "N": ops.n,
@@ -73,7 +77,9 @@ class MatMulOp:
             "B_BATCH_STRIDES": ops.b_strides,
         }
         shader = ctx.compile_shader("matmul/matmul", _SOURCE, defs, dims)
-        groups = (ceil_div(ops.n, _TILE["TILE_N"]), ceil_div(ops.m, _TILE["TILE_M"]), dims_product(ops.batch))
+        groups = (ceil_div(ops.n, 4 * block["WG_X"]), ceil_div(ops.m, block["ROWS"] * block["WG_Y"]), dims_product(ops.batch))
+        if 0 in groups:
+            return  # an empty output (a zero K still writes zeros, so only M, N or batch count)
         ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(0)], groups)
 
 

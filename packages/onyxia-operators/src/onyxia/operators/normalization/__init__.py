@@ -8,9 +8,21 @@ Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operat
 """
 
 from onyxia.core import Operator
+from onyxia.operators.normalization.batch_norm import BATCH_NORM, BatchNormalizationOp
 from onyxia.operators.normalization.layer_norm import LAYER_NORMS, LAYER_NORMS_MS, NormalizationOp
+from onyxia.operators.normalization.rotary import ROTARY, RotaryEmbeddingOp
 
-__all__ = ["LAYER_NORMS", "LAYER_NORMS_MS", "NORMALIZATION", "NORMALIZATION_MS", "NormalizationOp"]
+__all__ = [
+    "BATCH_NORM",
+    "LAYER_NORMS",
+    "LAYER_NORMS_MS",
+    "NORMALIZATION",
+    "NORMALIZATION_MS",
+    "ROTARY",
+    "BatchNormalizationOp",
+    "NormalizationOp",
+    "RotaryEmbeddingOp",
+]
 
-NORMALIZATION: dict[str, Operator] = {**LAYER_NORMS}  # default domain
-NORMALIZATION_MS: dict[str, Operator] = {**LAYER_NORMS_MS}  # com.microsoft
+NORMALIZATION: dict[str | tuple[str, int, int | None], Operator] = {**LAYER_NORMS, **BATCH_NORM}  # default domain
+NORMALIZATION_MS: dict[str | tuple[str, int, int | None], Operator] = {**LAYER_NORMS_MS, **ROTARY}  # com.microsoft

@@ -2,22 +2,191 @@
 
 What onnxruntime's quantizer and the onnxruntime-genai builder emit for every linear layer of an
 int4 LLM. Weights stay packed on the GPU (see `packing`) and are dequantised in the shader,
-``W[n, k] = (nibble - zero_point) * scale[n, k / block_size]``, with the zero point 8 when the
-input is absent, two 4-bit zero points per byte, or floats of the scales' dtype.
+``W[n, k] = (nibble - zero_point) * scale[n, k / block_size]``, with zero point 8 when the input is
+absent, else two 4-bit zero points per byte (uint8) or floats of the scales' dtype.
 
 Numerics: products and sums are f32 whatever the activation dtype, which is onnxruntime's
-``accuracy_level`` 0. Levels 1-4 let onnxruntime's CPU kernel quantize the activations to int8
-(the Gemma fixtures use 4), so their outputs differ from level 0 and from this op by quantization
-noise; the attribute is accepted and ignored.
+``accuracy_level`` 0. At levels 1-4 onnxruntime's CPU kernel may quantize the activations to int8
+(the Gemma fixtures use 4), so its outputs differ from level 0, and from this op, by that
+quantization noise; the attribute is accepted and otherwise ignored.
 
-Two kernels share one shader: a GEMV for decode (M <= GEMV_MAX_M rows, one workgroup per COLS
-columns, threads splitting K) and a 32 x 32 tiled kernel for prefill. With a symbolic M both are
-planned and each dispatches zero workgroups when M is on the other's side of the threshold.
+Two kernels share one shader: a GEMV for decode (M <= GEMV_MAX_M rows: COLS columns per
+workgroup, threads splitting K, a workgroup reduction) and a 32 x 32 tiled kernel for prefill,
+which unpacks each weight once per tile instead of once per row. With a symbolic M both are
+planned and the one on the wrong side of the threshold dispatches zero workgroups.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from onyxia.core import DataType, InferenceCtx, NodeCtx, OperatorBase, PlanCtx, SymbolicDim, TensorType, shape_of
-from onyxia.core.load import load_wgsl  # noqa: F401  (placeholder, replaced below)
+from onyxia.core import (
+    DataType,
+    InferenceCtx,
+    NodeCtx,
+    OperatorBase,
+    PlanCtx,
+    SymbolicDim,
+    TensorType,
+    UnsupportedOpError,
+    ceil_div,
+    load_wgsl,
+    shape_of,
+)
+from onyxia.core.shapes import dims_product
+from onyxia.operators.layout import type_defs
+from onyxia.operators.quantized.packing import bind_packed
+from onyxia.operators.typesets import FLOATS
+
+__all__ = ["GEMV_MAX_M", "MatMulNBitsOp", "unsupported"]
+
+GEMV_MAX_M = 4  # rows up to which re-reading the weights per row beats staging them in tiles
+_GEMV_WORKGROUP = 64
+_TILE = 32  # the tiled kernel's output tile (TILE x TILE, 64 threads)
+_A, _B, _SCALES, _ZERO_POINTS, _G_IDX, _BIAS = range(6)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The weight geometry, from the attributes (checked against the inputs)."""
+
+    k: int
+    n: int
+    block_size: int
+    zero_points: str  # "none" | "packed" | "float": the shader's ZP def
+
+    @property
+    def n_blocks(self) -> int:
+        return -(-self.k // self.block_size)
+
+    @property
+    def words_per_column(self) -> int:
+        return self.n_blocks * self.block_size // 8
+
+
+def unsupported(ctx: NodeCtx, message: str) -> UnsupportedOpError:
+    node = ctx.node
+    return UnsupportedOpError(f"node '{node.name}' ({node.op_type}, domain {node.domain or 'ai.onnx'}): {message}")
+
+
+def _layout(ctx: NodeCtx) -> _Layout:
+    bits = ctx.attr_int("bits", 4)
+    if bits != 4:
+        raise unsupported(ctx, f"attribute 'bits' = {bits} is not implemented (supported: 4)")
+    if ctx.has_input(_G_IDX):
+        raise unsupported(ctx, "input 4 (g_idx, act-order GPTQ) is not implemented; re-quantize without act-order")
+    k, n, block_size = ctx.attr_int("K"), ctx.attr_int("N"), ctx.attr_int("block_size")
+    if block_size < 16 or block_size & (block_size - 1):
+        raise ctx.error(f"attribute 'block_size' = {block_size}; expected a power of two >= 16")
+    dtype = ctx.input_dtype(_A)
+    if dtype not in FLOATS:
+        raise unsupported(ctx, f"input 0 (A) dtype {dtype.name.lower()} is not implemented (supported: float, float16)")
+    zero_points = "none"
+    if ctx.has_input(_ZERO_POINTS):
+        zero_points = "packed" if ctx.input_dtype(_ZERO_POINTS) == DataType.UINT8 else "float"
+    layout = _Layout(k, n, block_size, zero_points)
+    _check_inputs(ctx, layout, dtype)
+    return layout
+
+
+def _check_inputs(ctx: NodeCtx, layout: _Layout, dtype: DataType) -> None:
+    k_dim = ctx.input_dims(_A)[-1] if ctx.input_rank(_A) else None
+    if isinstance(k_dim, int) and k_dim != layout.k:
+        raise ctx.error(f"input 0 (A) has last dim {k_dim}; expected attribute K = {layout.k}")
+    expected = {
+        _B: (layout.n * layout.n_blocks * layout.block_size // 2, "N * ceil(K / block_size) * block_size / 2"),
+        _SCALES: (layout.n * layout.n_blocks, "N * ceil(K / block_size)"),
+        _BIAS: (layout.n, "N"),
+    }
+    if layout.zero_points == "packed":
+        expected[_ZERO_POINTS] = (layout.n * ((layout.n_blocks + 1) // 2), "N * ceil(ceil(K / block_size) / 2)")
+    elif layout.zero_points == "float":
+        expected[_ZERO_POINTS] = (layout.n * layout.n_blocks, "N * ceil(K / block_size)")
+    for i, (numel, formula) in expected.items():
+        if not ctx.has_input(i):
+            continue
+        found = dims_product(ctx.input_dims(i))
+        if isinstance(found, int) and found != numel:
+            raise ctx.error(f"input {i} has {found} elements; expected {formula} = {numel}")
+        want = DataType.UINT8 if i == _B else dtype
+        if i == _ZERO_POINTS and layout.zero_points == "packed":
+            continue
+        if ctx.input_dtype(i) != want:
+            raise ctx.error(f"input {i} has dtype {ctx.input_dtype(i).name.lower()}; expected {want.name.lower()}")
+
+
+def _at_most(m: SymbolicDim, limit: int) -> SymbolicDim:
+    """1 when m <= limit else 0 (for m >= 0), as a dim expression the runtime evaluates per run."""
+    if isinstance(m, int):
+        return int(m <= limit)
+    return ((limit + 1) // (m + 1) + limit) // (limit + 1)  # type: ignore[operator]
+
+
+def _threads_per_column(words_per_column: int) -> int:
+    """Threads sharing one column's K: about four words each, at most the workgroup."""
+    tpc = 1
+    while tpc < _GEMV_WORKGROUP and tpc * 4 < words_per_column:
+        tpc *= 2
+    return tpc
+
+
+@dataclass(frozen=True)
+class MatMulNBitsOp(OperatorBase):
+    name: str = "MatMulNBits"
+
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        layout = _layout(ctx)
+        dims = ctx.input_dims(_A)
+        return [TensorType(ctx.input_dtype(_A), shape_of([*dims[:-1], layout.n]))]
+
+    def plan(self, ctx: PlanCtx) -> None:
+        layout = _layout(ctx)
+        m = dims_product(ctx.input_dims(_A)[:-1])
+        reads, defs = _bindings(ctx, layout)
+        dims = {
+            "M": m,
+            "K": layout.k,
+            "N": layout.n,
+            "NB": layout.n_blocks,
+            "WPB": layout.block_size // 8,
+            "WPC": layout.words_per_column,
+            "ZB": (layout.n_blocks + 1) // 2,
+        }
+        source = load_wgsl(__package__, "matmul_nbits.wgsl")
+        output = ctx.output(0)
+        small = _at_most(m, GEMV_MAX_M)
+        if small != 0:
+            tpc = _threads_per_column(layout.words_per_column)
+            gemv = {**defs, "WORKGROUP_SIZE": _GEMV_WORKGROUP, "TPC": tpc}
+            shader = ctx.compile_shader("MatMulNBits/gemv", source, gemv, dims)
+            groups = ceil_div(layout.n, _GEMV_WORKGROUP // tpc)
+            ctx.dispatch(shader, reads, [output], (groups, 1, m * small))  # type: ignore[operator]
+        if small != 1:
+            shader = ctx.compile_shader("MatMulNBits/tiled", source, {**defs, "TILED": True}, dims)
+            groups = ceil_div(layout.n, _TILE) * (1 - small)  # type: ignore[operator]
+            ctx.dispatch(shader, reads, [output], (groups, 1, ceil_div(m, _TILE)))
+
+
+def _bindings(ctx: PlanCtx, layout: _Layout) -> tuple[list, dict[str, object]]:
+    """Read bindings in the shader's order, and the defs naming their slots and storage forms."""
+    weights = bind_packed(ctx, _B)
+    reads = [ctx.input(_A), weights.buffer, ctx.input(_SCALES)]
+    defs = {**type_defs(A_T=ctx.input_dtype(_A)), "ZP": layout.zero_points}
+    if weights.widened:
+        defs["B_WIDENED"] = True
+    if layout.k % layout.block_size:
+        defs["K_TAIL"] = True
+    if layout.zero_points == "packed":
+        zero_points = bind_packed(ctx, _ZERO_POINTS)
+        reads.append(zero_points.buffer)
+        if zero_points.widened:
+            defs["ZP_WIDENED"] = True
+    elif layout.zero_points == "float":
+        reads.append(ctx.input(_ZERO_POINTS))
+    defs["ZP_BINDING"] = len(reads) - 1
+    if ctx.has_input(_BIAS):
+        reads.append(ctx.input(_BIAS))
+        defs["BIAS"] = True
+    defs["BIAS_BINDING"] = len(reads) - 1
+    defs["Y_BINDING"] = len(reads)
+    return reads, defs

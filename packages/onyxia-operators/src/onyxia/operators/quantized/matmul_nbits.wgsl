@@ -105,10 +105,15 @@ const COLS: u32 = #{WORKGROUP_SIZE}u / #{TPC}u;
 var<workgroup> partial: array<f32, #{WORKGROUP_SIZE}>;
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let n = wid.x * COLS + lid / #{TPC}u;
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    // x (and y, when the runtime splits a long x) count column groups; z counts rows
+    let n = (wid.x + wid.y * nwg.x) * COLS + lid / #{TPC}u;
     let t = lid % #{TPC}u;
-    let m = wid.y;
+    let m = wid.z;
     var acc = 0.0;
     if (n < #{N}) {
         for (var w = t; w < #{WPC}; w += #{TPC}u) {
@@ -148,9 +153,13 @@ var<workgroup> a_tile: array<vec4<f32>, 256>;  // [k][m / 4]
 var<workgroup> w_tile: array<vec4<f32>, 256>;  // [k][n / 4]
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let n_base = wid.x * TILE;
-    let m_base = wid.y * TILE;
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let n_base = (wid.x + wid.y * nwg.x) * TILE;  // z counts row tiles, as the GEMV's rows
+    let m_base = wid.z * TILE;
     let tx = lid % 8u;
     let ty = lid / 8u;
     var acc: array<vec4<f32>, 4>;
