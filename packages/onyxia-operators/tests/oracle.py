@@ -43,9 +43,10 @@ def make_model(
     num_outputs: int = 1,
     initializers: Sequence[str] = (),
     dim_params: Mapping[str, Sequence[int | str]] | None = None,
+    omit_outputs: Sequence[int] = (),
 ) -> onnx.ModelProto:
     """A one-node model; inputs named in `initializers` become initializers (compile-time known),
-    and a None input is an omitted optional input."""
+    and a None input is an omitted optional input; outputs at `omit_outputs` get ONNX's empty name."""
     dim_params = dim_params or {}
     graph_inputs, inits = [], []
     for name, value in inputs.items():
@@ -57,9 +58,9 @@ def make_model(
         dims = dim_params.get(name, value.shape)
         elem = helper.np_dtype_to_tensor_dtype(value.dtype)
         graph_inputs.append(helper.make_tensor_value_info(name, elem, list(dims)))
-    outputs = [f"y{i}" for i in range(num_outputs)]
+    outputs = ["" if i in omit_outputs else f"y{i}" for i in range(num_outputs)]
     node = helper.make_node(op_type, [n if v is not None else "" for n, v in inputs.items()], outputs, domain=domain, **(attrs or {}))
-    graph_outputs = [helper.make_empty_tensor_value_info(o) for o in outputs]
+    graph_outputs = [helper.make_empty_tensor_value_info(o) for o in outputs if o]
     graph = helper.make_graph([node], f"{op_type}_test", graph_inputs, graph_outputs, inits)
     opsets = [helper.make_opsetid("", opset)]
     if domain:
@@ -156,6 +157,7 @@ def check_op(
     dim_params: Mapping[str, Sequence[int | str]] | None = None,
     dims: Mapping[str, int] | None = None,
     tolerance: tuple[float, float] | None = None,
+    omit_outputs: Sequence[int] = (),
 ) -> list[np.ndarray]:
     """Build a one-node model of `op_type`, run it on Onyxia and the reference, compare.
 
@@ -170,6 +172,7 @@ def check_op(
         num_outputs=num_outputs,
         initializers=initializers,
         dim_params=dim_params,
+        omit_outputs=omit_outputs,
     )
     feeds = {k: v for k, v in inputs.items() if k not in initializers and v is not None}
     return check_model(model, feeds, reference=reference, dims=dims, tolerance=tolerance)

@@ -103,3 +103,25 @@ def test_bad_perm_is_reported() -> None:
     b.output(b.op("Transpose", b.input("x", DataType.FLOAT, [2, 3]), perm=[0, 0], _name="t"))
     with pytest.raises(ShapeInferenceError, match=r"node 't' \(Transpose.*perm \[0, 0\] is not a permutation"):
         CompilerPipeline(core_operator_registry()).compile(b.graph)
+
+
+@pytest.mark.parametrize(
+    ("shape", "attrs", "split", "outputs", "opset"),
+    [
+        ((6, 4), {"axis": 0}, [1, 2, 3], 3, 13),
+        ((2, 9), {"axis": -1}, None, 3, 13),
+        ((2, 10), {"axis": 1, "num_outputs": 3}, None, 3, 18),
+        ((4, 6), {"axis": 1, "split": [2, 4]}, None, 2, 11),
+        ((3, 0), {"axis": 0}, [1, 2], 2, 13),
+    ],
+    ids=str,
+)
+def test_split(shape: tuple, attrs: dict, split: list | None, outputs: int, opset: int) -> None:
+    inputs = {"x": _x(shape)}
+    if split is not None:
+        inputs["split"] = np.array(split, np.int64)
+    check_op("Split", inputs, attrs, num_outputs=outputs, opset=opset, initializers=["split"] if split else [])
+
+
+def test_split_symbolic_leading_dim() -> None:
+    check_op("Split", {"x": _x((3, 8))}, {"axis": 1, "num_outputs": 2}, num_outputs=2, dim_params={"x": ["n", 8]})

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onyxia.core import (
+    BufferRef,
     DataType,
     FoldCtx,
     InferenceCtx,
@@ -30,7 +31,7 @@ from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import WORKGROUP_SIZE, contiguous_strides, type_defs
 from onyxia.operators.typesets import ALL_GPU, require_dtype
 
-__all__ = ["IndexMap", "IndexMapOp", "identity_map"]
+__all__ = ["IndexMap", "IndexMapOp", "emit_index_map", "identity_map"]
 
 _SOURCE = load_wgsl(__package__, "indexmap.wgsl")
 
@@ -74,25 +75,29 @@ class IndexMapOp:
         return [as_output_value(self.fold(ctx, data), ctx.output_numpy_dtype())]
 
     def plan(self, ctx: PlanCtx) -> None:
-        dtype = ctx.input_dtype(0)
-        require_dtype(ctx, dtype, ALL_GPU)
-        m = self.build(ctx)
-        n = dims_product(m.out_dims)
-        rank_pad = [] if m.out_dims else [1]
-        defs: dict[str, object] = {**type_defs(X_T=dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE, "MODE": m.mode}
-        defs["RANK"] = max(len(m.out_dims), 1)
-        if m.mode == "constant":
-            defs["PAD_VALUE"] = _literal(dtype, m.pad_value)
-        dims = {
-            "N": n,
-            "OUT_DIMS": m.out_dims or rank_pad,
-            "IN_DIMS": m.in_dims or rank_pad,
-            "IN_STRIDES": m.in_strides or [0],
-            "STARTS": m.starts or [0],
-            "STEPS": m.steps or [1],
-        }
-        shader = ctx.compile_shader("indexmap", _SOURCE, defs, dims)  # type: ignore[arg-type]
-        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+        emit_index_map(ctx, self.build(ctx), ctx.output(0))
+
+
+def emit_index_map(ctx: PlanCtx, m: IndexMap, output: BufferRef) -> None:
+    """One dispatch of the index-map shader reading input 0 into `output`."""
+    dtype = ctx.input_dtype(0)
+    require_dtype(ctx, dtype, ALL_GPU)
+    n = dims_product(m.out_dims)
+    rank_pad = [] if m.out_dims else [1]
+    defs: dict[str, object] = {**type_defs(X_T=dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE, "MODE": m.mode}
+    defs["RANK"] = max(len(m.out_dims), 1)
+    if m.mode == "constant":
+        defs["PAD_VALUE"] = _literal(dtype, m.pad_value)
+    dims = {
+        "N": n,
+        "OUT_DIMS": m.out_dims or rank_pad,
+        "IN_DIMS": m.in_dims or rank_pad,
+        "IN_STRIDES": m.in_strides or [0],
+        "STARTS": m.starts or [0],
+        "STEPS": m.steps or [1],
+    }
+    shader = ctx.compile_shader("indexmap", _SOURCE, defs, dims)  # type: ignore[arg-type]
+    ctx.dispatch(shader, [ctx.input(0)], [output], ceil_div(n, WORKGROUP_SIZE))
 
 
 def _literal(dtype: DataType, value: float | int) -> str:

@@ -8,6 +8,7 @@ from onyxia.core import NodeCtx, SymbolicDim, SymbolicExpr
 from onyxia.operators.family import named_rows
 from onyxia.operators.indexmap.family import IndexMap, IndexMapOp
 from onyxia.operators.indexmap.slicing import normalize_slices, slice_inputs
+from onyxia.operators.indexmap.split import SplitOp
 from onyxia.operators.layout import broadcast_strides, contiguous_strides
 
 __all__ = ["INDEXMAP"]
@@ -153,7 +154,7 @@ def _dim(value: object) -> SymbolicDim:
     return value if isinstance(value, SymbolicExpr) else int(value)  # type: ignore[call-overload]
 
 
-INDEXMAP: dict[str, IndexMapOp] = named_rows(
+INDEXMAP: dict[str, IndexMapOp | SplitOp] = {"Split": SplitOp()} | named_rows(
     {
         "Transpose": IndexMapOp(_transpose, lambda ctx, x: np.transpose(x, _perm(ctx))),
         "Slice": IndexMapOp(_slice, _fold_slice),

@@ -48,8 +48,6 @@ class ReductionOp:
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         dims = ctx.input_dims(0)
         axes = self.reduced_axes(ctx)
-        if axes is None:
-            return [TensorType(ctx.input_dtype(0), ctx.input_shape(0))]
         keep = ctx.attr_int("keepdims", 1)
         out = [1 if i in axes else d for i, d in enumerate(dims) if keep or i not in axes]
         return [TensorType(ctx.input_dtype(0), shape_of(out))]
@@ -59,8 +57,6 @@ class ReductionOp:
         if x is None or x.dtype == object:
             return None
         axes = self.reduced_axes(ctx)
-        if axes is None:
-            return [x]
         work = x.astype(np.float32) if x.dtype == np.float16 else x
         with np.errstate(all="ignore"):
             result = self.fold(reduce_last_axes(work, axes))
@@ -70,9 +66,6 @@ class ReductionOp:
         x, y = ctx.input_tensor(0), ctx.output_tensor(0)
         require_dtype(ctx, x.dtype, self.dtypes)
         axes = self.reduced_axes(ctx)
-        if axes is None:  # noop_with_empty_axes: the output is the input
-            ctx.copy(ctx.input(0), ctx.output(0), dims_product(ctx.input_dims(0)) * x.dtype.gpu_numpy.itemsize)  # type: ignore[operator]
-            return
         (kept_dims, kept_strides), (red_dims, red_strides) = _index_spaces(ctx.input_dims(0), axes)
         n_out, n_red = dims_product(kept_dims), dims_product(red_dims)
         lanes = _lanes(n_red)
@@ -88,8 +81,10 @@ class ReductionOp:
         shader = ctx.compile_shader("reduction/reduce", _SOURCE, defs, dims)  # type: ignore[arg-type]
         ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n_out, _WORKGROUP // lanes))
 
-    def reduced_axes(self, ctx: NodeCtx) -> list[int] | None:
-        """Sorted non-negative axes to reduce, or None when the op is the identity (noop_with_empty_axes)."""
+    def reduced_axes(self, ctx: NodeCtx) -> list[int]:
+        """Sorted non-negative axes to reduce. With noop_with_empty_axes and no axes that is none at
+        all: every element is its own reduction, so the row's map and final still apply (ReduceL1
+        gives |x|, as onnxruntime and the reference do)."""
         rank = ctx.input_rank(0)
         if self.axes_input:
             value = ctx.require_value(1, "axes") if ctx.has_input(1) else np.zeros(0, np.int64)
@@ -97,7 +92,7 @@ class ReductionOp:
         else:
             axes, noop = ctx.attr_ints("axes", []), 0
         if not axes:
-            return None if noop else list(range(rank))
+            return [] if noop else list(range(rank))
         return sorted(ctx.normalize_axes(axes, rank))
 
 
