@@ -59,7 +59,9 @@ def make_model(
         elem = helper.np_dtype_to_tensor_dtype(value.dtype)
         graph_inputs.append(helper.make_tensor_value_info(name, elem, list(dims)))
     outputs = ["" if i in omit_outputs else f"y{i}" for i in range(num_outputs)]
-    node = helper.make_node(op_type, [n if v is not None else "" for n, v in inputs.items()], outputs, domain=domain, **(attrs or {}))
+    node = helper.make_node(
+        op_type, [n if v is not None else "" for n, v in inputs.items()], outputs, domain=domain, **(attrs or {})
+    )
     graph_outputs = [helper.make_empty_tensor_value_info(o) for o in outputs if o]
     graph = helper.make_graph([node], f"{op_type}_test", graph_inputs, graph_outputs, inits)
     opsets = [helper.make_opsetid("", opset)]

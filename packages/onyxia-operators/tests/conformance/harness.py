@@ -12,6 +12,12 @@ its local functions is registered at the model's opset. A selected case goes fil
 - ``rejected``: a compile-time `UnsupportedOpError`, or a `PlanningError` about a dtype without a
   WebGPU storage type, on a case listed in `EXPECTED` (an unlisted rejection is a failure);
 - ``failed``: wrong values, or any other exception (its type and first line are kept).
+
+Onyxia compiles static shapes, so inputs that decide a shape or a shader literal (Reshape's shape,
+Reduce* axes, Clip bounds, Slice starts ...) must be known at compile time, as they are in exported
+models. The node cases feed them as graph inputs; when compiling says one "must be known at compile
+time", the harness bakes graph inputs into initializers, last first, until it compiles, and records
+which (`Outcome.baked`). A case with every input baked folds on the host and runs no GPU step.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import onnx
 from onnx import numpy_helper
 from oracle import TOLERANCE, assert_close, runtime
 
-from onyxia.core import DataType, OnyxiaError, OperatorRegistry, PlanningError, UnsupportedOpError
+from onyxia.core import DataType, OnyxiaError, OperatorRegistry, PlanningError, ShapeInferenceError, UnsupportedOpError
 
 __all__ = [
     "FAILED",
@@ -48,6 +54,7 @@ __all__ = [
 PASSED, FAILED, REJECTED, REJECTED_DTYPE = "passed", "failed", "rejected", "rejected (dtype)"
 
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
+_NEEDS_CONSTANT = "must be known at compile time"  # the ShapeInferenceError of an input Onyxia needs folded
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,7 @@ class Case:
 class Outcome:
     status: str  # PASSED, FAILED, REJECTED or REJECTED_DTYPE
     detail: str = ""
+    baked: tuple[str, ...] = ()  # graph inputs turned into initializers because Onyxia needs them at compile time
 
 
 @cache
@@ -100,21 +108,25 @@ def run_case(case: Case, expected: Mapping[str, str] | None = None) -> Outcome:
     """Compile and run `case`; `expected` (default `EXPECTED`) decides whether a rejection is listed."""
     if expected is None:
         from conformance.expected import EXPECTED as expected
+    baked: list[str] = []
     try:
-        compiled = _compile(case.model)
+        compiled = _compile_baking(case, baked)
     except Exception as e:
-        return _compile_failure(case, e, case.name in expected)
+        return _compile_failure(case, e, case.name in expected, tuple(baked))
     if case.no_gpu_type:
         return Outcome(FAILED, f"{case.no_gpu_type}, which has no WebGPU storage type, yet the model compiled")
     try:
-        executor = runtime().load_model(compiled)
         for i, (inputs, outputs) in enumerate(case.data_sets):
-            _check_data_set(case, executor, i, inputs, outputs)
+            if i and baked:  # each data set bakes its own values
+                compiled = _compile(_bake(case.model, inputs, baked))
+            if i == 0 or baked:
+                executor = runtime().load_model(compiled)
+            _check_data_set(case, executor, i, inputs, outputs, baked)
     except AssertionError as e:
-        return Outcome(FAILED, f"wrong values: {_first_line(e)}")
+        return Outcome(FAILED, f"wrong values: {_first_line(e)}", tuple(baked))
     except Exception as e:
-        return Outcome(FAILED, f"run: {type(e).__name__}: {_first_line(e)}")
-    return Outcome(PASSED)
+        return Outcome(FAILED, f"run: {type(e).__name__}: {_first_line(e)}", tuple(baked))
+    return Outcome(PASSED, f"baked inputs {baked}" if baked else "", tuple(baked))
 
 
 # ----- selection ---------------------------------------------------------------------------------
@@ -166,6 +178,33 @@ def _no_gpu_type(model: onnx.ModelProto) -> str | None:
 # ----- running -----------------------------------------------------------------------------------
 
 
+def _compile_baking(case: Case, baked: list[str]) -> Any:
+    """Compile; while an input must be known at compile time, bake one more graph input (last first)."""
+    names = [v.name for v in case.model.graph.input]
+    while True:
+        try:
+            return _compile(_bake(case.model, case.data_sets[0][0], baked))
+        except ShapeInferenceError as e:
+            remaining = [n for n in reversed(names) if n not in baked]
+            if _NEEDS_CONSTANT not in str(e) or not remaining:
+                raise
+            baked.append(remaining[0])
+
+
+def _bake(model: onnx.ModelProto, inputs: Sequence[Any], names: Sequence[str]) -> onnx.ModelProto:
+    """A copy of `model` whose graph inputs `names` are initializers holding their `inputs` values."""
+    if not names:
+        return model
+    values = {v.name: _array(a) for v, a in zip(model.graph.input, inputs)}
+    baked = onnx.ModelProto()
+    baked.CopyFrom(model)
+    kept = [v for v in baked.graph.input if v.name not in names]
+    del baked.graph.input[:]
+    baked.graph.input.extend(kept)
+    baked.graph.initializer.extend(numpy_helper.from_array(values[n], n) for n in names)
+    return baked
+
+
 def _compile(model: onnx.ModelProto) -> Any:
     from onyxia.compiler import CompilerPipeline
     from onyxia.onnx import load_and_parse_model
@@ -177,13 +216,13 @@ def _compile(model: onnx.ModelProto) -> Any:
     return CompilerPipeline(registry()).compile(graph, {})
 
 
-def _compile_failure(case: Case, e: Exception, listed: bool) -> Outcome:
+def _compile_failure(case: Case, e: Exception, listed: bool, baked: tuple[str, ...]) -> Outcome:
     message = f"compile: {type(e).__name__}: {_first_line(e)}"
     if case.no_gpu_type and isinstance(e, OnyxiaError):
-        return Outcome(REJECTED_DTYPE, f"{case.no_gpu_type}: {message}")
+        return Outcome(REJECTED_DTYPE, f"{case.no_gpu_type}: {message}", baked)
     if listed and _is_rejection(e):
-        return Outcome(REJECTED, message)
-    return Outcome(FAILED, message)
+        return Outcome(REJECTED, message, baked)
+    return Outcome(FAILED, message, baked)
 
 
 def _is_rejection(e: Exception) -> bool:
@@ -191,8 +230,10 @@ def _is_rejection(e: Exception) -> bool:
     return isinstance(e, UnsupportedOpError) or (isinstance(e, PlanningError) and "no WebGPU storage type" in str(e))
 
 
-def _check_data_set(case: Case, executor: Any, index: int, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
-    feeds = {v.name: _array(a) for v, a in zip(case.model.graph.input, inputs)}
+def _check_data_set(
+    case: Case, executor: Any, index: int, inputs: Sequence[Any], outputs: Sequence[Any], baked: Sequence[str]
+) -> None:
+    feeds = {v.name: _array(a) for v, a in zip(case.model.graph.input, inputs) if v.name not in baked}
     results = executor.run(feeds)
     for value, want in zip(case.model.graph.output, outputs):
         want = _array(want)

@@ -91,6 +91,8 @@ class IrGraph:
         self.metadata: dict[str, str] = {}
         # (dim a, dim b, where): equalities shape rules assumed; checked when dims are bound
         self.constraints: list[tuple[Any, Any, str]] = []
+        # output tensor id -> input tensor id whose GPU storage it shares (a KV cache updated in place)
+        self.aliases: dict[int, int] = {}
         self.inputs: list[int] = []
         self.outputs: list[int] = []
         self._nodes: dict[int, IrNode] = {}

@@ -175,6 +175,8 @@ class CompiledModel:
     dims: dict[str, int] = field(default_factory=dict)
     required_features: set[str] = field(default_factory=set)
     constraints: list[tuple[SymbolicDim, SymbolicDim, str]] = field(default_factory=list)
+    # output tensor id -> input tensor id: one buffer serves both (state updated in place)
+    aliases: dict[int, int] = field(default_factory=dict)
     metadata: dict[str, str] = field(default_factory=dict)
 
     def tensor_by_name(self, name: str) -> PlanTensor:

@@ -164,6 +164,7 @@ class PlanBuilder:
             required_features=set(self.features),
             metadata=dict(metadata),
             constraints=list(self.graph.constraints),
+            aliases={o: i for o, i in self.graph.aliases.items() if o in self.tensors and i in self.tensors},
         )
         return model
 
@@ -220,6 +221,14 @@ class PlanCtx(NodeCtx):
         if isinstance(value, np.ndarray):
             value = TensorValue.from_numpy(value, name=key)
         return BufferRef(tensor=self.builder.constant(key, value).id)
+
+    def shares_storage(self, input_index: int, output_index: int) -> bool:
+        """True when output `output_index` lives in input `input_index`'s buffer (a KV cache the
+        session updates in place): the op must then write only the new part."""
+        if not (self.has_input(input_index) and self.has_output(output_index)):
+            return False
+        out, inp = self.node.outputs[output_index], self.node.inputs[input_index]
+        return self.graph.aliases.get(out) == inp  # type: ignore[arg-type]
 
     def alloc_scratch(self, size: SymbolicDim, label: str) -> BufferRef:
         desc = ScratchBufferDesc(self.builder.new_scratch_id(), size, f"{self.node.name}/{label}")

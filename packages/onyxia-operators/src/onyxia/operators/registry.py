@@ -12,6 +12,7 @@ from onyxia.operators.movement import MOVEMENT
 from onyxia.operators.normalization import NORMALIZATION, NORMALIZATION_MS
 from onyxia.operators.quantized import QUANTIZED, QUANTIZED_MS
 from onyxia.operators.reduction import REDUCTION
+from onyxia.operators.vision import VISION
 
 __all__ = ["core_operator_registry", "register_builtin"]
 
@@ -19,7 +20,8 @@ __all__ = ["core_operator_registry", "register_builtin"]
 def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
     """Register the built-in families and the shared WGSL modules (``onyxia::indexing`` ...)."""
     registry.shaders.add_package("onyxia.operators", "wgsl")
-    for table in (BINARY, UNARY, VARIADIC, INDEXMAP, GENERATE, MOVEMENT, MATMUL, REDUCTION, NORMALIZATION, QUANTIZED):
+    default_domain = (BINARY, UNARY, VARIADIC, INDEXMAP, GENERATE, MOVEMENT, MATMUL, REDUCTION, NORMALIZATION, QUANTIZED)
+    for table in (*default_domain, VISION):
         registry.register_family("", table)
     for table in (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS):
         registry.register_family("com.microsoft", table)

@@ -45,12 +45,17 @@ class BufferPool:
         self.names = names
         self.buffers: dict[BufferRef, wgpu.GPUBuffer] = {}
         self.staging: wgpu.GPUBuffer | None = None
+        self.aliases: dict[BufferRef, BufferRef] = {}  # a ref served by another ref's buffer
+        self.preserved: set[BufferRef] = set()  # state whose contents must survive growth
 
     def get(self, ref: BufferRef) -> wgpu.GPUBuffer:
-        return self.buffers[ref]
+        return self.buffers[self.aliases.get(ref, ref)]
 
     def ensure(self, ref: BufferRef, nbytes: int) -> bool:
-        """Make `ref` hold at least `nbytes` (padded); True when a new buffer replaced the old one."""
+        """Make `ref` hold at least `nbytes` (padded); True when a new buffer replaced the old one.
+
+        Growing a preserved (resident state) buffer copies its contents over."""
+        ref = self.aliases.get(ref, ref)
         needed = padded_nbytes(nbytes)
         current = self.buffers.get(ref)
         if current is not None and current.size >= needed:
@@ -59,13 +64,17 @@ class BufferPool:
         self.buffers[ref] = self._create(self.names[ref], size, _STORAGE_USAGE)
         if current is not None:
             log.debug("buffer '%s' grown from %d to %d bytes", self.names[ref], current.size, size)
+            if ref in self.preserved:
+                encoder = self.ctx.device.create_command_encoder()
+                encoder.copy_buffer_to_buffer(current, 0, self.buffers[ref], 0, current.size)
+                self.ctx.queue.submit([encoder.finish()])
             current.destroy()
         return True
 
     def write(self, ref: BufferRef, array: np.ndarray, offset: int = 0) -> None:
         """Queue a host write of `array` (already in GPU storage form); empty arrays write nothing."""
         if array.size:
-            self.ctx.queue.write_buffer(self.buffers[ref], offset, storage_bytes(array))
+            self.ctx.queue.write_buffer(self.get(ref), offset, storage_bytes(array))
 
     def ensure_staging(self, nbytes: int) -> wgpu.GPUBuffer:
         needed = padded_nbytes(nbytes)

@@ -66,6 +66,7 @@ class ExecutorStats:
     dimension_updates: int = 0
     runs: int = 0
     dispatches_encoded: int = field(default=0)  # by the latest run (skipped 0-size dispatches excluded)
+    bytes_read_back: int = 0  # copied into the staging buffer, over all runs
 
 
 @contextmanager

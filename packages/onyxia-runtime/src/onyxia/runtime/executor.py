@@ -15,7 +15,7 @@ buffer instead, without touching the program.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 import wgpu
@@ -65,6 +65,8 @@ class PlanExecutor:
         self._symbols = referenced_symbols(compiled, self._flat)
         self._inputs = InputBinder(compiled)
         self._pool = BufferPool(ctx, self.stats, self._names)
+        self._pool.aliases = {BufferRef(tensor=o): BufferRef(tensor=i) for o, i in compiled.aliases.items()}
+        self._carries: list[tuple[BufferRef, BufferRef]] = []
         pipelines = PipelineCache(ctx, compiled.shaders, self.stats)
         self._states: list[DispatchState | None] = [
             prepare_dispatch(fs, pipelines, self._pool, ctx, self.stats) if isinstance(fs.step, Dispatch) else None
@@ -75,7 +77,8 @@ class PlanExecutor:
         self._layout: DimsLayout | None = None
         self._program = Program()
         self._writes: list[tuple[wgpu.GPUBuffer, int, np.ndarray]] = []
-        self._readback: list[tuple[wgpu.GPUBuffer, int, int]] = []
+        self._readback: list[tuple[str, wgpu.GPUBuffer, int, int]] = []
+        self._carry_copies: list[tuple[wgpu.GPUBuffer, wgpu.GPUBuffer, int]] = []
         self._outputs: list[tuple[str, DataType, int, tuple[int, ...]]] = []
         self._staging_bytes = 0
         if max_dims:
@@ -97,8 +100,49 @@ class PlanExecutor:
     def output_names(self) -> list[str]:
         return [self.compiled.tensors[t].name for t in self.compiled.outputs]
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Outputs by name, in their logical dtypes and the current dims' shapes."""
+    def keep_resident(self, names: Collection[str]) -> None:
+        """Keep these inputs on the GPU between runs: `run()` no longer requires them, and their
+        buffers keep their contents (also when they grow). The LLM session keeps its KV cache so."""
+        unknown = sorted(set(names) - set(self._inputs.names))
+        if unknown:
+            raise InputError(f"keep_resident(): {unknown} are not inputs; the inputs are {self._inputs.names}")
+        self._inputs.resident |= set(names)
+        self._pool.preserved |= {self._ref(name) for name in names}
+
+    def carry(self, pairs: Mapping[str, str]) -> None:
+        """After each run, copy output `pairs[input]` into resident `input` on the GPU (no host trip).
+
+        Pairs the plan aliases (one buffer, updated in place) need no copy and are skipped."""
+        self.keep_resident(list(pairs))
+        outputs = set(self.output_names)
+        for dst, src in pairs.items():
+            if src not in outputs:
+                raise InputError(f"carry(): '{src}' is not an output; the outputs are {sorted(outputs)}")
+            src_ref, dst_ref = self._ref(src), self._ref(dst)
+            if self._pool.aliases.get(src_ref) != dst_ref:
+                self._carries.append((src_ref, dst_ref))
+        if self._layout is not None:
+            self._refresh_carries(self._layout)
+
+    def _refresh_carries(self, layout: DimsLayout) -> None:
+        self._carry_copies = [
+            (self._pool.get(src), self._pool.get(dst), padded_nbytes(layout.buffer_bytes[src]))
+            for src, dst in self._carries
+            if layout.buffer_bytes[src]
+        ]
+
+    def write_input(self, name: str, array: np.ndarray) -> None:
+        """Set a resident input's contents (e.g. a zeroed fixed-size cache) without running."""
+        self.keep_resident([name])
+        spec = next(s for s in self._inputs.specs if s.name == name)
+        data = to_gpu(f"input '{name}'", spec.dtype, array, InputError)
+        self._pool.ensure(spec.ref, data.nbytes)
+        self._pool.write(spec.ref, data)
+
+    def run(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None = None) -> dict[str, np.ndarray]:
+        """Outputs by name, in their logical dtypes and the current dims' shapes.
+
+        `outputs` limits what is read back (the rest stays on the GPU); by default all are."""
         bound, uploads = self._inputs.bind(inputs, self._dims)
         changed = {k: v for k, v in bound.items() if self._dims.get(k) != v}
         if changed or self._layout is None:
@@ -113,16 +157,39 @@ class PlanExecutor:
             self._pool.write(ref, array)
         for buffer, offset, data in self._writes:
             self.ctx.queue.write_buffer(buffer, offset, data)
+        wanted = self._select_outputs(outputs)
         with wgpu_boundary(DeviceError, "run(): encoding or submitting the plan"):
             encoder = self.ctx.device.create_command_encoder()
             encode(encoder, self._program)
-            for buffer, offset, size in self._readback:
-                encoder.copy_buffer_to_buffer(buffer, 0, self._pool.staging, offset, size)
+            for src, dst, size in self._carry_copies:
+                encoder.copy_buffer_to_buffer(src, 0, dst, 0, size)
+            for name, buffer, offset, size in self._readback:
+                if name in wanted:
+                    encoder.copy_buffer_to_buffer(buffer, 0, self._pool.staging, offset, size)
+                    self.stats.bytes_read_back += size
             self.ctx.queue.submit([encoder.finish()])
         self.stats.runs += 1
         self.stats.dispatches_encoded = self._program.dispatches
-        raw = self._pool.read_staging(self._staging_bytes) if self._readback else b""
-        return {name: from_gpu(dtype, raw, offset, shape) for name, dtype, offset, shape in self._outputs}
+        read = [entry for entry in self._readback if entry[0] in wanted]
+        end = max((offset + size for _, _, offset, size in read), default=0)
+        raw = self._pool.read_staging(end) if read else b""
+        return {
+            name: from_gpu(dtype, raw, offset, shape)
+            for name, dtype, offset, shape in self._outputs
+            if name in wanted
+        }
+
+    def _select_outputs(self, outputs: Collection[str] | None) -> set[str]:
+        names = set(self.output_names)
+        if outputs is None:
+            return names
+        unknown = sorted(set(outputs) - names)
+        if unknown:
+            raise InputError(f"run(outputs=...): {unknown} are not outputs; the outputs are {sorted(names)}")
+        return set(outputs)
+
+    def _ref(self, name: str) -> BufferRef:
+        return BufferRef(tensor=self.compiled.tensor_by_name(name).id)
 
     def update_dimensions(self, dims: Mapping[str, int]) -> None:
         """Re-target the plan to `dims` (merged into the current ones); no shader or pipeline is rebuilt.
@@ -157,6 +224,7 @@ class PlanExecutor:
             if state is not None and isinstance(values, DispatchValues):
                 commit_dispatch(state, values, self._pool, self.ctx, self.stats)
         self._program = build_program(self._flat, self._states, layout, self._pool)
+        self._refresh_carries(layout)
         self._writes = [
             (self._pool.get(fs.step.dst), fs.step.offset, storage_bytes(np.frombuffer(fs.step.data, np.uint8)))
             for fs in self._flat
@@ -175,7 +243,7 @@ class PlanExecutor:
             nbytes = layout.buffer_bytes[ref]
             if tid not in copied and nbytes:
                 copied[tid] = offset
-                self._readback.append((self._pool.get(ref), offset, padded_nbytes(nbytes)))
+                self._readback.append((t.name, self._pool.get(ref), offset, padded_nbytes(nbytes)))
                 offset += _staged(nbytes)
             self._outputs.append((t.name, t.dtype, copied.get(tid, 0), layout.output_shapes[tid]))
         self._staging_bytes = offset

@@ -41,23 +41,27 @@ class InputBinder:
                 raise InputError(f"input '{t.name}': {t.dtype.name} inputs are not supported; expected a byte dtype")
             self.specs.append(InputSpec(t.name, BufferRef(tensor=tid), t.dtype, tuple(t.dims)))
         self.names = [s.name for s in self.specs]
+        self.resident: set[str] = set()  # inputs whose buffer persists across runs (KV cache state)
 
     def bind(
         self, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int]
     ) -> tuple[dict[str, int], list[tuple[BufferRef, np.ndarray]]]:
-        """(dims bound from plain-name input dims, [(buffer, GPU-form array)]) for one run."""
+        """(dims bound from plain-name input dims, [(buffer, GPU-form array)]) for one run.
+
+        A resident input may be left out: its buffer keeps what the previous run left there."""
         self._check_names(inputs)
+        given = [s for s in self.specs if s.name in inputs]
         bound: dict[str, tuple[int, str]] = {}
-        for spec in self.specs:
+        for spec in given:
             self._check_array(spec, inputs[spec.name], bound)
         merged = {**dims, **{k: v for k, (v, _) in bound.items()}}
-        for spec in self.specs:
+        for spec in given:
             self._check_expressions(spec, inputs[spec.name].shape, merged)
-        uploads = [(s.ref, to_gpu(f"input '{s.name}'", s.dtype, inputs[s.name], InputError)) for s in self.specs]
+        uploads = [(s.ref, to_gpu(f"input '{s.name}'", s.dtype, inputs[s.name], InputError)) for s in given]
         return {k: v for k, (v, _) in bound.items()}, uploads
 
     def _check_names(self, inputs: Mapping[str, np.ndarray]) -> None:
-        missing = [n for n in self.names if n not in inputs]
+        missing = [n for n in self.names if n not in inputs and n not in self.resident]
         extra = sorted(n for n in inputs if n not in self.names)
         if missing or extra:
             found = [f"missing {missing}"] * bool(missing) + [f"unexpected {extra}"] * bool(extra)

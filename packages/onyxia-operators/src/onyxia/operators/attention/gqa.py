@@ -26,7 +26,7 @@ __all__ = ["GroupQueryAttentionOp"]
 
 _ATTENTION = load_wgsl(__package__, "gqa.wgsl")
 _KV_CACHE = load_wgsl(__package__, "kv_cache.wgsl")
-_WORKGROUP = 64
+_WORKGROUP = 8
 _COPY_WORKGROUP = 256
 
 
@@ -66,7 +66,11 @@ class GroupQueryAttentionOp:
         batch, seq, _ = ctx.input_dims(_Input.QUERY)
         past = ctx.input_dims(_Input.PAST_KEY)[2] if ctx.has_input(_Input.PAST_KEY) else 0
         present = shape_of([batch, heads.kv, past + seq, heads.size])  # type: ignore[operator]
-        return [TensorType(dtype, ctx.input_shape(_Input.QUERY)), TensorType(dtype, present), TensorType(dtype, present)]
+        return [
+            TensorType(dtype, ctx.input_shape(_Input.QUERY)),
+            TensorType(dtype, present),
+            TensorType(dtype, present),
+        ]
 
     def try_fold(self, ctx: object) -> None:
         return None  # attention over constant activations does not occur in exported models
@@ -96,7 +100,10 @@ def _plan_kv_cache(ctx: PlanCtx, heads: _Heads) -> None:
     total = seq  # empty past
     n = dims_product([batch, heads.kv, total, heads.size])
     dtype = ctx.input_dtype(_Input.KEY)
-    targets = [ctx.output(i) if ctx.has_output(i) else ctx.alloc_scratch(n * dtype.gpu_numpy.itemsize, f"present{i}") for i in (1, 2)]  # type: ignore[operator]
+    targets = [
+        ctx.output(i) if ctx.has_output(i) else ctx.alloc_scratch(n * dtype.gpu_numpy.itemsize, f"present{i}")
+        for i in (1, 2)
+    ]  # type: ignore[operator]
     defs = {**type_defs(T=dtype), "WORKGROUP_SIZE": _COPY_WORKGROUP}
     dims = {"N": n, "KV_HEADS": heads.kv, "TOTAL": total, "SEQ": seq, "HEAD_SIZE": heads.size}
     shader = ctx.compile_shader("attention/kv_cache", _KV_CACHE, defs, dims)
@@ -121,7 +128,7 @@ def _plan_attention(ctx: PlanCtx, heads: _Heads, dtype: DataType) -> None:
     dims = {"SEQ": seq, "KV_BATCH_STRIDE": seq * kv_row, "KV_HEAD_STRIDE": heads.size, "KV_SEQ_STRIDE": kv_row}
     shader = ctx.compile_shader("attention/gqa", _ATTENTION, defs, dims)  # type: ignore[arg-type]
     reads = [ctx.input(i) for i in (_Input.QUERY, _Input.KEY, _Input.VALUE, _Input.SEQLENS_K)]
-    ctx.dispatch(shader, reads, [ctx.output(0)], (seq, heads.num, batch))
+    ctx.dispatch(shader, reads, [ctx.output(0)], (ceil_div(seq, _WORKGROUP), heads.num, batch))
 
 
 def _heads(ctx: NodeCtx) -> _Heads:

@@ -77,7 +77,11 @@ class MatMulOp:
             "B_BATCH_STRIDES": ops.b_strides,
         }
         shader = ctx.compile_shader("matmul/matmul", _SOURCE, defs, dims)
-        groups = (ceil_div(ops.n, 4 * block["WG_X"]), ceil_div(ops.m, block["ROWS"] * block["WG_Y"]), dims_product(ops.batch))
+        groups = (
+            ceil_div(ops.n, 4 * block["WG_X"]),
+            ceil_div(ops.m, block["ROWS"] * block["WG_Y"]),
+            dims_product(ops.batch),
+        )
         if 0 in groups:
             return  # an empty output (a zero K still writes zeros, so only M, N or batch count)
         ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(0)], groups)

@@ -1,7 +1,9 @@
-"""Compile-time refusals shared by the normalisation-family operators.
+"""Validation shared by the normalisation-family operators.
 
 An attribute value Onyxia has no shader for must fail when the model is compiled, naming the node,
-the op and the attribute, not at run time with a wrong answer.
+the op and the attribute, not at run time with a wrong answer. Shape checks follow `ctx.broadcast`:
+two static dims must agree; a symbolic dim facing another dim is assumed equal and recorded as a
+constraint the runtime checks once dims are bound (exporters name the same size differently).
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from onyxia.core import NodeCtx, SymbolicDim, UnsupportedOpError
+from onyxia.core.shapes import shape_of
 
-__all__ = ["is_suffix_of", "unsupported_attribute"]
+__all__ = ["require_equal_dim", "require_suffix", "unsupported_attribute"]
 
 
 def unsupported_attribute(ctx: NodeCtx, attribute: str, value: object, expected: str) -> UnsupportedOpError:
@@ -22,10 +25,26 @@ def unsupported_attribute(ctx: NodeCtx, attribute: str, value: object, expected:
     )
 
 
-def is_suffix_of(small: Sequence[SymbolicDim], big: Sequence[SymbolicDim]) -> bool:
-    """`small` (leading 1s dropped) equals the trailing dims of `big`: it broadcasts over `big`'s leading
-    dims only, so flat index ``i % numel(small)`` addresses it from a flat index ``i`` into `big`."""
-    trimmed = list(small)
-    while trimmed and trimmed[0] == 1:
-        trimmed.pop(0)
-    return len(trimmed) <= len(big) and list(big[len(big) - len(trimmed) :]) == trimmed
+def require_equal_dim(ctx: NodeCtx, found: SymbolicDim, expected: SymbolicDim, what: str) -> bool:
+    """False (and no constraint) when both are static and differ."""
+    if found == expected:
+        return True
+    if isinstance(found, int) and isinstance(expected, int):
+        return False
+    ctx.constraints.append((found, expected, f"node '{ctx.node.name}' ({ctx.node.op_type}) {what}"))
+    return True
+
+
+def require_suffix(ctx: NodeCtx, i: int, role: str, target: Sequence[SymbolicDim]) -> None:
+    """Input `i`'s dims, leading 1s dropped, must be the trailing dims of `target`: it then broadcasts
+    over `target`'s leading dims only, so flat index ``k % numel(input)`` addresses it from a flat
+    index ``k`` into `target`."""
+    dims = list(ctx.input_dims(i))
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    tail = list(target[len(target) - len(dims) :]) if len(dims) <= len(target) else None
+    what = f"input {i} ({role})"
+    if tail is None or not all(require_equal_dim(ctx, d, t, what) for d, t in zip(dims, tail)):
+        raise ctx.error(
+            f"{what} has shape {ctx.input_shape(i)}; expected it to broadcast over leading dims to {shape_of(target)}"
+        )

@@ -19,14 +19,21 @@ from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, Symbo
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import type_defs
-from onyxia.operators.normalization.checks import is_suffix_of, unsupported_attribute
+from onyxia.operators.normalization.checks import require_suffix, unsupported_attribute
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = ["LAYER_NORMS", "LAYER_NORMS_MS", "NormalizationOp", "normalize_rows"]
 
 _SOURCE = load_wgsl(__package__, "normalization.wgsl")
 _READ_ORDER = ("x", "skip", "bias", "scale", "beta")
-_FLAGS = {"skip": "SKIP", "bias": "BIAS", "beta": "BETA", "mean": "OUT_MEAN", "inv_std": "OUT_INV_STD", "sum": "OUT_SUM"}
+_FLAGS = {
+    "skip": "SKIP",
+    "bias": "BIAS",
+    "beta": "BETA",
+    "mean": "OUT_MEAN",
+    "inv_std": "OUT_INV_STD",
+    "sum": "OUT_SUM",
+}
 _STASH_FLOAT = 1
 
 
@@ -64,12 +71,7 @@ class NormalizationOp:
             i = self._index(ctx, role)
             if i is None:
                 continue
-            target = dims if role == "skip" else dims[axis:]
-            if not is_suffix_of(ctx.input_dims(i), target):
-                raise ctx.error(
-                    f"input {i} ({role}) has shape {ctx.input_shape(i)}; expected it to broadcast over leading "
-                    f"dims to {shape_of(target)}"
-                )
+            require_suffix(ctx, i, role, dims if role == "skip" else dims[axis:])
         return dims, axis
 
     def _index(self, ctx: NodeCtx, role: str) -> int | None:
@@ -79,6 +81,10 @@ class NormalizationOp:
         i = self.inputs.index(role)
         return i if ctx.has_input(i) else None
 
+    def _epsilon(self, ctx: NodeCtx) -> float:
+        """The attribute as the float32 onnxruntime adds (the ONNX attribute is a float32 too)."""
+        return float(np.float32(ctx.attr_float("epsilon", self.epsilon)))
+
     # ----- folding ---------------------------------------------------------------------------
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
         values = ctx.values()
@@ -86,8 +92,7 @@ class NormalizationOp:
             return None
         _, axis = self._checked_layout(ctx)
         operands = {role: values[i] for i, role in enumerate(self.inputs) if i < len(values) and values[i] is not None}
-        eps = float(np.float32(ctx.attr_float("epsilon", self.epsilon)))
-        results = normalize_rows(operands, axis, eps, self.rms)
+        results = normalize_rows(operands, axis, self._epsilon(ctx), self.rms)
         return [
             results[role].astype(ctx.output_numpy_dtype(i))
             for i, role in enumerate(self.outputs[: ctx.num_outputs])
@@ -107,7 +112,7 @@ class NormalizationOp:
         types = {f"{role.upper()}_T": ctx.input_dtype(i) for role, i in reads}
         types.update({f"{role.upper()}_T": ctx.output_tensor(i).dtype for role, i in writes})
         defs: dict[str, object] = {**type_defs(**types), "WORKGROUP_SIZE": _workgroup_size(length)}
-        defs["EPSILON"] = repr(float(np.float32(ctx.attr_float("epsilon", self.epsilon))))
+        defs["EPSILON"] = repr(self._epsilon(ctx))
         if self.rms:
             defs["RMS"] = True
         for binding, (role, _) in enumerate([*reads, *writes]):
@@ -151,6 +156,7 @@ LAYER_NORMS: dict[str, NormalizationOp] = named_rows(
         "LayerNormalization": NormalizationOp(("x", "scale", "beta"), ("y", "mean", "inv_std"), False, 1e-5),
         # onnxruntime's contrib op, registered in the default domain (Gemma, Llama exports)
         "SimplifiedLayerNormalization": NormalizationOp(("x", "scale"), ("y", "inv_std"), True, 1e-5, "scale"),
+        "RMSNormalization": NormalizationOp(("x", "scale"), ("y",), True, 1e-5, "scale"),  # ONNX opset 23
     }
 )
 

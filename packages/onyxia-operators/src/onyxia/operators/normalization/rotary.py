@@ -19,6 +19,7 @@ import numpy as np
 from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
+from onyxia.operators.normalization.checks import require_equal_dim
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = ["ROTARY", "RotaryEmbeddingOp", "rotary_numpy"]
@@ -115,19 +116,11 @@ def _position_layout(ctx: NodeCtx, batch: SymbolicDim, seq: SymbolicDim) -> tupl
     if dims_product(pos) == 1 and len(pos) <= 1:
         return True, 0
     shared = len(pos) == 1 or pos[0] == 1
-    _require_equal(ctx, pos[-1], seq, "position_ids' last dim", "the sequence length")
-    if not shared:
-        _require_equal(ctx, pos[0], batch, "position_ids' dim 0", "the batch size")
+    if not require_equal_dim(ctx, pos[-1], seq, "position_ids dim -1"):
+        raise ctx.error(f"position_ids has shape {ctx.input_shape(1)}; its last dim must be the sequence length {seq}")
+    if not shared and not require_equal_dim(ctx, pos[0], batch, "position_ids dim 0"):
+        raise ctx.error(f"position_ids has shape {ctx.input_shape(1)}; dim 0 must be 1 or the batch size {batch}")
     return False, 0 if shared else seq
-
-
-def _require_equal(ctx: NodeCtx, found: SymbolicDim, expected: SymbolicDim, what: str, name: str) -> None:
-    if found == expected:
-        return
-    if isinstance(found, int) and isinstance(expected, int):
-        raise ctx.error(f"{what} is {found}; expected {name} ({expected})")
-    # symbolic on one side: assumed equal here, checked by the runtime once dims are bound
-    ctx.constraints.append((found, expected, f"node '{ctx.node.name}' ({ctx.node.op_type}) {what}"))
 
 
 def rotary_numpy(
@@ -142,7 +135,9 @@ def rotary_numpy(
     half = geo.rotary // 2
     c = cos.astype(np.float32)[ids][:, :, None, :half]
     s = sin.astype(np.float32)[ids][:, :, None, :half]
-    first, second = (slice(0, geo.rotary, 2), slice(1, geo.rotary, 2)) if interleaved else (slice(0, half), slice(half, geo.rotary))
+    first, second = (
+        (slice(0, geo.rotary, 2), slice(1, geo.rotary, 2)) if interleaved else (slice(0, half), slice(half, geo.rotary))
+    )
     out = heads.copy()
     a, b = heads[..., first], heads[..., second]
     out[..., first], out[..., second] = a * c - b * s, a * s + b * c

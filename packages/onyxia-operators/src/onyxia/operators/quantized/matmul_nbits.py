@@ -42,7 +42,8 @@ __all__ = ["GEMV_MAX_M", "MatMulNBitsOp", "unsupported"]
 
 GEMV_MAX_M = 4  # rows up to which re-reading the weights per row beats staging them in tiles
 _GEMV_WORKGROUP = 64
-_TILE = 32  # the tiled kernel's output tile (TILE x TILE, 64 threads)
+_TILED_WORKGROUP = 64
+_ROWS = 4
 _A, _B, _SCALES, _ZERO_POINTS, _G_IDX, _BIAS = range(6)
 
 
@@ -151,6 +152,7 @@ class MatMulNBitsOp(OperatorBase):
             "WPB": layout.block_size // 8,
             "WPC": layout.words_per_column,
             "ZB": (layout.n_blocks + 1) // 2,
+            "BLOCK_SIZE": layout.block_size,
         }
         source = load_wgsl(__package__, "matmul_nbits.wgsl")
         output = ctx.output(0)
@@ -162,20 +164,23 @@ class MatMulNBitsOp(OperatorBase):
             groups = ceil_div(layout.n, _GEMV_WORKGROUP // tpc)
             ctx.dispatch(shader, reads, [output], (groups, 1, m * small))  # type: ignore[operator]
         if small != 1:
-            shader = ctx.compile_shader("MatMulNBits/tiled", source, {**defs, "TILED": True}, dims)
-            groups = ceil_div(layout.n, _TILE) * (1 - small)  # type: ignore[operator]
-            ctx.dispatch(shader, reads, [output], (groups, 1, ceil_div(m, _TILE)))
+            tiled = {**defs, "TILED": True, "WORKGROUP_SIZE": _TILED_WORKGROUP, "ROWS": _ROWS}
+            shader = ctx.compile_shader("MatMulNBits/tiled", source, tiled, dims)
+            groups = ceil_div(layout.n, _TILED_WORKGROUP) * (1 - small)  # type: ignore[operator]
+            ctx.dispatch(shader, reads, [output], (groups, 1, ceil_div(m, _ROWS)))
 
 
 def _bindings(ctx: PlanCtx, layout: _Layout) -> tuple[list, dict[str, object]]:
     """Read bindings in the shader's order, and the defs naming their slots and storage forms."""
-    weights = bind_packed(ctx, _B)
+    weights = bind_packed(ctx, _B, columns=layout.n)
     reads = [ctx.input(_A), weights.buffer, ctx.input(_SCALES)]
     defs = {**type_defs(A_T=ctx.input_dtype(_A)), "ZP": layout.zero_points}
     if weights.widened:
         defs["B_WIDENED"] = True
     if layout.k % layout.block_size:
         defs["K_TAIL"] = True
+    if layout.k % 8 == 0:
+        defs["A_VEC4"] = True  # rows start on 8-element boundaries: read a as vec4s
     if layout.zero_points == "packed":
         zero_points = bind_packed(ctx, _ZERO_POINTS)
         reads.append(zero_points.buffer)

@@ -20,7 +20,11 @@
 enable f16;
 #endif
 
+#ifdef A_VEC4
+@group(0) @binding(0) var<storage, read> a: array<vec4<#{A_T}>>;
+#else
 @group(0) @binding(0) var<storage, read> a: array<#{A_T}>;
+#endif
 @group(0) @binding(1) var<storage, read> b: array<u32>;
 @group(0) @binding(2) var<storage, read> scales: array<#{A_T}>;
 #if ZP == packed
@@ -34,12 +38,14 @@ enable f16;
 #endif
 @group(0) @binding(#{Y_BINDING}) var<storage, read_write> y: array<#{A_T}>;
 
-fn b_word(i: u32) -> u32 {
+// Word w of column n. A compile-time B is repacked word-major ([WPC, N]), so neighbouring columns'
+// threads read neighbouring words; a runtime B keeps the graph's [N, WPC] layout, one byte per u32.
+fn b_word(n: u32, w: u32) -> u32 {
 #ifdef B_WIDENED
-    let j = 4u * i;
+    let j = 4u * (n * #{WPC} + w);
     return b[j] | (b[j + 1u] << 8u) | (b[j + 2u] << 16u) | (b[j + 3u] << 24u);
 #else
-    return b[i];
+    return b[w * #{N} + n];
 #endif
 }
 
@@ -65,31 +71,44 @@ fn scale(n: u32, blk: u32) -> f32 {
     return f32(scales[n * #{NB} + blk]);
 }
 
-// Element k of row m (0 past K: the padded tail of the last block must not contribute).
-fn a_at(m: u32, k: u32) -> f32 {
-#ifdef K_TAIL
-    if (k >= #{K}) {
-        return 0.0;
-    }
-#endif
-    return f32(a[m * #{K} + k]);
-}
-
-// Eight consecutive weights of column n from word w (elements k0 .. k0 + 7), as (k0 .. k0+3, k0+4 .. k0+7).
-struct Weights8 {
+// Elements k0 .. k0 + 7 of row m, as (k0 .. k0+3) and (k0+4 .. k0+7); zero past K, where the last block is
+// padding. With A_VEC4 (K % 8 == 0) two vector loads instead of eight scalar ones, which dominate the cost.
+struct Eight {
     lo: vec4<f32>,
     hi: vec4<f32>,
 }
 
-fn dequantize(n: u32, w: u32) -> Weights8 {
-    let word = b_word(n * #{WPC} + w);
-    let blk = w / #{WPB};
+fn a_eight(m: u32, k0: u32) -> Eight {
+#ifdef A_VEC4
+#ifdef K_TAIL
+    if (k0 >= #{K}) {
+        return Eight(vec4<f32>(0.0), vec4<f32>(0.0));
+    }
+#endif
+    let i = (m * #{K} + k0) / 4u;
+    return Eight(vec4<f32>(a[i]), vec4<f32>(a[i + 1u]));
+#else
+    var v: array<f32, 8>;
+    for (var j = 0u; j < 8u; j++) {
+        let k = k0 + j;
+#ifdef K_TAIL
+        if (k < #{K}) {
+            v[j] = f32(a[m * #{K} + k]);
+        }
+#else
+        v[j] = f32(a[m * #{K} + k]);
+#endif
+    }
+    return Eight(vec4<f32>(v[0], v[1], v[2], v[3]), vec4<f32>(v[4], v[5], v[6], v[7]));
+#endif
+}
+
+// The eight nibbles of a word (elements k0 .. k0 + 7) as floats.
+fn unpack_nibbles(word: u32) -> Eight {
     let shifts = vec4<u32>(0u, 4u, 8u, 12u);
-    let q_lo = vec4<f32>((vec4<u32>(word) >> shifts) & vec4<u32>(15u));
-    let q_hi = vec4<f32>((vec4<u32>(word >> 16u) >> shifts) & vec4<u32>(15u));
-    let z = vec4<f32>(zero_point(n, blk));
-    let s = scale(n, blk);
-    return Weights8((q_lo - z) * s, (q_hi - z) * s);
+    let lo = vec4<f32>((vec4<u32>(word) >> shifts) & vec4<u32>(15u));
+    let hi = vec4<f32>((vec4<u32>(word >> 16u) >> shifts) & vec4<u32>(15u));
+    return Eight(lo, hi);
 }
 
 fn store(m: u32, n: u32, value: f32) {
@@ -101,6 +120,9 @@ fn store(m: u32, n: u32, value: f32) {
 }
 
 #ifndef TILED
+// Each thread owns one column and walks whole blocks (TPC > 1: blocks t, t + TPC, ... then a workgroup
+// reduction). Per block it sums a * q and a separately, so the block's zero point and scale are applied
+// once: sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k).
 const COLS: u32 = #{WORKGROUP_SIZE}u / #{TPC}u;
 var<workgroup> partial: array<f32, #{WORKGROUP_SIZE}>;
 
@@ -116,12 +138,17 @@ fn main(
     let m = wid.z;
     var acc = 0.0;
     if (n < #{N}) {
-        for (var w = t; w < #{WPC}; w += #{TPC}u) {
-            let k0 = w * 8u;
-            let wt = dequantize(n, w);
-            let a_lo = vec4<f32>(a_at(m, k0), a_at(m, k0 + 1u), a_at(m, k0 + 2u), a_at(m, k0 + 3u));
-            let a_hi = vec4<f32>(a_at(m, k0 + 4u), a_at(m, k0 + 5u), a_at(m, k0 + 6u), a_at(m, k0 + 7u));
-            acc += dot(a_lo, wt.lo) + dot(a_hi, wt.hi);
+        for (var blk = t; blk < #{NB}; blk += #{TPC}u) {
+            var dot_q = 0.0;
+            var sum_a = 0.0;
+            for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
+                let k0 = w * 8u;
+                let q = unpack_nibbles(b_word(n, w));
+                let x = a_eight(m, k0);
+                dot_q += dot(x.lo, q.lo) + dot(x.hi, q.hi);
+                sum_a += dot(x.lo + x.hi, vec4<f32>(1.0));
+            }
+            acc += scale(n, blk) * (dot_q - zero_point(n, blk) * sum_a);
         }
     }
 #if TPC == 1
@@ -145,73 +172,40 @@ fn main(
 #endif
 
 #ifdef TILED
-// 64 threads as 8 x 8, each owning a 4 x 4 block of the 32 x 32 output tile. Per 32-wide K step the
-// workgroup stages a[m, k] and the dequantised weights in workgroup memory, both as vec4 along m / n,
-// so the weights are unpacked once per tile instead of once per output row.
-const TILE: u32 = 32u;
-var<workgroup> a_tile: array<vec4<f32>, 256>;  // [k][m / 4]
-var<workgroup> w_tile: array<vec4<f32>, 256>;  // [k][n / 4]
-
-@compute @workgroup_size(64)
+fn row_dot(m: u32, k0: u32, w_lo: vec4<f32>, w_hi: vec4<f32>) -> f32 {
+    let x = a_eight(m, k0);
+    return dot(x.lo, w_lo) + dot(x.hi, w_hi);
+}
+// ROWS rows x WORKGROUP_SIZE columns per workgroup, one column per thread: each word is unpacked and
+// dequantised once and used for ROWS rows, and no workgroup memory or barrier is needed (a's reads are
+// uniform across the workgroup, b's are contiguous in the word-major layout).
+@compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let n_base = (wid.x + wid.y * nwg.x) * TILE;  // z counts row tiles, as the GEMV's rows
-    let m_base = wid.z * TILE;
-    let tx = lid % 8u;
-    let ty = lid / 8u;
-    var acc: array<vec4<f32>, 4>;
-    for (var kt = 0u; kt < #{K}; kt += TILE) {
-        for (var i = lid; i < 256u; i += 64u) {
-            let k = kt + i / 8u;
-            let m = m_base + (i % 8u) * 4u;
-            var v = vec4<f32>(0.0);
-            for (var r = 0u; r < 4u; r++) {
-                if (m + r < #{M} && k < #{K}) {
-                    v[r] = f32(a[(m + r) * #{K} + k]);
-                }
-            }
-            a_tile[i] = v;
-        }
-        if (lid < 32u) {
-            // lid = word (0..3) * 8 + column group (0..7): four columns' word at the same k0
-            let group = lid % 8u;
-            let kw = lid / 8u;
-            let k0 = kt + kw * 8u;
-            var lo: array<vec4<f32>, 4>;
-            var hi: array<vec4<f32>, 4>;
-            for (var c = 0u; c < 4u; c++) {
-                let n = n_base + group * 4u + c;
-                if (n < #{N} && k0 < #{K}) {
-                    let wt = dequantize(n, k0 / 8u);
-                    lo[c] = wt.lo;
-                    hi[c] = wt.hi;
-                }
-            }
-            for (var e = 0u; e < 4u; e++) {
-                w_tile[(kw * 8u + e) * 8u + group] = vec4<f32>(lo[0][e], lo[1][e], lo[2][e], lo[3][e]);
-                w_tile[(kw * 8u + 4u + e) * 8u + group] = vec4<f32>(hi[0][e], hi[1][e], hi[2][e], hi[3][e]);
+    let n = (wid.x + wid.y * nwg.x) * #{WORKGROUP_SIZE}u + lid;
+    let m0 = wid.z * #{ROWS}u;
+    var acc = vec4<f32>(0.0);
+    if (n < #{N}) {
+        for (var blk = 0u; blk < #{NB}; blk++) {
+            let z = vec4<f32>(zero_point(n, blk));
+            let s = scale(n, blk);
+            for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
+                let k0 = w * 8u;
+                let q = unpack_nibbles(b_word(n, w));
+                let w_lo = (q.lo - z) * s;
+                let w_hi = (q.hi - z) * s;
+                acc.x += row_dot(m0, k0, w_lo, w_hi);
+                acc.y += row_dot(m0 + 1u, k0, w_lo, w_hi);
+                acc.z += row_dot(m0 + 2u, k0, w_lo, w_hi);
+                acc.w += row_dot(m0 + 3u, k0, w_lo, w_hi);
             }
         }
-        workgroupBarrier();
-        for (var k = 0u; k < TILE; k++) {
-            let av = a_tile[k * 8u + ty];
-            let wv = w_tile[k * 8u + tx];
-            acc[0] += av.x * wv;
-            acc[1] += av.y * wv;
-            acc[2] += av.z * wv;
-            acc[3] += av.w * wv;
-        }
-        workgroupBarrier();
-    }
-    for (var r = 0u; r < 4u; r++) {
-        let m = m_base + ty * 4u + r;
-        for (var c = 0u; c < 4u; c++) {
-            let n = n_base + tx * 4u + c;
-            if (m < #{M} && n < #{N}) {
-                store(m, n, acc[r][c]);
+        for (var r = 0u; r < #{ROWS}u; r++) {
+            if (m0 + r < #{M}) {
+                store(m0 + r, n, acc[r]);
             }
         }
     }

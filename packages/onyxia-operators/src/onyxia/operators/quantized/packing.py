@@ -25,26 +25,31 @@ class PackedInput(NamedTuple):
     widened: bool  # one byte per u32 (a runtime uint8 tensor) instead of 4 bytes per word
 
 
-def u32_words(source: TensorValue | np.ndarray, name: str) -> TensorValue:
-    """`source`'s bytes as a lazy 1-D UINT32 value (zero-padded to whole words)."""
-    nbytes = source.nbytes
-    words = (nbytes + 3) // 4
+def u32_words(source: TensorValue | np.ndarray, name: str, columns: int = 0) -> TensorValue:
+    """`source`'s bytes as a lazy 1-D UINT32 value (zero-padded to whole words).
+
+    With `columns`, the words of each of the `columns` equal rows are interleaved ([rows, words] is
+    transposed to [words, rows]), so GPU threads handling neighbouring rows read neighbouring words.
+    """
+    words = (source.nbytes + 3) // 4
 
     def load() -> np.ndarray:
         data = source.numpy() if isinstance(source, TensorValue) else source
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         padded = np.zeros(words * 4, np.uint8)
         padded[: raw.size] = raw
-        return padded.view("<u4")
+        packed = padded.view("<u4")
+        return np.ascontiguousarray(packed.reshape(columns, -1).T).reshape(-1) if columns else packed
 
     return TensorValue(DataType.UINT32, (words,), load, name=name)
 
 
-def bind_packed(ctx: PlanCtx, i: int) -> PackedInput:
-    """Input `i` (4-bit values packed two per byte) as u32 words when known at compile time."""
+def bind_packed(ctx: PlanCtx, i: int, columns: int = 0) -> PackedInput:
+    """Input `i` (4-bit values packed two per byte) as u32 words when known at compile time,
+    interleaved by `columns` (see `u32_words`); else as the graph stores it."""
     tensor = ctx.input_tensor(i)
     source = tensor.initializer if tensor.initializer is not None else tensor.value
     if source is None or (isinstance(source, np.ndarray) and source.dtype == object):
         return PackedInput(ctx.input(i), tensor.dtype == DataType.UINT8)
-    key = f"{tensor.name}:u32"
-    return PackedInput(ctx.constant(key, u32_words(source, key)), False)
+    key = f"{tensor.name}:u32" + (f"x{columns}" if columns else "")
+    return PackedInput(ctx.constant(key, u32_words(source, key, columns)), False)

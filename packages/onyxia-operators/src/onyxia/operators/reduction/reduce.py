@@ -158,7 +158,9 @@ REDUCTION_OPS: dict[tuple[str, int, int | None], ReductionOp] = {
     **_rows("ReduceL1", ReductionOp("zero", "a + b", lambda x: np.sum(np.abs(x), -1), map="abs(x)"), 18),
     **_rows(
         "ReduceL2",
-        ReductionOp("zero", "a + b", lambda x: np.sqrt(np.sum(x * x, -1)), map="x * x", final="sqrt(acc)", dtypes=FLOATS),
+        ReductionOp(
+            "zero", "a + b", lambda x: np.sqrt(np.sum(x * x, -1)), map="x * x", final="sqrt(acc)", dtypes=FLOATS
+        ),
         18,
     ),
     **_rows(

@@ -21,6 +21,7 @@ __all__ = ["SOFTMAX_OPS", "SoftmaxOp"]
 
 _SOURCE = load_wgsl(__package__, "softmax.wgsl")
 _WORKGROUP = 64
+_MIN_WORKGROUP = 8  # one SIMD chunk on lavapipe: a short row gets a workgroup no wider than it needs
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,12 @@ class SoftmaxOp:
         rows = outer * inner  # type: ignore[operator]
         if rows == 0 or length == 0:
             return  # an empty output: nothing to write
-        defs = {**type_defs(X_T=x.dtype, Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": _WORKGROUP}
+        workgroup = (
+            min(_WORKGROUP, max(_MIN_WORKGROUP, 1 << (length - 1).bit_length()))
+            if isinstance(length, int)
+            else _WORKGROUP
+        )
+        defs = {**type_defs(X_T=x.dtype, Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": workgroup}
         if self.log:
             defs["LOG"] = True
         shader = ctx.compile_shader("reduction/softmax", _SOURCE, defs, {"ROWS": rows, "L": length, "INNER": inner})

@@ -1,0 +1,13 @@
+"""Vision operators: Conv and ConvTranspose, the pools, and Resize on NCHW images.
+
+Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operator helpers only (no
+onnx, wgpu or onyxia.runtime). The window arithmetic all of them share lives in `geometry`.
+"""
+
+from onyxia.core import Operator
+from onyxia.operators.vision.conv import CONV, ConvOp
+from onyxia.operators.vision.pool import POOL, PoolOp
+
+__all__ = ["CONV", "POOL", "VISION", "ConvOp", "PoolOp"]
+
+VISION: dict[str | tuple[str, int, int | None], Operator] = {**CONV, **POOL}

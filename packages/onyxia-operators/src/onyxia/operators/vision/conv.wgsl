@@ -1,0 +1,90 @@
+// Direct convolution, one invocation per output element, gathering over its group's input channels
+// and the kernel window. Conv reads forward taps; ConvTranspose gathers the input positions whose
+// scattered window covers this output position, so no atomics or scratch buffers are needed.
+// Bindings: 0 in_x, 1 in_w, [2 in_b when HAS_BIAS] (read), then out_y (write).
+// Defs: X_T, W_T, B_T, Y_T  WGSL storage types (accumulation is f32)
+//       MODE             direct (Conv: W is [M, C/group, KH, KW]) | transpose (ConvTranspose: W is
+//                        [C, M/group, KH, KW])
+//       HAS_BIAS         flag: input 2 is the per-output-channel bias
+//       F16              flag: some storage type is f16
+//       WORKGROUP_SIZE
+// Dims (literal when static, immediates when symbolic): TOTAL output elements; C input channels;
+//       M output channels; CG input channels per group; MG output channels per group; the plane
+//       H, W, OH, OW, kernel KH, KW, strides SH, SW, dilations DH, DW, begin pads PH, PW (a 1-D op
+//       is a height-1 plane). PHE and PWE (end pads) are unused here.
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::indexing
+
+@group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
+@group(0) @binding(1) var<storage, read> in_w: array<#{W_T}>;
+#ifdef HAS_BIAS
+@group(0) @binding(2) var<storage, read> in_b: array<#{B_T}>;
+@group(0) @binding(3) var<storage, read_write> out_y: array<#{Y_T}>;
+#else
+@group(0) @binding(2) var<storage, read_write> out_y: array<#{Y_T}>;
+#endif
+
+// The input coordinate output coordinate `o` reads through kernel tap `k`, or -1 when it falls in
+// the padding (direct) or between strided input positions (transpose).
+fn tap(o: u32, k: u32, stride: u32, dilation: u32, pad: u32, size: u32) -> i32 {
+#if MODE == direct
+    let p = i32(o * stride + k * dilation) - i32(pad);
+    return select(-1, p, p >= 0 && p < i32(size));
+#else
+    let t = i32(o + pad) - i32(k * dilation);
+    if (t < 0 || t % i32(stride) != 0) {
+        return -1;
+    }
+    let p = t / i32(stride);
+    return select(-1, p, p < i32(size));
+#endif
+}
+
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
+    if (i >= #{TOTAL}) {
+        return;
+    }
+    let ow = i % #{OW};
+    var rest = i / #{OW};
+    let oh = rest % #{OH};
+    rest = rest / #{OH};
+    let m = rest % #{M};
+    let n = rest / #{M};
+    let group = m / #{MG};
+    var acc = 0.0;
+    for (var c = 0u; c < #{CG}; c++) {
+        let ci = group * #{CG} + c;
+        let x_plane = (n * #{C} + ci) * #{H} * #{W};
+#if MODE == direct
+        let w_base = (m * #{CG} + c) * #{KH} * #{KW};
+#else
+        let w_base = (ci * #{MG} + m % #{MG}) * #{KH} * #{KW};
+#endif
+        for (var kh = 0u; kh < #{KH}; kh++) {
+            let ih = tap(oh, kh, #{SH}, #{DH}, #{PH}, #{H});
+            if (ih < 0) {
+                continue;
+            }
+            for (var kw = 0u; kw < #{KW}; kw++) {
+                let iw = tap(ow, kw, #{SW}, #{DW}, #{PW}, #{W});
+                if (iw < 0) {
+                    continue;
+                }
+                let x = f32(in_x[x_plane + u32(ih) * #{W} + u32(iw)]);
+                acc += x * f32(in_w[w_base + kh * #{KW} + kw]);
+            }
+        }
+    }
+#ifdef HAS_BIAS
+    acc += f32(in_b[m]);
+#endif
+    out_y[i] = #{Y_T}(acc);
+}

@@ -1,0 +1,114 @@
+"""com.microsoft GroupQueryAttention (prefill, empty past) against onnxruntime's CPU kernel:
+head groupings, head sizes, softcap, sliding windows shorter and longer than the sequence,
+custom scale, right padding through seqlens_k, f16, symbolic sequence length, and the
+unsupported forms' errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from oracle import check_op, compile_model, make_model
+
+from onyxia.core import UnsupportedOpError
+
+RNG = np.random.default_rng(0)
+
+# (batch, seq, num_heads, kv_num_heads, head_size, attributes)
+CASES = [
+    (1, 1, 4, 1, 16, {}),
+    (1, 7, 4, 2, 16, {}),
+    (2, 33, 2, 2, 32, {}),
+    (2, 7, 4, 1, 32, {"softcap": 2.5}),
+    (1, 33, 4, 2, 16, {"local_window_size": 5}),
+    (2, 33, 4, 1, 16, {"local_window_size": 50}),
+    (1, 7, 2, 2, 32, {"scale": 0.3}),
+    (2, 33, 4, 2, 32, {"softcap": 5.0, "local_window_size": 8, "scale": 0.1}),
+    (1, 1, 2, 2, 16, {"local_window_size": 3}),
+    (2, 7, 4, 2, 16, {"local_window_size": 1}),
+    (1, 7, 2, 1, 80, {}),
+    (1, 70, 2, 1, 16, {}),
+    (1, 70, 4, 2, 16, {"local_window_size": 20, "softcap": 1.0}),
+]
+
+
+def _inputs(batch: int, seq: int, heads: int, kv_heads: int, size: int, **options: object) -> dict:
+    dtype = options.get("dtype", np.float32)
+    seqlens = options.get("seqlens", [seq - 1] * batch)
+    return {
+        "query": np.asarray(RNG.standard_normal((batch, seq, heads * size)), dtype),
+        "key": np.asarray(RNG.standard_normal((batch, seq, kv_heads * size)), dtype),
+        "value": np.asarray(RNG.standard_normal((batch, seq, kv_heads * size)), dtype),
+        "past_key": options.get("past"),
+        "past_value": options.get("past"),
+        "seqlens_k": np.asarray(seqlens, np.int32),
+        "total_sequence_length": np.asarray(seq, np.int32),
+    }
+
+
+def _check(inputs: dict, heads: int, kv_heads: int, attrs: dict | None = None, **kwargs: object) -> None:
+    attrs = {"num_heads": heads, "kv_num_heads": kv_heads, **(attrs or {})}
+    check_op("GroupQueryAttention", inputs, attrs, domain="com.microsoft", num_outputs=3, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("batch", "seq", "heads", "kv_heads", "size", "attrs"), CASES, ids=str)
+def test_gqa_prefill(batch: int, seq: int, heads: int, kv_heads: int, size: int, attrs: dict) -> None:
+    _check(_inputs(batch, seq, heads, kv_heads, size), heads, kv_heads, attrs)
+
+
+@pytest.mark.parametrize(
+    ("seqlens", "attrs"), [([6, 3], {}), ([6, 0], {"softcap": 3.0}), ([2, 6], {"local_window_size": 2})], ids=str
+)
+def test_gqa_right_padding(seqlens: list[int], attrs: dict) -> None:
+    # padded query rows attend to the real keys only, exactly as onnxruntime's CPU kernel
+    _check(_inputs(2, 7, 4, 2, 16, seqlens=seqlens), 4, 2, attrs)
+
+
+def test_gqa_float16() -> None:
+    _check(_inputs(2, 9, 4, 2, 16, dtype=np.float16), 4, 2, {"local_window_size": 4})
+
+
+def test_gqa_empty_past_inputs() -> None:
+    _check(_inputs(1, 7, 4, 2, 16, past=np.zeros((1, 2, 0, 16), np.float32)), 4, 2)
+
+
+@pytest.mark.parametrize("seq", [1, 33])
+def test_gqa_symbolic_sequence(seq: int) -> None:
+    dims = {
+        "query": ["batch", "seq", 64],
+        "key": ["batch", "seq", 32],
+        "value": ["batch", "seq", 32],
+        "seqlens_k": ["batch"],
+    }
+    _check(_inputs(2, seq, 4, 2, 16), 4, 2, {"local_window_size": 4}, dim_params=dims)
+
+
+def test_gqa_output_only() -> None:
+    # present outputs omitted: no cache copy is planned, attention reads the inputs directly
+    attrs = {"num_heads": 2, "kv_num_heads": 1}
+    inputs = _inputs(1, 7, 2, 1, 16)
+    check_op("GroupQueryAttention", inputs, attrs, domain="com.microsoft")
+    assert compile_model(make_model("GroupQueryAttention", inputs, attrs, domain="com.microsoft")).dispatch_count == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"key": None, "value": None}, "packed QKV"),
+        ({"attrs": {"do_rotary": 1}}, "do_rotary=1 is not implemented"),
+        ({"attrs": {"smooth_softmax": 1}}, "smooth_softmax=1 is not implemented"),
+        ({"position_ids": np.zeros((1, 7), np.int64)}, r"input 9 \(position_ids\) is not implemented"),
+        ({"past_key": np.zeros((1, 2, 3, 16), np.float32)}, "only an empty past"),
+    ],
+    ids=["packed", "rotary", "smooth_softmax", "position_ids", "past"],
+)
+def test_gqa_unsupported_forms(change: dict, message: str) -> None:
+    inputs = _inputs(1, 7, 4, 2, 16)
+    attrs = {"num_heads": 4, "kv_num_heads": 2, **change.pop("attrs", {})}
+    if "position_ids" in change:
+        inputs.update(cos_cache=None, sin_cache=None)
+    if "past_key" in change:
+        change["past_value"] = change["past_key"]
+    inputs.update(change)
+    model = make_model("GroupQueryAttention", inputs, attrs, domain="com.microsoft", num_outputs=3)
+    with pytest.raises(UnsupportedOpError, match=rf"GroupQueryAttention.*{message}"):
+        compile_model(model)
