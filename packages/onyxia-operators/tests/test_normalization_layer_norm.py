@@ -52,7 +52,7 @@ def test_rows_match_onnxruntime(op: str, dtype: type, combo: tuple[int, tuple[in
     )
 
 
-@pytest.mark.parametrize("op", ["LayerNormalization", "SimplifiedLayerNormalization"])
+@pytest.mark.parametrize("op", sorted(LAYER_NORMS))
 @pytest.mark.parametrize("axis", [0, 1, -2])
 def test_non_last_axis(op: str, axis: int) -> None:
     n = len(ROWS[op].outputs)

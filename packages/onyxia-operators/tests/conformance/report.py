@@ -47,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
                 "op": c.op,
                 "status": o.status,
                 "detail": o.detail,
+                "baked": list(o.baked),
                 "expected": EXPECTED.get(c.name),
-                "s": t,
+                "seconds": round(t, 3),
             }
             for c, o, t in results
         ]
@@ -60,20 +61,25 @@ def _print_table(results: list[tuple[Case, Outcome, float]]) -> None:
     per_op: dict[str, Counter[str]] = defaultdict(Counter)
     for case, outcome, _ in results:
         per_op[case.op][outcome.status] += 1
+        per_op[case.op]["baked"] += bool(outcome.baked)
     total: Counter[str] = sum(per_op.values(), Counter())
     width = max([len(op) for op in per_op] + [5])
-    header = f"{'op':<{width}}  {'cases':>5}  {'passed':>6}  {'failed':>6}  {'rejected':>8}  {'(dtype)':>7}"
+    header = (
+        f"{'op':<{width}}  {'cases':>5}  {'passed':>6}  {'failed':>6}  {'rejected':>8}  {'(dtype)':>7}  {'baked':>5}"
+    )
     print(header)
     print("-" * len(header))
     for op, counts in [*sorted(per_op.items()), ("total", total)]:
         if op == "total":
             print("-" * len(header))
         rejected = counts[REJECTED] + counts[REJECTED_DTYPE]
+        cases = sum(counts[s] for s in (PASSED, FAILED, REJECTED, REJECTED_DTYPE))
         print(
-            f"{op:<{width}}  {sum(counts.values()):>5}  {counts[PASSED]:>6}  {counts[FAILED]:>6}  {rejected:>8}  "
-            f"{counts[REJECTED_DTYPE]:>7}"
+            f"{op:<{width}}  {cases:>5}  {counts[PASSED]:>6}  {counts[FAILED]:>6}  {rejected:>8}  "
+            f"{counts[REJECTED_DTYPE]:>7}  {counts['baked']:>5}"
         )
-    supported = sum(total.values()) - total[REJECTED_DTYPE]
+    print("(dtype): rejected because an input/output has no WebGPU storage type; baked: inputs made initializers")
+    supported = total[PASSED] + total[FAILED] + total[REJECTED]
     rate = 100.0 * total[PASSED] / supported if supported else 0.0
     print(f"\npass rate over supported-dtype cases: {total[PASSED]}/{supported} = {rate:.1f}%")
 

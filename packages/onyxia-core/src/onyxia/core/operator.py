@@ -29,7 +29,10 @@ class TensorType(NamedTuple):
 
 @runtime_checkable
 class Operator(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """The op type it implements (used in errors and profiles)."""
+        ...
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> Sequence[TensorType]:
         """dtype and shape of each output (Absent for an omitted optional output)."""

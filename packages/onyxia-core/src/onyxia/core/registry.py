@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from importlib.metadata import entry_points
 
 from onyxia.core.errors import OnyxiaError
@@ -50,7 +51,7 @@ class OperatorRegistry:
         self._entries.setdefault((_canon(domain), op_type), []).insert(0, _Entry(since, until, operator))
         return self
 
-    def register_family(self, domain: str, table: Mapping[str | tuple[str, int, int | None], Operator]) -> OperatorRegistry:
+    def register_family(self, domain: str, table: Mapping[Any, Operator]) -> OperatorRegistry:
         """Register a family table; a key ``("Softmax", 1, 12)`` limits a row to opsets 1..12."""
         for key, operator in table.items():
             op_type, since, until = (key, 1, None) if isinstance(key, str) else key

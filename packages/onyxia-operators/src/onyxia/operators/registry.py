@@ -6,6 +6,7 @@ from onyxia.core import OperatorRegistry
 from onyxia.operators.attention import MICROSOFT
 from onyxia.operators.elementwise import BINARY, UNARY, VARIADIC
 from onyxia.operators.generate import GENERATE
+from onyxia.operators.indexing import INDEXING
 from onyxia.operators.indexmap import INDEXMAP
 from onyxia.operators.matmul import MATMUL
 from onyxia.operators.movement import MOVEMENT
@@ -21,7 +22,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
     """Register the built-in families and the shared WGSL modules (``onyxia::indexing`` ...)."""
     registry.shaders.add_package("onyxia.operators", "wgsl")
     default_domain = (BINARY, UNARY, VARIADIC, INDEXMAP, GENERATE, MOVEMENT, MATMUL, REDUCTION, NORMALIZATION, QUANTIZED)
-    for table in (*default_domain, VISION):
+    for table in (*default_domain, VISION, INDEXING):
         registry.register_family("", table)
     for table in (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS):
         registry.register_family("com.microsoft", table)

@@ -46,10 +46,14 @@ def fold_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> bool:
         return False
     if any(isinstance(t.shape, Absent) for t in outputs):
         return False
-    if any(_numel(t.shape.dims) > FOLD_ELEMENT_LIMIT for t in outputs):  # type: ignore[union-attr]
-        return False
     operator = registry.get(node.domain, node.op_type, node.opset)
     if operator is None:
+        return False
+    # a Constant's value already exists whatever its size; anything else big stays on the GPU
+    if not getattr(operator, "always_fold", False) and any(
+        _numel(t.shape.dims) > FOLD_ELEMENT_LIMIT  # type: ignore[union-attr]
+        for t in outputs
+    ):
         return False
     ctx = FoldCtx(graph, node)
     try:

@@ -26,7 +26,7 @@ __all__ = ["GroupQueryAttentionOp"]
 
 _ATTENTION = load_wgsl(__package__, "gqa.wgsl")
 _KV_CACHE = load_wgsl(__package__, "kv_cache.wgsl")
-_WORKGROUP = 8
+_WORKGROUP = 16
 _COPY_WORKGROUP = 256
 
 
@@ -115,7 +115,7 @@ def _plan_attention(ctx: PlanCtx, heads: _Heads, dtype: DataType) -> None:
     scale = ctx.attr_float("scale", 0.0) or 1.0 / math.sqrt(heads.size)
     defs: dict[str, object] = {
         **type_defs(T=dtype, SEQLENS_T=ctx.input_dtype(_Input.SEQLENS_K)),
-        **{"WORKGROUP_SIZE": _WORKGROUP, "HEAD_SIZE": heads.size, "HEAD_SLOTS": -(-heads.size // _WORKGROUP)},
+        **{"WORKGROUP_SIZE": _WORKGROUP, "HEAD_SIZE": heads.size},
         **{"NUM_HEADS": heads.num, "GROUP": heads.num // heads.kv, "SCALE": _f32(scale)},
     }
     softcap = ctx.attr_float("softcap", 0.0)

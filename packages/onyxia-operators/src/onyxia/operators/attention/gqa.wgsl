@@ -1,3 +1,19 @@
+// GroupQueryAttention core: causal softmax(q k^T * scale) v with one invocation per (query row,
+// head). Keys stream through an online softmax (running max, running sum, rescaled accumulator), so
+// no score matrix is stored and no barrier is needed: on lavapipe this measured 2-8x faster than a
+// workgroup-per-row form whose workgroup reductions cost a barrier round per 64 keys. The
+// invocations of a workgroup are consecutive query rows of one head, so they read the same k and v
+// rows together. Scores and sums are f32 whatever the storage type.
+// Bindings: 0 in_q (read), 1 in_k (read), 2 in_v (read), 3 seqlens_k (read), 4 out_y (write).
+// Defs: T (storage type of q/k/v/out), SEQLENS_T (i32), F16 (flag), WORKGROUP_SIZE,
+//       HEAD_SIZE, NUM_HEADS, GROUP (query heads per kv head), SCALE (f32 literal),
+//       SOFTCAP (optional f32 literal: scores become SOFTCAP * tanh(score / SOFTCAP)),
+//       WINDOW (optional: query i sees keys j with i - j < WINDOW, onnxruntime's convention).
+// Dims: SEQ (query sequence length), KV_BATCH_STRIDE, KV_HEAD_STRIDE, KV_SEQ_STRIDE (element strides
+//       of k and v: the BSNH inputs now, the BNSH present cache once a past is supported).
+// Dispatch: (ceil(SEQ / WORKGROUP_SIZE), NUM_HEADS, batch). q and out are [B, SEQ, NUM_HEADS * HEAD_SIZE].
+// Masking: key j is visible to query i when j <= i and j < seqlens_k[b] + 1 (right padding: padded
+// query rows attend only to the real keys, as onnxruntime's CPU kernel does).
 #ifdef F16
 enable f16;
 #endif
@@ -7,6 +23,18 @@ enable f16;
 @group(0) @binding(2) var<storage, read> in_v: array<#{T}>;
 @group(0) @binding(3) var<storage, read> seqlens_k: array<#{SEQLENS_T}>;
 @group(0) @binding(4) var<storage, read_write> out_y: array<#{T}>;
+
+fn score(q: ptr<function, array<f32, #{HEAD_SIZE}>>, k_row: u32) -> f32 {
+    var dot = 0.0;
+    for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
+        dot += (*q)[h] * f32(in_k[k_row + h]);
+    }
+#ifdef SOFTCAP
+    // tanh saturates long before 15; the clamp keeps exp-based tanh implementations away from inf/inf
+    dot = #{SOFTCAP} * tanh(clamp(dot / #{SOFTCAP}, -15.0, 15.0));
+#endif
+    return dot;
+}
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -21,35 +49,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
         q[h] = f32(in_q[q_base + h]) * #{SCALE};
     }
-    let total = u32(seqlens_k[b] + 1);
-    let hi = min(s + 1u, total);
+    let hi = min(s + 1u, u32(seqlens_k[b] + 1));
     var lo = 0u;
 #ifdef WINDOW
     lo = select(0u, s + 1u - #{WINDOW}u, s + 1u > #{WINDOW}u);
 #endif
     let kv_base = b * #{KV_BATCH_STRIDE} + (head / #{GROUP}u) * #{KV_HEAD_STRIDE};
+    // Finite stand-in for -inf: the first key sets a finite max, after which exp(old - new) of the
+    // stand-in underflows to exactly 0, with no inf arithmetic involved.
     var run_max = -3.0e38;
     var run_sum = 0.0;
     var acc: array<f32, #{HEAD_SIZE}>;
     for (var j = lo; j < hi; j++) {
         let row = kv_base + j * #{KV_SEQ_STRIDE};
-        var dot = 0.0;
-        for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
-            dot += q[h] * f32(in_k[row + h]);
-        }
-#ifdef SOFTCAP
-        dot = #{SOFTCAP} * tanh(clamp(dot / #{SOFTCAP}, -15.0, 15.0));
-#endif
-        let new_max = max(run_max, dot);
+        let x = score(&q, row);
+        let new_max = max(run_max, x);
         let correction = exp(run_max - new_max);
-        let p = exp(dot - new_max);
+        let p = exp(x - new_max);
         run_sum = run_sum * correction + p;
         run_max = new_max;
         for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
             acc[h] = acc[h] * correction + p * f32(in_v[row + h]);
         }
     }
-    let inv_sum = select(1.0 / run_sum, 0.0, run_sum == 0.0);
+    let inv_sum = select(1.0 / run_sum, 0.0, run_sum == 0.0);  // no visible key (a padded row past the window)
     for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
         out_y[q_base + h] = #{T}(acc[h] * inv_sum);
     }

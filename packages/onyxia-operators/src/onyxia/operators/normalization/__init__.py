@@ -1,6 +1,6 @@
-"""Normalisation family and its neighbours: LayerNormalization, SimplifiedLayerNormalization (RMSNorm),
-BatchNormalization (inference), and the com.microsoft SkipLayerNormalization,
-SkipSimplifiedLayerNormalization and RotaryEmbedding.
+"""Normalisation family and its neighbours: LayerNormalization, RMSNormalization and
+SimplifiedLayerNormalization (RMSNorm), BatchNormalization (inference), and the com.microsoft
+SkipLayerNormalization, SkipSimplifiedLayerNormalization and RotaryEmbedding.
 
 Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operator helpers only
 (no onnx, wgpu or onyxia.runtime). The rotation math lives in the shared WGSL module

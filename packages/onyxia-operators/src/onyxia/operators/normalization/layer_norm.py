@@ -1,5 +1,5 @@
-"""`NormalizationOp`: LayerNormalization, SimplifiedLayerNormalization (RMSNorm) and the com.microsoft
-Skip* fusions, one row each, one shader.
+"""`NormalizationOp`: LayerNormalization, RMSNormalization (opset 23), onnxruntime's
+SimplifiedLayerNormalization (RMSNorm) and the com.microsoft Skip* fusions, one row each, one shader.
 
 A row is data: the role of each input position (``x``, ``skip``, ``scale``, ``beta``, ``bias``), the role
 of each output position (``y``, ``mean``, ``inv_std``, ``sum``), whether the mean is subtracted, and the

@@ -7,7 +7,8 @@ onnx, wgpu or onyxia.runtime). The window arithmetic all of them share lives in 
 from onyxia.core import Operator
 from onyxia.operators.vision.conv import CONV, ConvOp
 from onyxia.operators.vision.pool import POOL, PoolOp
+from onyxia.operators.vision.resize import RESIZE, ResizeOp
 
-__all__ = ["CONV", "POOL", "VISION", "ConvOp", "PoolOp"]
+__all__ = ["CONV", "POOL", "RESIZE", "VISION", "ConvOp", "PoolOp", "ResizeOp"]
 
-VISION: dict[str | tuple[str, int, int | None], Operator] = {**CONV, **POOL}
+VISION: dict[str | tuple[str, int, int | None], Operator] = {**CONV, **POOL, **RESIZE}

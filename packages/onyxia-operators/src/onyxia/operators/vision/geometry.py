@@ -15,19 +15,20 @@ from dataclasses import dataclass
 
 from onyxia.core import NodeCtx, SymbolicDim, UnsupportedOpError
 
-__all__ = ["AUTO_PADS", "Window", "forward_window", "transpose_window", "unsupported_attribute"]
+__all__ = ["AUTO_PADS", "Window", "forward_window", "transpose_window", "unsupported", "unsupported_attribute"]
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 _MAX_SPATIAL = 2
 
 
-def unsupported_attribute(ctx: NodeCtx, attribute: str, value: object, expected: str) -> UnsupportedOpError:
-    """A compile-time refusal naming the node, the op and the attribute value no shader implements."""
+def unsupported(ctx: NodeCtx, message: str) -> UnsupportedOpError:
+    """A compile-time refusal naming the node and the op: no shader here implements what it asks."""
     node = ctx.node
-    return UnsupportedOpError(
-        f"node '{node.name}' ({node.op_type}, domain {node.domain or 'ai.onnx'}): attribute {attribute}={value} "
-        f"is not supported; expected {expected}"
-    )
+    return UnsupportedOpError(f"node '{node.name}' ({node.op_type}, domain {node.domain or 'ai.onnx'}): {message}")
+
+
+def unsupported_attribute(ctx: NodeCtx, attribute: str, value: object, expected: str) -> UnsupportedOpError:
+    return unsupported(ctx, f"attribute {attribute}={value} is not supported; expected {expected}")
 
 
 @dataclass(frozen=True)

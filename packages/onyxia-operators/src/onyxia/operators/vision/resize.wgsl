@@ -1,0 +1,74 @@
+// Resize of the two spatial axes of an NCHW tensor, one invocation per output element.
+// Each axis maps an output coordinate to the input through the affine form
+// x_in = (x_out + P) * NUM / DEN - Q, which covers every coordinate_transformation_mode Onyxia
+// supports with the operations in the order ORT evaluates them (so nearest ties round alike).
+// Bindings: 0 in_x (read), 1 out_y (write).
+// Defs: X_T, Y_T          WGSL storage types (interpolation is f32)
+//       MODE              nearest | linear
+//       NEAREST_MODE      (nearest) round_prefer_floor | round_prefer_ceil | floor | ceil
+//       H_P, H_NUM, H_DEN, H_Q, W_P, W_NUM, W_DEN, W_Q   f32 literals of the per-axis map
+//       F16               flag: some storage type is f16
+//       WORKGROUP_SIZE
+// Dims (literal when static, immediates when symbolic): TOTAL output elements; H, W input plane;
+//       OH, OW output plane.
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::indexing
+
+@group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
+@group(0) @binding(1) var<storage, read_write> out_y: array<#{Y_T}>;
+
+fn source(x: u32, p: f32, num: f32, den: f32, q: f32) -> f32 {
+    return (f32(x) + p) * num / den - q;
+}
+
+fn nearest(c: f32, size: u32) -> u32 {
+#if NEAREST_MODE == round_prefer_floor
+    let r = ceil(c - 0.5);
+#endif
+#if NEAREST_MODE == round_prefer_ceil
+    let r = floor(c + 0.5);
+#endif
+#if NEAREST_MODE == floor
+    let r = floor(c);
+#endif
+#if NEAREST_MODE == ceil
+    let r = ceil(c);
+#endif
+    return u32(clamp(r, 0.0, f32(size - 1u)));
+}
+
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
+    if (i >= #{TOTAL}) {
+        return;
+    }
+    let ox = i % #{OW};
+    let oy = (i / #{OW}) % #{OH};
+    let base = (i / (#{OW} * #{OH})) * #{H} * #{W};
+    let cy = source(oy, #{H_P}, #{H_NUM}, #{H_DEN}, #{H_Q});
+    let cx = source(ox, #{W_P}, #{W_NUM}, #{W_DEN}, #{W_Q});
+#if MODE == nearest
+    let value = f32(in_x[base + nearest(cy, #{H}) * #{W} + nearest(cx, #{W})]);
+#else
+    // linear: clamp into the plane first, so the border repeats (as ORT does)
+    let y = clamp(cy, 0.0, f32(#{H} - 1u));
+    let x = clamp(cx, 0.0, f32(#{W} - 1u));
+    let y0 = u32(y);
+    let x0 = u32(x);
+    let y1 = min(y0 + 1u, #{H} - 1u);
+    let x1 = min(x0 + 1u, #{W} - 1u);
+    let ty = y - f32(y0);
+    let tx = x - f32(x0);
+    let top = mix(f32(in_x[base + y0 * #{W} + x0]), f32(in_x[base + y0 * #{W} + x1]), tx);
+    let bottom = mix(f32(in_x[base + y1 * #{W} + x0]), f32(in_x[base + y1 * #{W} + x1]), tx);
+    let value = mix(top, bottom, ty);
+#endif
+    out_y[i] = #{Y_T}(value);
+}
