@@ -100,7 +100,9 @@ def test_shape_error_names_node_op_domain_and_shapes(registry: OperatorRegistry)
     b = GraphBuilder()
     x = b.input("x", DataType.FLOAT, [2, 3])
     b.output(b.op("Mul", x, b.input("y", DataType.FLOAT, [4]), _name="layers.0/Mul_3"))
-    with pytest.raises(ShapeInferenceError, match=r"node 'layers.0/Mul_3' \(Mul, domain ai.onnx\).*f32\[2,3\]; 1: f32\[4\]"):
+    with pytest.raises(
+        ShapeInferenceError, match=r"node 'layers.0/Mul_3' \(Mul, domain ai.onnx\).*f32\[2,3\]; 1: f32\[4\]"
+    ):
         CompilerPipeline(registry).compile(b.graph)
 
 

@@ -16,7 +16,16 @@ import numpy as np
 import onnx
 from onnx import helper
 
-__all__ = ["TOLERANCE", "assert_close", "check_model", "check_op", "compile_model", "make_model", "runtime"]
+__all__ = [
+    "TOLERANCE",
+    "assert_close",
+    "check_model",
+    "check_op",
+    "check_rebinding",
+    "compile_model",
+    "make_model",
+    "runtime",
+]
 
 # dtype -> (rtol, atol)
 TOLERANCE: dict[np.dtype, tuple[float, float]] = {
@@ -144,6 +153,22 @@ def check_model(
     for output, a, e in zip(model.graph.output, actual, expected):
         assert_close(a, e, output.name, tolerance=tolerance)
     return actual
+
+
+def check_rebinding(
+    model: onnx.ModelProto, sizes: Sequence[Mapping[str, np.ndarray]], *, reference: str = "ort"
+) -> None:
+    """Run one compiled `model` on feeds of several sizes (its symbolic dims bound differently each
+    time): every run matches the reference, and none creates a pipeline, because symbolic dims are
+    immediates that `update_dimensions()` patches without recompiling."""
+    executor = runtime().load_model(compile_model(model))
+    pipelines = None
+    for feeds in sizes:
+        got = executor.run(dict(feeds))
+        for output, expected in zip(model.graph.output, reference_outputs(model, feeds, reference)):
+            assert_close(got[output.name], expected, output.name)
+        pipelines = pipelines or executor.stats.pipelines_created
+        assert executor.stats.pipelines_created == pipelines, f"feeds {list(feeds)} at a new size recompiled"
 
 
 def check_op(

@@ -3,8 +3,8 @@
 import numpy as np
 import onnx
 import pytest
-from oracle import check_model, check_op
 from onnx import TensorProto, helper
+from oracle import check_model, check_op
 
 RNG = np.random.default_rng(5)
 

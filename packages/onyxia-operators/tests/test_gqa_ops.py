@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from oracle import check_op, compile_model, make_model
+from oracle import check_op, check_rebinding, compile_model, make_model
 
 from onyxia.core import UnsupportedOpError
 
@@ -71,15 +71,18 @@ def test_gqa_empty_past_inputs() -> None:
     _check(_inputs(1, 7, 4, 2, 16, past=np.zeros((1, 2, 0, 16), np.float32)), 4, 2)
 
 
-@pytest.mark.parametrize("seq", [1, 33])
-def test_gqa_symbolic_sequence(seq: int) -> None:
+def test_gqa_symbolic_sequence_rebinds_without_recompiling() -> None:
     dims = {
         "query": ["batch", "seq", 64],
         "key": ["batch", "seq", 32],
         "value": ["batch", "seq", 32],
         "seqlens_k": ["batch"],
     }
-    _check(_inputs(2, seq, 4, 2, 16), 4, 2, {"local_window_size": 4}, dim_params=dims)
+    attrs = {"num_heads": 4, "kv_num_heads": 2, "local_window_size": 4}
+    model = make_model("GroupQueryAttention", _inputs(2, 1, 4, 2, 16), attrs, domain="com.microsoft", num_outputs=3,
+                       dim_params=dims)  # fmt: skip
+    sizes = [_inputs(batch, seq, 4, 2, 16) for batch, seq in [(2, 1), (1, 33), (2, 7)]]
+    check_rebinding(model, [{k: v for k, v in feeds.items() if v is not None} for feeds in sizes])
 
 
 def test_gqa_output_only() -> None:

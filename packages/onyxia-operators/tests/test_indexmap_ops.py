@@ -63,10 +63,14 @@ def test_expand(shape: tuple, target: tuple) -> None:
 
 def test_expand_symbolic_input() -> None:
     x = _x((4, 1))
-    check_op("Expand", {"x": x, "shape": np.array([2, 1, 3], np.int64)}, initializers=["shape"], dim_params={"x": ["n", 1]})
+    check_op(
+        "Expand", {"x": x, "shape": np.array([2, 1, 3], np.int64)}, initializers=["shape"], dim_params={"x": ["n", 1]}
+    )
 
 
-@pytest.mark.parametrize(("shape", "repeats"), [((2, 3), (2, 1)), ((3,), (4,)), ((2, 1, 2), (1, 3, 2)), ((0, 2), (3, 2))])
+@pytest.mark.parametrize(
+    ("shape", "repeats"), [((2, 3), (2, 1)), ((3,), (4,)), ((2, 1, 2), (1, 3, 2)), ((0, 2), (3, 2))]
+)
 def test_tile(shape: tuple, repeats: tuple) -> None:
     check_op("Tile", {"x": _x(shape), "r": np.array(repeats, np.int64)}, initializers=["r"])
 

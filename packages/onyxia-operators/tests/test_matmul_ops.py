@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from oracle import check_op, compile_model, make_model
+from oracle import check_op, check_rebinding, compile_model, make_model
 
 from onyxia.core import ShapeInferenceError
 
@@ -54,15 +54,18 @@ def test_matmul_many_rows_block() -> None:
     check_op("MatMul", {"a": _random((2, 45, 38), np.float32), "b": _random((38, 61), np.float32)})
 
 
-@pytest.mark.parametrize("seq", [1, 23])
-def test_matmul_symbolic_dims(seq: int) -> None:
-    a, b = _random((2, seq, 16), np.float32), _random((16, 24), np.float32)
-    check_op("MatMul", {"a": a, "b": b}, dim_params={"a": ["batch", "seq", 16]}, initializers=["b"])
+def test_matmul_symbolic_dims_rebind_without_recompiling() -> None:
+    w = _random((16, 24), np.float32)
+    model = make_model("MatMul", {"a": _random((2, 1, 16), np.float32), "b": w}, initializers=["b"],
+                       dim_params={"a": ["batch", "seq", 16]})  # fmt: skip
+    check_rebinding(model, [{"a": _random((2, 1, 16), np.float32)}, {"a": _random((3, 23, 16), np.float32)}])
 
 
 def test_matmul_symbolic_batched_both_sides() -> None:
     a, b = _random((3, 5, 8), np.float32), _random((3, 8, 6), np.float32)
-    check_op("MatMul", {"a": a, "b": b}, dim_params={"a": ["n", "m", 8], "b": ["n", 8, 6]})
+    model = make_model("MatMul", {"a": a, "b": b}, dim_params={"a": ["n", "m", 8], "b": ["n", 8, 6]})
+    feeds = [{"a": _random((n, m, 8), np.float32), "b": _random((n, 8, 6), np.float32)} for n, m in [(3, 5), (1, 40)]]
+    check_rebinding(model, feeds)
 
 
 def test_matmul_folds_constants() -> None:

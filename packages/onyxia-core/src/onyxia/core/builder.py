@@ -41,18 +41,27 @@ class GraphBuilder:
     def initializer(self, name: str, array: np.ndarray) -> TensorDef:
         array = np.asarray(array)
         value = TensorValue.from_numpy(array, name)
-        return self.graph.add_tensor(name, value.dtype, shape_of(array.shape), TensorKind.INITIALIZER, initializer=value)
+        return self.graph.add_tensor(
+            name, value.dtype, shape_of(array.shape), TensorKind.INITIALIZER, initializer=value
+        )
 
     def constant(self, array: np.ndarray | float | int, name: str = "const") -> TensorDef:
         """A `Constant` node's output (so folding, not the loader, gives it its value)."""
         value = TensorValue.from_numpy(np.asarray(array), name)
         return self.op("Constant", value=value, _name=name)  # type: ignore[return-value]
 
-    def op(self, op_type: str, *inputs: TensorDef | None, _outputs: int = 1, _domain: str = "", _name: str | None = None, **attrs: Any) -> Any:
+    def op(
+        self,
+        op_type: str,
+        *inputs: TensorDef | None,
+        _outputs: int = 1,
+        _domain: str = "",
+        _name: str | None = None,
+        **attrs: Any,
+    ) -> Any:
         """Add a node; returns its output TensorDef, or a tuple when `_outputs` > 1."""
         outs = [
-            self.graph.add_tensor(f"{_name or op_type}_out{i}", DataType.UNDEFINED, Absent())
-            for i in range(_outputs)
+            self.graph.add_tensor(f"{_name or op_type}_out{i}", DataType.UNDEFINED, Absent()) for i in range(_outputs)
         ]
         self.graph.add_node(op_type, list(inputs), outs, attrs, domain=_domain, name=_name, before=self.before)
         return outs[0] if _outputs == 1 else tuple(outs)

@@ -17,7 +17,8 @@ from onyxia.core.dtypes import DataType
 from onyxia.core.shapes import TensorShape
 
 if TYPE_CHECKING:
-    from onyxia.core.context import FoldCtx, InferenceCtx, PlanCtx
+    from onyxia.core.context import FoldCtx, InferenceCtx
+    from onyxia.core.plan_ctx import PlanCtx
 
 __all__ = ["Operator", "OperatorBase", "TensorType"]
 

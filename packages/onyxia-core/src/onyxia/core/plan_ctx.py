@@ -128,7 +128,9 @@ class PlanBuilder:
                 full_defs[name] = ", ".join(_dim_text(f"{name}_{i}", v) for i, v in enumerate(value)) or "0u"
         fields = tuple(ImmediateField(name, 4 * i, flat[name]) for i, name in enumerate(symbolic))
         if 4 * len(fields) > MAX_IMMEDIATE_BYTES:
-            raise PlanningError(f"shader '{label}': {len(fields)} symbolic dims exceed {MAX_IMMEDIATE_BYTES} B of immediates")
+            raise PlanningError(
+                f"shader '{label}': {len(fields)} symbolic dims exceed {MAX_IMMEDIATE_BYTES} B of immediates"
+            )
         key = (label, tuple(sorted((k, str(v)) for k, v in full_defs.items())), tuple(symbolic))
         if key not in self._shader_keys:
             text = preprocess(source, full_defs, label, self.library)
@@ -194,7 +196,9 @@ class PlanCtx(NodeCtx):
         """Input `i`'s dims, all known; a `PlanningError` if any is symbolic."""
         dims = self.input_dims(i)
         if not all(isinstance(d, int) for d in dims):
-            raise PlanningError(f"node '{self.node.name}' ({self.node.op_type}): input {i} needs static dims, found {list(map(str, dims))}")
+            raise PlanningError(
+                f"node '{self.node.name}' ({self.node.op_type}): input {i} needs static dims, found {list(map(str, dims))}"
+            )
         return dims  # type: ignore[return-value]
 
     def symbolic_dims(self, i: int) -> list[str]:
@@ -266,7 +270,14 @@ class PlanCtx(NodeCtx):
         self.op.steps.append(step)
         return step
 
-    def copy(self, src: BufferRef, dst: BufferRef, size: SymbolicDim, src_offset: SymbolicDim = 0, dst_offset: SymbolicDim = 0) -> None:
+    def copy(
+        self,
+        src: BufferRef,
+        dst: BufferRef,
+        size: SymbolicDim,
+        src_offset: SymbolicDim = 0,
+        dst_offset: SymbolicDim = 0,
+    ) -> None:
         self.op.steps.append(CopyBuffer(src, dst, size, src_offset, dst_offset))
 
 
@@ -307,7 +318,4 @@ def _check_int_range(name: str, dtype: DataType, value: np.ndarray) -> None:
         lo, hi = int(value.min()), int(value.max())
         info = np.iinfo(np.int32)
         if lo < info.min or hi > info.max:
-            raise PlanningError(
-                f"tensor '{name}': int64 value range [{lo}, {hi}] does not fit the GPU's i32 storage"
-            )
-
+            raise PlanningError(f"tensor '{name}': int64 value range [{lo}, {hi}] does not fit the GPU's i32 storage")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from importlib.metadata import entry_points
+from typing import Any
 
 from onyxia.core.errors import OnyxiaError
 from onyxia.core.operator import Operator

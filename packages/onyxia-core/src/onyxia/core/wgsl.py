@@ -121,7 +121,7 @@ def _expand(
         if not all(active):
             out.append("")
             continue
-        out.append(_SUBST.sub(lambda m: _lookup(m.group(1), defs, where), line))
+        out.append(_SUBST.sub(lambda m, where=where: _lookup(m.group(1), defs, where), line))  # type: ignore[misc]
     if active:
         raise ShaderError(f"shader '{label}': {len(active)} '#if' block(s) not closed by '#endif'")
     prefix: list[str] = []

@@ -21,7 +21,18 @@ __all__ = ["core_operator_registry", "register_builtin"]
 def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
     """Register the built-in families and the shared WGSL modules (``onyxia::indexing`` ...)."""
     registry.shaders.add_package("onyxia.operators", "wgsl")
-    default_domain = (BINARY, UNARY, VARIADIC, INDEXMAP, GENERATE, MOVEMENT, MATMUL, REDUCTION, NORMALIZATION, QUANTIZED)
+    default_domain = (
+        BINARY,
+        UNARY,
+        VARIADIC,
+        INDEXMAP,
+        GENERATE,
+        MOVEMENT,
+        MATMUL,
+        REDUCTION,
+        NORMALIZATION,
+        QUANTIZED,
+    )
     for table in (*default_domain, VISION, INDEXING):
         registry.register_family("", table)
     for table in (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS):

@@ -174,9 +174,7 @@ class PlanExecutor:
         end = max((offset + size for _, _, offset, size in read), default=0)
         raw = self._pool.read_staging(end) if read else b""
         return {
-            name: from_gpu(dtype, raw, offset, shape)
-            for name, dtype, offset, shape in self._outputs
-            if name in wanted
+            name: from_gpu(dtype, raw, offset, shape) for name, dtype, offset, shape in self._outputs if name in wanted
         }
 
     def _select_outputs(self, outputs: Collection[str] | None) -> set[str]:

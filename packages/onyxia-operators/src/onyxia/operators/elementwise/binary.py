@@ -89,10 +89,10 @@ class _ModOp(BinaryElementwiseOp):
 
     def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
         if ctx.attr_int("fmod", 0) == 1:
-            return "a - b * trunc(a / b)" if dtype in FLOATS else "a % b"
+            return f"{dtype.wgsl}(fmod_f32(f32(a), f32(b)))" if dtype in FLOATS else "a % b"
         if dtype in FLOATS:
-            return "{T}(mod_floor_f32(f32(a), f32(b)))".format(T=dtype.wgsl)
-        return "a % b" if dtype not in SIGNED else "{T}(mod_floor_i32(i32(a), i32(b)))".format(T=dtype.wgsl)
+            return f"{dtype.wgsl}(mod_floor_f32(f32(a), f32(b)))"
+        return "a % b" if dtype not in SIGNED else f"{dtype.wgsl}(mod_floor_i32(i32(a), i32(b)))"
 
 
 def _onnx_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:

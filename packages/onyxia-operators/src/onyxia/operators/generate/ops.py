@@ -96,7 +96,9 @@ def _fill_fold(ctx: NodeCtx) -> np.ndarray | None:
 
 # ----- Range ---------------------------------------------------------------------------------------
 def _range_args(ctx: NodeCtx) -> tuple[object, object, object]:
-    start, limit, delta = (ctx.require_value(i, name).reshape(-1)[0] for i, name in enumerate(("start", "limit", "delta")))
+    start, limit, delta = (
+        ctx.require_value(i, name).reshape(-1)[0] for i, name in enumerate(("start", "limit", "delta"))
+    )
     return start, limit, delta
 
 

@@ -100,7 +100,9 @@ def _nd_tuple_length(ctx: NodeCtx, batch_dims: int) -> int:
     if not isinstance(k, int):
         raise ctx.error(f"the last dim of indices (input 1) must be static, found '{k}'")
     if not 1 <= k <= len(data) - batch_dims:
-        raise ctx.error(f"indices rows have {k} components; expected 1..{len(data) - batch_dims} (data rank - batch_dims)")
+        raise ctx.error(
+            f"indices rows have {k} components; expected 1..{len(data) - batch_dims} (data rank - batch_dims)"
+        )
     for a in range(batch_dims):
         if isinstance(data[a], int) and isinstance(idx[a], int) and data[a] != idx[a]:
             raise ctx.error(f"batch dim {a} differs: data has {data[a]}, indices have {idx[a]}")

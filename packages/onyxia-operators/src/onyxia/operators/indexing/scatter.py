@@ -15,7 +15,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, as_output_value, ceil_div, shape_of
+from onyxia.core import (
+    DataType,
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    PlanCtx,
+    TensorType,
+    as_output_value,
+    ceil_div,
+)
 from onyxia.core.shapes import dims_product
 from onyxia.operators.indexing.addressing import (
     INDEX_TYPES,

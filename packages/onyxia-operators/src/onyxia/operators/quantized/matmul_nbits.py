@@ -10,10 +10,10 @@ Numerics: products and sums are f32 whatever the activation dtype, which is onnx
 (the Gemma fixtures use 4), so its outputs differ from level 0, and from this op, by that
 quantization noise; the attribute is accepted and otherwise ignored.
 
-Two kernels share one shader: a GEMV for decode (M <= GEMV_MAX_M rows: COLS columns per
-workgroup, threads splitting K, a workgroup reduction) and a 32 x 32 tiled kernel for prefill,
-which unpacks each weight once per tile instead of once per row. With a symbolic M both are
-planned and the one on the wrong side of the threshold dispatches zero workgroups.
+One shader, two specialisations (`Kernel`): DECODE, one row per thread (M = 1, the GEMV of each
+generated token), and PREFILL, 4 rows per thread sharing each weight unpack. Each thread owns 4
+adjacent columns of a word-major repacked B (see the shader). With a symbolic M both are planned,
+and the one on the wrong side of DECODE_MAX_M dispatches zero workgroups at run time.
 """
 
 from __future__ import annotations
@@ -38,12 +38,29 @@ from onyxia.operators.layout import type_defs
 from onyxia.operators.quantized.packing import bind_packed
 from onyxia.operators.typesets import FLOATS
 
-__all__ = ["GEMV_MAX_M", "MatMulNBitsOp", "unsupported"]
+__all__ = ["DECODE", "DECODE_MAX_M", "PREFILL", "Kernel", "MatMulNBitsOp", "unsupported"]
 
-GEMV_MAX_M = 4  # rows up to which re-reading the weights per row beats staging them in tiles
-_GEMV_WORKGROUP = 64
-_TILED_WORKGROUP = 64
-_ROWS = 4
+
+@dataclass(frozen=True)
+class Kernel:
+    """One specialisation of matmul_nbits.wgsl: `rows` rows per thread, `split` threads per 4 columns."""
+
+    label: str
+    rows: int
+    split: int = 1
+    workgroup_size: int = 64
+
+    @property
+    def columns_per_workgroup(self) -> int:
+        return 4 * self.workgroup_size // self.split
+
+
+# Measured on lavapipe (K 640, N 2048): splitting K over threads costs more in barriers than it gains
+# (split 8: 2-3x slower), and 4 rows per thread share each weight unpack for prefill. A discrete GPU
+# would want split 8-32 for decode, to have enough threads in flight for narrow N.
+DECODE = Kernel("MatMulNBits/decode", rows=1)
+PREFILL = Kernel("MatMulNBits/prefill", rows=4)
+DECODE_MAX_M = 1  # rows up to which DECODE runs (one row per workgroup z); PREFILL above
 _A, _B, _SCALES, _ZERO_POINTS, _G_IDX, _BIAS = range(6)
 
 
@@ -123,14 +140,6 @@ def _at_most(m: SymbolicDim, limit: int) -> SymbolicDim:
     return ((limit + 1) // (m + 1) + limit) // (limit + 1)  # type: ignore[operator]
 
 
-def _threads_per_column(words_per_column: int) -> int:
-    """Threads sharing one column's K: about four words each, at most the workgroup."""
-    tpc = 1
-    while tpc < _GEMV_WORKGROUP and tpc * 4 < words_per_column:
-        tpc *= 2
-    return tpc
-
-
 @dataclass(frozen=True)
 class MatMulNBitsOp(OperatorBase):
     name: str = "MatMulNBits"
@@ -148,31 +157,31 @@ class MatMulNBitsOp(OperatorBase):
             "M": m,
             "K": layout.k,
             "N": layout.n,
+            "N4": -(-layout.n // 4) * 4,
             "NB": layout.n_blocks,
             "WPB": layout.block_size // 8,
             "WPC": layout.words_per_column,
             "ZB": (layout.n_blocks + 1) // 2,
-            "BLOCK_SIZE": layout.block_size,
         }
-        source = load_wgsl(__package__, "matmul_nbits.wgsl")
-        output = ctx.output(0)
-        small = _at_most(m, GEMV_MAX_M)
-        if small != 0:
-            tpc = _threads_per_column(layout.words_per_column)
-            gemv = {**defs, "WORKGROUP_SIZE": _GEMV_WORKGROUP, "TPC": tpc}
-            shader = ctx.compile_shader("MatMulNBits/gemv", source, gemv, dims)
-            groups = ceil_div(layout.n, _GEMV_WORKGROUP // tpc)
-            ctx.dispatch(shader, reads, [output], (groups, 1, m * small))  # type: ignore[operator]
-        if small != 1:
-            tiled = {**defs, "TILED": True, "WORKGROUP_SIZE": _TILED_WORKGROUP, "ROWS": _ROWS}
-            shader = ctx.compile_shader("MatMulNBits/tiled", source, tiled, dims)
-            groups = ceil_div(layout.n, _TILED_WORKGROUP) * (1 - small)  # type: ignore[operator]
-            ctx.dispatch(shader, reads, [output], (groups, 1, ceil_div(m, _ROWS)))
+        decode = _at_most(m, DECODE_MAX_M)  # 1, 0, or an expression evaluated per run
+        for kernel, share in ((DECODE, decode), (PREFILL, 1 - decode)):  # type: ignore[operator]
+            if share == 0:
+                continue
+            _dispatch(ctx, kernel, share, reads, defs, dims)
+
+
+def _dispatch(ctx: PlanCtx, kernel: Kernel, share: SymbolicDim, reads: list, defs: dict, dims: dict) -> None:
+    """`kernel` over all of y; `share` (0 or 1 at run time) zeroes the dispatch when the other kernel runs."""
+    source = load_wgsl(__package__, "matmul_nbits.wgsl")
+    kernel_defs = {**defs, "ROWS": kernel.rows, "SPLIT": kernel.split, "WORKGROUP_SIZE": kernel.workgroup_size}
+    shader = ctx.compile_shader(kernel.label, source, kernel_defs, dims)
+    groups = ceil_div(dims["N"], kernel.columns_per_workgroup) * share  # type: ignore[operator]
+    ctx.dispatch(shader, reads, [ctx.output(0)], (groups, 1, ceil_div(dims["M"], kernel.rows)))
 
 
 def _bindings(ctx: PlanCtx, layout: _Layout) -> tuple[list, dict[str, object]]:
     """Read bindings in the shader's order, and the defs naming their slots and storage forms."""
-    weights = bind_packed(ctx, _B, columns=layout.n)
+    weights = bind_packed(ctx, _B, columns=layout.n)  # word-major: see matmul_nbits.wgsl
     reads = [ctx.input(_A), weights.buffer, ctx.input(_SCALES)]
     defs = {**type_defs(A_T=ctx.input_dtype(_A)), "ZP": layout.zero_points}
     if weights.widened:

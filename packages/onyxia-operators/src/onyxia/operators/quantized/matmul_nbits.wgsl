@@ -1,21 +1,29 @@
-// MatMulNBits (4-bit): y[m, n] = sum_k a[m, k] * (q[n, k] - zp[n, k / BLOCK_SIZE]) * scale[n, k / BLOCK_SIZE] + bias[n].
-// Weights are dequantised in the shader and accumulated in f32 (onnxruntime's accuracy_level 0 numerics).
+// MatMulNBits (4-bit): y[m, n] = sum_k a[m, k] * (q[n, k] - zp[n, k / BLOCK_SIZE]) * scale[n, k / BLOCK_SIZE] + bias[n],
+// dequantised in the shader and accumulated in f32 (onnxruntime's accuracy_level 0 numerics).
 //
-// Bindings: 0 a [M, K] (A_T), 1 b (u32 words of packed nibbles, low nibble first; column n starts at word
-//   n * WPC), 2 scales [N * NB] (A_T), then zp when ZP != none, bias [N] when BIAS, then y [M, N] (A_T) at
-//   #{ZP_BINDING}, #{BIAS_BINDING}, #{Y_BINDING}.
+// Each thread owns 4 adjacent columns and ROWS rows and walks the K blocks (SPLIT > 1: SPLIT threads share a
+// column group, taking blocks t, t + SPLIT, ..., and add their sums through workgroup memory). Per block it
+// accumulates sum(a * q) and sum(a), then applies the block's zero point and scale once:
+// sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k). Four columns per thread share each load of a,
+// which (not the weight reads) bounds the speed on lavapipe; ROWS > 1 (prefill) shares each weight unpack.
+//
+// Bindings: 0 a [M, K] (A_T; vec4s with A_VEC4), 1 b, 2 scales [N * NB] (A_T), then zp when ZP != none,
+//   bias [N] when BIAS, then y [M, N] (A_T) at #{ZP_BINDING}, #{BIAS_BINDING}, #{Y_BINDING}.
+//   b: a compile-time B repacked word-major, vec4<u32> at [word][column / 4] (columns padded to N4), each word
+//   8 nibbles low first; B_WIDENED: a runtime uint8 B as the graph stores it, [N, WPC * 4] bytes, one per u32.
 // Defs: A_T             f32 | f16 (activations, scales, float zero points, bias and output share it)
 //       F16             flag: A_T is f16
 //       ZP              none (zero point 8) | packed (4-bit, two per byte, ZB bytes per column) | float (A_T)
-//       B_WIDENED       flag: b is a runtime uint8 tensor, one byte per u32 (else 4 bytes per word)
-//       ZP_WIDENED      flag: the same for packed zero points
+//       B_WIDENED       flag: see b above
+//       ZP_WIDENED      flag: packed zero points from a runtime uint8 tensor, one byte per u32 (else 4 per word)
 //       BIAS            flag: a bias input
-//       K_TAIL          flag: K % BLOCK_SIZE != 0, so reads of a past K must give 0 (the padded block)
-//       TILED           flag: the prefill kernel (TILE_M x TILE_N outputs per workgroup, 64 threads, 4x4 each);
-//                       absent: the decode GEMV (one row, COLS columns per workgroup, TPC threads per column)
-//       WORKGROUP_SIZE, TPC (GEMV only; TPC a power of two dividing WORKGROUP_SIZE)
-// Dims: M (rows, symbolic or literal), K, N, NB (blocks per column), WPB (words per block), WPC (words per
-//       column), ZB (zero-point bytes per column), BLOCK_SIZE.
+//       K_TAIL          flag: K % BLOCK_SIZE != 0, so reads of a past K give 0 (the padded last block)
+//       A_VEC4          flag: K % 8 == 0, so a row's 8 elements per word are two aligned vec4 loads
+//       ROWS            rows per thread (1 for decode)
+//       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
+//       WORKGROUP_SIZE
+// Dims: M (rows, literal or immediate), K, N, N4 (N rounded up to 4), NB (blocks per column), WPB (words per
+//       block), WPC (words per column), ZB (zero-point bytes per column).
 #ifdef F16
 enable f16;
 #endif
@@ -25,7 +33,11 @@ enable f16;
 #else
 @group(0) @binding(0) var<storage, read> a: array<#{A_T}>;
 #endif
+#ifdef B_WIDENED
 @group(0) @binding(1) var<storage, read> b: array<u32>;
+#else
+@group(0) @binding(1) var<storage, read> b: array<vec4<u32>>;
+#endif
 @group(0) @binding(2) var<storage, read> scales: array<#{A_T}>;
 #if ZP == packed
 @group(0) @binding(#{ZP_BINDING}) var<storage, read> zp: array<u32>;
@@ -38,14 +50,17 @@ enable f16;
 #endif
 @group(0) @binding(#{Y_BINDING}) var<storage, read_write> y: array<#{A_T}>;
 
-// Word w of column n. A compile-time B is repacked word-major ([WPC, N]), so neighbouring columns'
-// threads read neighbouring words; a runtime B keeps the graph's [N, WPC] layout, one byte per u32.
-fn b_word(n: u32, w: u32) -> u32 {
+// Word w of columns n0 .. n0 + 3. Columns past N read clamped or padding words whose sums are never stored.
+fn b_words(n0: u32, w: u32) -> vec4<u32> {
 #ifdef B_WIDENED
-    let j = 4u * (n * #{WPC} + w);
-    return b[j] | (b[j + 1u] << 8u) | (b[j + 2u] << 16u) | (b[j + 3u] << 24u);
+    var words = vec4<u32>(0u);
+    for (var c = 0u; c < 4u; c++) {
+        let j = 4u * ((n0 + c) * #{WPC} + w);
+        words[c] = b[j] | (b[j + 1u] << 8u) | (b[j + 2u] << 16u) | (b[j + 3u] << 24u);
+    }
+    return words;
 #else
-    return b[w * #{N} + n];
+    return b[w * (#{N4} / 4u) + n0 / 4u];
 #endif
 }
 
@@ -67,17 +82,22 @@ fn zero_point(n: u32, blk: u32) -> f32 {
 #endif
 }
 
-fn scale(n: u32, blk: u32) -> f32 {
-    return f32(scales[n * #{NB} + blk]);
+fn scales4(n0: u32, blk: u32) -> vec4<f32> {
+    let i = n0 * #{NB} + blk;
+    return vec4<f32>(f32(scales[i]), f32(scales[i + #{NB}]), f32(scales[i + 2u * #{NB}]), f32(scales[i + 3u * #{NB}]));
 }
 
-// Elements k0 .. k0 + 7 of row m, as (k0 .. k0+3) and (k0+4 .. k0+7); zero past K, where the last block is
-// padding. With A_VEC4 (K % 8 == 0) two vector loads instead of eight scalar ones, which dominate the cost.
+fn zero_points4(n0: u32, blk: u32) -> vec4<f32> {
+    return vec4<f32>(zero_point(n0, blk), zero_point(n0 + 1u, blk), zero_point(n0 + 2u, blk), zero_point(n0 + 3u, blk));
+}
+
+// Eight consecutive values (elements k0 .. k0 + 3 and k0 + 4 .. k0 + 7).
 struct Eight {
     lo: vec4<f32>,
     hi: vec4<f32>,
 }
 
+// Row m's elements k0 .. k0 + 7; zero past K (the padded tail of the last block must not contribute).
 fn a_eight(m: u32, k0: u32) -> Eight {
 #ifdef A_VEC4
 #ifdef K_TAIL
@@ -90,20 +110,14 @@ fn a_eight(m: u32, k0: u32) -> Eight {
 #else
     var v: array<f32, 8>;
     for (var j = 0u; j < 8u; j++) {
-        let k = k0 + j;
-#ifdef K_TAIL
-        if (k < #{K}) {
-            v[j] = f32(a[m * #{K} + k]);
+        if (k0 + j < #{K}) {
+            v[j] = f32(a[m * #{K} + k0 + j]);
         }
-#else
-        v[j] = f32(a[m * #{K} + k]);
-#endif
     }
     return Eight(vec4<f32>(v[0], v[1], v[2], v[3]), vec4<f32>(v[4], v[5], v[6], v[7]));
 #endif
 }
 
-// The eight nibbles of a word (elements k0 .. k0 + 7) as floats.
 fn unpack_nibbles(word: u32) -> Eight {
     let shifts = vec4<u32>(0u, 4u, 8u, 12u);
     let lo = vec4<f32>((vec4<u32>(word) >> shifts) & vec4<u32>(15u));
@@ -111,20 +125,27 @@ fn unpack_nibbles(word: u32) -> Eight {
     return Eight(lo, hi);
 }
 
-fn store(m: u32, n: u32, value: f32) {
+fn dot8(x: Eight, q: Eight) -> f32 {
+    return dot(x.lo, q.lo) + dot(x.hi, q.hi);
+}
+
+fn store4(m: u32, n0: u32, value: vec4<f32>) {
+    for (var c = 0u; c < 4u; c++) {
+        let n = n0 + c;
+        if (n < #{N}) {
 #ifdef BIAS
-    y[m * #{N} + n] = #{A_T}(value + f32(bias[n]));
+            y[m * #{N} + n] = #{A_T}(value[c] + f32(bias[n]));
 #else
-    y[m * #{N} + n] = #{A_T}(value);
+            y[m * #{N} + n] = #{A_T}(value[c]);
 #endif
+        }
+    }
 }
 
-#ifndef TILED
-// Each thread owns one column and walks whole blocks (TPC > 1: blocks t, t + TPC, ... then a workgroup
-// reduction). Per block it sums a * q and a separately, so the block's zero point and scale are applied
-// once: sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k).
-const COLS: u32 = #{WORKGROUP_SIZE}u / #{TPC}u;
-var<workgroup> partial: array<f32, #{WORKGROUP_SIZE}>;
+const GROUPS: u32 = #{WORKGROUP_SIZE}u / #{SPLIT}u;  // column groups per workgroup
+#if SPLIT != 1
+var<workgroup> partial: array<vec4<f32>, #{WORKGROUP_SIZE}u * #{ROWS}u>;
+#endif
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(
@@ -132,82 +153,54 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    // x (and y, when the runtime splits a long x) count column groups; z counts rows
-    let n = (wid.x + wid.y * nwg.x) * COLS + lid / #{TPC}u;
-    let t = lid % #{TPC}u;
-    let m = wid.z;
-    var acc = 0.0;
-    if (n < #{N}) {
-        for (var blk = t; blk < #{NB}; blk += #{TPC}u) {
-            var dot_q = 0.0;
-            var sum_a = 0.0;
-            for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
-                let k0 = w * 8u;
-                let q = unpack_nibbles(b_word(n, w));
-                let x = a_eight(m, k0);
-                dot_q += dot(x.lo, q.lo) + dot(x.hi, q.hi);
-                sum_a += dot(x.lo + x.hi, vec4<f32>(1.0));
-            }
-            acc += scale(n, blk) * (dot_q - zero_point(n, blk) * sum_a);
-        }
-    }
-#if TPC == 1
-    if (n < #{N}) {
-        store(m, n, acc);
-    }
-#else
-    partial[lid] = acc;
-    workgroupBarrier();
-    for (var s = #{TPC}u / 2u; s > 0u; s /= 2u) {
-        if (t < s) {
-            partial[lid] += partial[lid + s];
-        }
-        workgroupBarrier();
-    }
-    if (t == 0u && n < #{N}) {
-        store(m, n, partial[lid]);
-    }
-#endif
-}
-#endif
-
-#ifdef TILED
-fn row_dot(m: u32, k0: u32, w_lo: vec4<f32>, w_hi: vec4<f32>) -> f32 {
-    let x = a_eight(m, k0);
-    return dot(x.lo, w_lo) + dot(x.hi, w_hi);
-}
-// ROWS rows x WORKGROUP_SIZE columns per workgroup, one column per thread: each word is unpacked and
-// dequantised once and used for ROWS rows, and no workgroup memory or barrier is needed (a's reads are
-// uniform across the workgroup, b's are contiguous in the word-major layout).
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let n = (wid.x + wid.y * nwg.x) * #{WORKGROUP_SIZE}u + lid;
+    // x (and y, when the runtime splits a long x) count column groups; z counts row groups
+    let n0 = ((wid.x + wid.y * nwg.x) * GROUPS + lid / #{SPLIT}u) * 4u;
+    let t = lid % #{SPLIT}u;
     let m0 = wid.z * #{ROWS}u;
-    var acc = vec4<f32>(0.0);
-    if (n < #{N}) {
-        for (var blk = 0u; blk < #{NB}; blk++) {
-            let z = vec4<f32>(zero_point(n, blk));
-            let s = scale(n, blk);
+    var acc = array<vec4<f32>, #{ROWS}>();
+    if (n0 < #{N}) {
+        for (var blk = t; blk < #{NB}; blk += #{SPLIT}u) {
+            var dot_q = array<vec4<f32>, #{ROWS}>();
+            var sum_a = array<f32, #{ROWS}>();
             for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
-                let k0 = w * 8u;
-                let q = unpack_nibbles(b_word(n, w));
-                let w_lo = (q.lo - z) * s;
-                let w_hi = (q.hi - z) * s;
-                acc.x += row_dot(m0, k0, w_lo, w_hi);
-                acc.y += row_dot(m0 + 1u, k0, w_lo, w_hi);
-                acc.z += row_dot(m0 + 2u, k0, w_lo, w_hi);
-                acc.w += row_dot(m0 + 3u, k0, w_lo, w_hi);
+                let words = b_words(n0, w);
+                let q0 = unpack_nibbles(words.x);
+                let q1 = unpack_nibbles(words.y);
+                let q2 = unpack_nibbles(words.z);
+                let q3 = unpack_nibbles(words.w);
+                for (var r = 0u; r < #{ROWS}u; r++) {
+                    // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
+                    let x = a_eight(m0 + r, w * 8u);
+                    dot_q[r] += vec4<f32>(dot8(x, q0), dot8(x, q1), dot8(x, q2), dot8(x, q3));
+                    sum_a[r] += dot(x.lo + x.hi, vec4<f32>(1.0));
+                }
+            }
+            let s = scales4(n0, blk);
+            let z = zero_points4(n0, blk);
+            for (var r = 0u; r < #{ROWS}u; r++) {
+                acc[r] += s * (dot_q[r] - z * sum_a[r]);
             }
         }
+    }
+#if SPLIT != 1
+    for (var r = 0u; r < #{ROWS}u; r++) {
+        partial[lid * #{ROWS}u + r] = acc[r];
+    }
+    workgroupBarrier();
+    if (t != 0u) {
+        return;
+    }
+    for (var j = 1u; j < #{SPLIT}u; j++) {
+        for (var r = 0u; r < #{ROWS}u; r++) {
+            acc[r] += partial[(lid + j) * #{ROWS}u + r];
+        }
+    }
+#endif
+    if (n0 < #{N}) {
         for (var r = 0u; r < #{ROWS}u; r++) {
             if (m0 + r < #{M}) {
-                store(m0 + r, n, acc[r]);
+                store4(m0 + r, n0, acc[r]);
             }
         }
     }
 }
-#endif

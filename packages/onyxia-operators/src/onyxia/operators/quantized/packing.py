@@ -28,28 +28,35 @@ class PackedInput(NamedTuple):
 def u32_words(source: TensorValue | np.ndarray, name: str, columns: int = 0) -> TensorValue:
     """`source`'s bytes as a lazy 1-D UINT32 value (zero-padded to whole words).
 
-    With `columns`, the words of each of the `columns` equal rows are interleaved ([rows, words] is
-    transposed to [words, rows]), so GPU threads handling neighbouring rows read neighbouring words.
+    With `columns`, `source` holds `columns` equal rows of whole words, stored word-major instead:
+    [words, columns] with the columns zero-padded to a multiple of 4, so a thread reads word w of four
+    neighbouring columns as one vec4<u32>, and neighbouring threads read neighbouring vec4s.
     """
     words = (source.nbytes + 3) // 4
+    padded_columns = -(-columns // 4) * 4
+    size = words // columns * padded_columns if columns else words
 
     def load() -> np.ndarray:
         data = source.numpy() if isinstance(source, TensorValue) else source
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        padded = np.zeros(words * 4, np.uint8)
-        padded[: raw.size] = raw
-        packed = padded.view("<u4")
-        return np.ascontiguousarray(packed.reshape(columns, -1).T).reshape(-1) if columns else packed
+        flat = np.zeros(words * 4, np.uint8)
+        flat[: raw.size] = raw
+        packed = flat.view("<u4")
+        if not columns:
+            return packed
+        out = np.zeros((words // columns, padded_columns), np.uint32)
+        out[:, :columns] = packed.reshape(columns, -1).T
+        return out.reshape(-1)
 
-    return TensorValue(DataType.UINT32, (words,), load, name=name)
+    return TensorValue(DataType.UINT32, (size,), load, name=name)
 
 
 def bind_packed(ctx: PlanCtx, i: int, columns: int = 0) -> PackedInput:
     """Input `i` (4-bit values packed two per byte) as u32 words when known at compile time,
-    interleaved by `columns` (see `u32_words`); else as the graph stores it."""
+    word-major by `columns` (see `u32_words`); else as the graph stores it."""
     tensor = ctx.input_tensor(i)
     source = tensor.initializer if tensor.initializer is not None else tensor.value
     if source is None or (isinstance(source, np.ndarray) and source.dtype == object):
         return PackedInput(ctx.input(i), tensor.dtype == DataType.UINT8)
-    key = f"{tensor.name}:u32" + (f"x{columns}" if columns else "")
+    key = f"{tensor.name}:u32" + (f"-word-major-{columns}" if columns else "")
     return PackedInput(ctx.constant(key, u32_words(source, key, columns)), False)

@@ -118,7 +118,9 @@ def forward_window(
     return Window(tuple(spatial), tuple(out), tuple(kernel), tuple(strides), tuple(dilations), tuple(begin), tuple(end))
 
 
-def _ceil_out(ctx: NodeCtx, extent: SymbolicDim, stride: int, last_start: SymbolicDim, slack: SymbolicDim) -> SymbolicDim:
+def _ceil_out(
+    ctx: NodeCtx, extent: SymbolicDim, stride: int, last_start: SymbolicDim, slack: SymbolicDim
+) -> SymbolicDim:
     """ceil_mode: round up, but drop a window that would start inside the end padding (spec, ORT)."""
     out = (extent + stride - 1) // stride + 1
     if isinstance(slack, int) and stride + slack <= 0:

@@ -68,7 +68,7 @@ class PoolOp(OperatorBase):
         return self.window(ctx, dims[2:])
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
-        window, out = self._shape(ctx)
+        _, out = self._shape(ctx)
         if any(isinstance(d, int) and d < 1 for d in out):
             raise ctx.error(f"output spatial dims {out} are empty; the kernel exceeds the padded input")
         shape = shape_of([*ctx.input_dims(0)[:2], *out])

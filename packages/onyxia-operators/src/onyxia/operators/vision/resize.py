@@ -14,7 +14,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import InferenceCtx, NodeCtx, OperatorBase, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
+from onyxia.core import (
+    InferenceCtx,
+    NodeCtx,
+    OperatorBase,
+    PlanCtx,
+    SymbolicDim,
+    SymbolicExpr,
+    TensorType,
+    ceil_div,
+    load_wgsl,
+)
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
@@ -39,7 +49,9 @@ def _half_pixel_symmetric(scale: float, size_in: int, size_out: int) -> _Map:
 _TRANSFORMS: dict[str, Callable[[float, int, int], _Map]] = {
     "half_pixel": lambda scale, size_in, size_out: (0.5, 1.0, scale, 0.5),
     "pytorch_half_pixel": lambda scale, size_in, size_out: (0.5, 1.0, scale, 0.5) if size_out > 1 else (0, 0, 1, 0),
-    "align_corners": lambda scale, size_in, size_out: (0, size_in - 1, size_out - 1, 0) if size_out > 1 else (0, 0, 1, 0),
+    "align_corners": lambda scale, size_in, size_out: (
+        (0, size_in - 1, size_out - 1, 0) if size_out > 1 else (0, 0, 1, 0)
+    ),
     "asymmetric": lambda scale, size_in, size_out: (0.0, 1.0, scale, 0.0),
     "half_pixel_symmetric": _half_pixel_symmetric,
 }
@@ -83,26 +95,41 @@ def _target(ctx: NodeCtx, dims: Sequence[SymbolicDim]) -> _Target:
     scales, sizes = _constant(ctx, 2, "scales"), _constant(ctx, 3, "sizes")
     if (scales is None) == (sizes is None):
         raise ctx.error("exactly one of input 2 (scales) and input 3 (sizes) must be given")
-    given = scales if scales is not None else sizes
+    given, what = (scales, "scales") if scales is not None else (sizes, "sizes")
     if len(given) != len(axes):  # type: ignore[arg-type]
-        raise ctx.error(f"{'scales' if sizes is None else 'sizes'} has {len(given)} entries; expected {len(axes)}")  # type: ignore[arg-type]
-    out, factors = list(dims), [1.0] * len(dims)
+        raise ctx.error(f"input {what} has {len(given)} entries; expected {len(axes)}")  # type: ignore[arg-type]
     if scales is not None:
-        for axis, scale in zip(axes, scales.astype(np.float32)):
-            factors[axis] = float(scale)
-            out[axis] = dims[axis] if scale == 1 else math.floor(np.float32(_static(ctx, dims[axis])) * scale)
-        return _Target(out, factors)
+        return _from_scales(ctx, dims, axes, [float(s) for s in scales.astype(np.float32)])
+    return _from_sizes(ctx, dims, axes, list(sizes))  # type: ignore[arg-type]
+
+
+def _from_scales(ctx: NodeCtx, dims: Sequence[SymbolicDim], axes: list[int], scales: list[float]) -> _Target:
+    """``out = floor(in * scale)`` in float32, as ORT computes it."""
+    out, factors = list(dims), [1.0] * len(dims)
+    for axis, scale in zip(axes, scales):
+        factors[axis] = scale
+        out[axis] = dims[axis] if scale == 1 else math.floor(np.float32(_static(ctx, dims[axis])) * np.float32(scale))
+    return _Target(out, factors)
+
+
+def _from_sizes(ctx: NodeCtx, dims: Sequence[SymbolicDim], axes: list[int], sizes: list[SymbolicDim]) -> _Target:
+    """The coordinate maps divide by ``out / in`` in float32; a size equal to its (maybe symbolic) dim is
+    scale 1, so exporters' ``Concat(Shape(x)[:2], [h, w])`` keeps a symbolic batch."""
+    ratios = [
+        1.0 if size == dims[axis] else float(np.float32(int(size)) / np.float32(_static(ctx, dims[axis])))
+        for axis, size in zip(axes, sizes)
+    ]
+    out, factors = list(dims), [1.0] * len(dims)
     policy = ctx.attr_str("keep_aspect_ratio_policy", "stretch")
-    ratios = [np.float32(int(s)) / np.float32(_static(ctx, dims[a])) for a, s in zip(axes, sizes)]  # type: ignore[arg-type]
     if policy == "stretch":
-        for axis, size, ratio in zip(axes, sizes, ratios):  # type: ignore[arg-type]
-            out[axis], factors[axis] = int(size), float(ratio)
+        for axis, size, ratio in zip(axes, sizes, ratios):
+            out[axis], factors[axis] = size if isinstance(size, SymbolicExpr) else int(size), ratio
         return _Target(out, factors)
     if policy not in _POLICIES:
         raise unsupported_attribute(ctx, "keep_aspect_ratio_policy", policy, "stretch, not_larger or not_smaller")
     ratio = _POLICIES[policy](ratios)
     for axis in axes:
-        out[axis], factors[axis] = math.floor(ratio * _static(ctx, dims[axis]) + 0.5), float(ratio)
+        out[axis], factors[axis] = math.floor(ratio * _static(ctx, dims[axis]) + 0.5), ratio
     return _Target(out, factors)
 
 

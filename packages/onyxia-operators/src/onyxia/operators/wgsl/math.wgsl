@@ -75,7 +75,15 @@ fn mod_floor_i32(a: i32, b: i32) -> i32 {
     return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
 }
 
+// C fmod (ONNX Mod fmod=1). A finite `a` over an infinite `b` has quotient 0 and remainder `a`;
+// `a - b * trunc(a / b)` would compute inf * 0 = NaN there, so a zero quotient returns `a` itself.
+fn fmod_f32(a: f32, b: f32) -> f32 {
+    let q = trunc(a / b);
+    return select(a - b * q, a, q == 0.0);
+}
+
+// Python % (ONNX Mod fmod=0): the fmod remainder moved to the divisor's sign (-3 % inf is inf).
 fn mod_floor_f32(a: f32, b: f32) -> f32 {
-    let r = a - b * trunc(a / b);
+    let r = fmod_f32(a, b);
     return select(r, r + b, r != 0.0 && ((r < 0.0) != (b < 0.0)));
 }
