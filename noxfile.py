@@ -319,3 +319,28 @@ def _check_sdist(session: nox.Session, project: Path, sdist: Path) -> None:
     missing = [f for f in required if f not in names]
     if missing:
         session.error(f"{sdist.name} lacks {missing}")
+
+
+# ----- session: ONNX node conformance (appended; self-contained) ----------------------------------
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """The onnx.backend.test node cases of every registered op: the per-op report, then the pytest gate."""
+    _install(session, "onyxia-operators[test]")
+    _check_installed(session, "onyxia-operators[test]")
+    tests = PROJECTS["onyxia-operators"] / "tests"
+    env = {"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    with session.chdir(Path(session.create_tmp()).resolve()):
+        session.run("python", str(tests / "conformance" / "report.py"), env=env)
+        session.run(
+            "pytest",
+            str(tests / "conformance" / "test_conformance.py"),
+            "--import-mode=importlib",
+            f"--rootdir={tests}",  # so tests/conftest.py puts `oracle` and `conformance` on sys.path
+            "-o",
+            "pythonpath=",
+            "-p",
+            "no:cacheprovider",
+            "-ra",
+            *session.posargs,
+            env=env,
+        )

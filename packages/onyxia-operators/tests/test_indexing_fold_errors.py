@@ -149,8 +149,16 @@ CONSTANT_ERRORS = [
     ("CumSum", (X, np.array([0, 1], np.int64)), r"axis \(input 1\) must hold one integer"),
     ("GatherElements", (X, np.array([[0, 4]], np.int64)), r"index 4 is out of range for axis 0 of size 3"),
     ("GatherND", (X, np.array([[1, -5]], np.int64)), r"index -5 is out of range for data axis 1 of size 4"),
-    ("ScatterND", (X, np.array([[3]], np.int64), np.ones((1, 4), np.float32)), r"index 3 is out of range for data axis 0"),
-    ("OneHot", (np.array([1], np.int64), np.array(0, np.int64), np.array([0, 1], np.float32)), r"depth \(input 1\) is 0"),
+    (
+        "ScatterND",
+        (X, np.array([[3]], np.int64), np.ones((1, 4), np.float32)),
+        r"index 3 is out of range for data axis 0",
+    ),
+    (
+        "OneHot",
+        (np.array([1], np.int64), np.array(0, np.int64), np.array([0, 1], np.float32)),
+        r"depth \(input 1\) is 0",
+    ),
 ]
 
 

@@ -31,6 +31,8 @@ TRANSPOSE_CASES: list[tuple[tuple[int, ...], tuple[int, ...], bool, dict[str, An
     ((1, 4, 4, 4), (4, 1, 3, 3), False, {"group": 4, "strides": [2, 1], "dilations": [2, 1]}),
     ((1, 4, 3, 4), (4, 2, 3, 2), True, {"group": 2, "strides": [1, 2]}),
     ((1, 2, 4, 4), (2, 3, 3, 3), False, {"strides": [2, 2], "output_shape": [9, 10]}),
+    ((1, 2, 4, 4), (2, 3, 3, 3), True, {"strides": [2, 2], "output_shape": [8, 7]}),
+    ((1, 2, 4, 4), (2, 3, 3, 3), True, {"strides": [2, 2], "output_shape": [10, 7], "auto_pad": "SAME_UPPER"}),
     ((1, 2, 4, 4), (2, 3, 3, 3), False, {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
     ((1, 2, 4, 3), (2, 3, 4, 4), False, {"strides": [3, 2], "auto_pad": "SAME_LOWER"}),
     ((1, 2, 3, 3), (2, 3, 3, 3), False, {"strides": [2, 2], "auto_pad": "VALID"}),

@@ -43,16 +43,18 @@ __all__ = ["DECODE", "DECODE_MAX_M", "PREFILL", "Kernel", "MatMulNBitsOp", "unsu
 
 @dataclass(frozen=True)
 class Kernel:
-    """One specialisation of matmul_nbits.wgsl: `rows` rows per thread, `split` threads per 4 columns."""
+    """One specialisation of matmul_nbits.wgsl: `rows` x 4 * `column_groups` outputs per thread, `split`
+    threads sharing them (splitting K)."""
 
     label: str
     rows: int
+    column_groups: int = 1
     split: int = 1
     workgroup_size: int = 64
 
     @property
     def columns_per_workgroup(self) -> int:
-        return 4 * self.workgroup_size // self.split
+        return 4 * self.column_groups * self.workgroup_size // self.split
 
 
 # Measured on lavapipe (K 640, N 2048): splitting K over threads costs more in barriers than it gains
@@ -61,6 +63,7 @@ class Kernel:
 DECODE = Kernel("MatMulNBits/decode", rows=1)
 PREFILL = Kernel("MatMulNBits/prefill", rows=4)
 DECODE_MAX_M = 1  # rows up to which DECODE runs (one row per workgroup z); PREFILL above
+_COLUMN_PAD = 8  # the repacked B's columns are padded to a multiple of every kernel's 4 * column_groups
 _A, _B, _SCALES, _ZERO_POINTS, _G_IDX, _BIAS = range(6)
 
 
@@ -157,7 +160,7 @@ class MatMulNBitsOp(OperatorBase):
             "M": m,
             "K": layout.k,
             "N": layout.n,
-            "N4": -(-layout.n // 4) * 4,
+            "NP": -(-layout.n // _COLUMN_PAD) * _COLUMN_PAD,
             "NB": layout.n_blocks,
             "WPB": layout.block_size // 8,
             "WPC": layout.words_per_column,
@@ -173,7 +176,13 @@ class MatMulNBitsOp(OperatorBase):
 def _dispatch(ctx: PlanCtx, kernel: Kernel, share: SymbolicDim, reads: list, defs: dict, dims: dict) -> None:
     """`kernel` over all of y; `share` (0 or 1 at run time) zeroes the dispatch when the other kernel runs."""
     source = load_wgsl(__package__, "matmul_nbits.wgsl")
-    kernel_defs = {**defs, "ROWS": kernel.rows, "SPLIT": kernel.split, "WORKGROUP_SIZE": kernel.workgroup_size}
+    kernel_defs = {
+        **defs,
+        "ROWS": kernel.rows,
+        "CG": kernel.column_groups,
+        "SPLIT": kernel.split,
+        "WORKGROUP_SIZE": kernel.workgroup_size,
+    }
     shader = ctx.compile_shader(kernel.label, source, kernel_defs, dims)
     groups = ceil_div(dims["N"], kernel.columns_per_workgroup) * share  # type: ignore[operator]
     ctx.dispatch(shader, reads, [ctx.output(0)], (groups, 1, ceil_div(dims["M"], kernel.rows)))
@@ -181,7 +190,7 @@ def _dispatch(ctx: PlanCtx, kernel: Kernel, share: SymbolicDim, reads: list, def
 
 def _bindings(ctx: PlanCtx, layout: _Layout) -> tuple[list, dict[str, object]]:
     """Read bindings in the shader's order, and the defs naming their slots and storage forms."""
-    weights = bind_packed(ctx, _B, columns=layout.n)  # word-major: see matmul_nbits.wgsl
+    weights = bind_packed(ctx, _B, columns=layout.n, pad=_COLUMN_PAD)  # word-major: see matmul_nbits.wgsl
     reads = [ctx.input(_A), weights.buffer, ctx.input(_SCALES)]
     defs = {**type_defs(A_T=ctx.input_dtype(_A)), "ZP": layout.zero_points}
     if weights.widened:

@@ -1,15 +1,15 @@
 // MatMulNBits (4-bit): y[m, n] = sum_k a[m, k] * (q[n, k] - zp[n, k / BLOCK_SIZE]) * scale[n, k / BLOCK_SIZE] + bias[n],
 // dequantised in the shader and accumulated in f32 (onnxruntime's accuracy_level 0 numerics).
 //
-// Each thread owns 4 adjacent columns and ROWS rows and walks the K blocks (SPLIT > 1: SPLIT threads share a
+// Each thread owns 4 * CG adjacent columns and ROWS rows and walks the K blocks (SPLIT > 1: SPLIT threads share a
 // column group, taking blocks t, t + SPLIT, ..., and add their sums through workgroup memory). Per block it
 // accumulates sum(a * q) and sum(a), then applies the block's zero point and scale once:
-// sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k). Four columns per thread share each load of a,
-// which (not the weight reads) bounds the speed on lavapipe; ROWS > 1 (prefill) shares each weight unpack.
+// sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k). The columns of a thread share each load of a,
+// which (more than the weight reads) bounds the speed on lavapipe; ROWS > 1 (prefill) shares each weight unpack.
 //
 // Bindings: 0 a [M, K] (A_T; vec4s with A_VEC4), 1 b, 2 scales [N * NB] (A_T), then zp when ZP != none,
 //   bias [N] when BIAS, then y [M, N] (A_T) at #{ZP_BINDING}, #{BIAS_BINDING}, #{Y_BINDING}.
-//   b: a compile-time B repacked word-major, vec4<u32> at [word][column / 4] (columns padded to N4), each word
+//   b: a compile-time B repacked word-major, vec4<u32> at [word][column / 4] (columns padded to NP), each word
 //   8 nibbles low first; B_WIDENED: a runtime uint8 B as the graph stores it, [N, WPC * 4] bytes, one per u32.
 // Defs: A_T             f32 | f16 (activations, scales, float zero points, bias and output share it)
 //       F16             flag: A_T is f16
@@ -20,9 +20,10 @@
 //       K_TAIL          flag: K % BLOCK_SIZE != 0, so reads of a past K give 0 (the padded last block)
 //       A_VEC4          flag: K % 8 == 0, so a row's 8 elements per word are two aligned vec4 loads
 //       ROWS            rows per thread (1 for decode)
+//       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
 //       WORKGROUP_SIZE
-// Dims: M (rows, literal or immediate), K, N, N4 (N rounded up to 4), NB (blocks per column), WPB (words per
+// Dims: M (rows, literal or immediate), K, N, NP (N rounded up to 4 * CG), NB (blocks per column), WPB (words per
 //       block), WPC (words per column), ZB (zero-point bytes per column).
 #ifdef F16
 enable f16;
@@ -60,7 +61,7 @@ fn b_words(n0: u32, w: u32) -> vec4<u32> {
     }
     return words;
 #else
-    return b[w * (#{N4} / 4u) + n0 / 4u];
+    return b[w * (#{NP} / 4u) + n0 / 4u];
 #endif
 }
 
@@ -142,9 +143,10 @@ fn store4(m: u32, n0: u32, value: vec4<f32>) {
     }
 }
 
-const GROUPS: u32 = #{WORKGROUP_SIZE}u / #{SPLIT}u;  // column groups per workgroup
+const COLUMNS: u32 = 4u * #{CG}u;  // columns per thread: CG groups of 4
+const THREADS: u32 = #{WORKGROUP_SIZE}u / #{SPLIT}u;  // threads with distinct columns per workgroup
 #if SPLIT != 1
-var<workgroup> partial: array<vec4<f32>, #{WORKGROUP_SIZE}u * #{ROWS}u>;
+var<workgroup> partial: array<vec4<f32>, #{WORKGROUP_SIZE}u * #{ROWS}u * #{CG}u>;
 #endif
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})
@@ -154,52 +156,61 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     // x (and y, when the runtime splits a long x) count column groups; z counts row groups
-    let n0 = ((wid.x + wid.y * nwg.x) * GROUPS + lid / #{SPLIT}u) * 4u;
+    let n0 = ((wid.x + wid.y * nwg.x) * THREADS + lid / #{SPLIT}u) * COLUMNS;
     let t = lid % #{SPLIT}u;
     let m0 = wid.z * #{ROWS}u;
-    var acc = array<vec4<f32>, #{ROWS}>();
+    // acc[r * CG + g]: rows m0 + r, columns n0 + 4 g .. n0 + 4 g + 3 (constant-bound loops unroll, so
+    // these arrays live in registers)
+    var acc = array<vec4<f32>, #{ROWS}u * #{CG}u>();
     if (n0 < #{N}) {
         for (var blk = t; blk < #{NB}; blk += #{SPLIT}u) {
-            var dot_q = array<vec4<f32>, #{ROWS}>();
+            var dot_q = array<vec4<f32>, #{ROWS}u * #{CG}u>();
             var sum_a = array<f32, #{ROWS}>();
             for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
-                let words = b_words(n0, w);
-                let q0 = unpack_nibbles(words.x);
-                let q1 = unpack_nibbles(words.y);
-                let q2 = unpack_nibbles(words.z);
-                let q3 = unpack_nibbles(words.w);
+                var q: array<Eight, 4u * #{CG}u>;
+                for (var g = 0u; g < #{CG}u; g++) {
+                    let words = b_words(n0 + 4u * g, w);
+                    for (var c = 0u; c < 4u; c++) {
+                        q[4u * g + c] = unpack_nibbles(words[c]);
+                    }
+                }
                 for (var r = 0u; r < #{ROWS}u; r++) {
                     // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
                     let x = a_eight(m0 + r, w * 8u);
-                    dot_q[r] += vec4<f32>(dot8(x, q0), dot8(x, q1), dot8(x, q2), dot8(x, q3));
                     sum_a[r] += dot(x.lo + x.hi, vec4<f32>(1.0));
+                    for (var g = 0u; g < #{CG}u; g++) {
+                        let j = 4u * g;
+                        dot_q[r * #{CG}u + g] += vec4<f32>(dot8(x, q[j]), dot8(x, q[j + 1u]), dot8(x, q[j + 2u]), dot8(x, q[j + 3u]));
+                    }
                 }
             }
-            let s = scales4(n0, blk);
-            let z = zero_points4(n0, blk);
-            for (var r = 0u; r < #{ROWS}u; r++) {
-                acc[r] += s * (dot_q[r] - z * sum_a[r]);
+            for (var g = 0u; g < #{CG}u; g++) {
+                let s = scales4(n0 + 4u * g, blk);
+                let z = zero_points4(n0 + 4u * g, blk);
+                for (var r = 0u; r < #{ROWS}u; r++) {
+                    acc[r * #{CG}u + g] += s * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+                }
             }
         }
     }
 #if SPLIT != 1
-    for (var r = 0u; r < #{ROWS}u; r++) {
-        partial[lid * #{ROWS}u + r] = acc[r];
+    for (var i = 0u; i < #{ROWS}u * #{CG}u; i++) {
+        partial[lid * #{ROWS}u * #{CG}u + i] = acc[i];
     }
     workgroupBarrier();
     if (t != 0u) {
         return;
     }
     for (var j = 1u; j < #{SPLIT}u; j++) {
-        for (var r = 0u; r < #{ROWS}u; r++) {
-            acc[r] += partial[(lid + j) * #{ROWS}u + r];
+        for (var i = 0u; i < #{ROWS}u * #{CG}u; i++) {
+            acc[i] += partial[(lid + j) * #{ROWS}u * #{CG}u + i];
         }
     }
 #endif
-    if (n0 < #{N}) {
-        for (var r = 0u; r < #{ROWS}u; r++) {
-            if (m0 + r < #{M}) {
-                store4(m0 + r, n0, acc[r]);
+    for (var r = 0u; r < #{ROWS}u; r++) {
+        for (var g = 0u; g < #{CG}u; g++) {
+            if (m0 + r < #{M} && n0 + 4u * g < #{N}) {
+                store4(m0 + r, n0 + 4u * g, acc[r * #{CG}u + g]);
             }
         }
     }

@@ -25,15 +25,15 @@ class PackedInput(NamedTuple):
     widened: bool  # one byte per u32 (a runtime uint8 tensor) instead of 4 bytes per word
 
 
-def u32_words(source: TensorValue | np.ndarray, name: str, columns: int = 0) -> TensorValue:
+def u32_words(source: TensorValue | np.ndarray, name: str, columns: int = 0, pad: int = 4) -> TensorValue:
     """`source`'s bytes as a lazy 1-D UINT32 value (zero-padded to whole words).
 
     With `columns`, `source` holds `columns` equal rows of whole words, stored word-major instead:
-    [words, columns] with the columns zero-padded to a multiple of 4, so a thread reads word w of four
-    neighbouring columns as one vec4<u32>, and neighbouring threads read neighbouring vec4s.
+    [words, columns] with the columns zero-padded to a multiple of `pad`, so a thread reads word w of
+    four neighbouring columns as one vec4<u32>, and neighbouring threads read neighbouring vec4s.
     """
     words = (source.nbytes + 3) // 4
-    padded_columns = -(-columns // 4) * 4
+    padded_columns = -(-columns // pad) * pad
     size = words // columns * padded_columns if columns else words
 
     def load() -> np.ndarray:
@@ -51,12 +51,12 @@ def u32_words(source: TensorValue | np.ndarray, name: str, columns: int = 0) -> 
     return TensorValue(DataType.UINT32, (size,), load, name=name)
 
 
-def bind_packed(ctx: PlanCtx, i: int, columns: int = 0) -> PackedInput:
+def bind_packed(ctx: PlanCtx, i: int, columns: int = 0, pad: int = 4) -> PackedInput:
     """Input `i` (4-bit values packed two per byte) as u32 words when known at compile time,
     word-major by `columns` (see `u32_words`); else as the graph stores it."""
     tensor = ctx.input_tensor(i)
     source = tensor.initializer if tensor.initializer is not None else tensor.value
     if source is None or (isinstance(source, np.ndarray) and source.dtype == object):
         return PackedInput(ctx.input(i), tensor.dtype == DataType.UINT8)
-    key = f"{tensor.name}:u32" + (f"-word-major-{columns}" if columns else "")
-    return PackedInput(ctx.constant(key, u32_words(source, key, columns)), False)
+    key = f"{tensor.name}:u32" + (f":word-major-{columns}-pad-{pad}" if columns else "")
+    return PackedInput(ctx.constant(key, u32_words(source, key, columns, pad)), False)

@@ -144,9 +144,13 @@ def transpose_window(ctx: NodeCtx, spatial: Sequence[SymbolicDim], kernel: Seque
         full = s * (size - 1) + output_padding[i] + (k - 1) * d + 1
         if target is not None or mode.startswith("SAME"):
             wanted = target[i] if target is not None else _static(ctx, size, f"auto_pad={mode}") * s
-            total = _static(ctx, full, "output_shape") - wanted
+            # as ORT: pad only what the full output exceeds the request by; a bigger request is
+            # filled with zeros (plus bias) at the end
+            total = max(0, _static(ctx, full, "output_shape") - wanted)
             begin[i], end[i] = _split_same(total, mode == "SAME_UPPER")
-        elif mode == "VALID":
+            out.append(wanted)
+            continue
+        if mode == "VALID":
             begin[i] = end[i] = 0
         out.append(full - begin[i] - end[i])
     return Window(tuple(spatial), tuple(out), tuple(kernel), tuple(strides), tuple(dilations), tuple(begin), tuple(end))
