@@ -1,9 +1,11 @@
 """com.microsoft GroupQueryAttention (prefill, empty past) against onnxruntime's CPU kernel:
 head groupings, head sizes, softcap, sliding windows shorter and longer than the sequence,
-custom scale, right padding through seqlens_k, f16, symbolic sequence length, and the
-unsupported forms' errors."""
+custom scale, rotary (half-split, interleaved, partial), right padding through seqlens_k, f16,
+symbolic sequence length, and the unsupported forms' errors."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,7 +36,7 @@ CASES = [
 def _inputs(batch: int, seq: int, heads: int, kv_heads: int, size: int, **options: object) -> dict:
     dtype = options.get("dtype", np.float32)
     seqlens = options.get("seqlens", [seq - 1] * batch)
-    return {
+    inputs = {
         "query": np.asarray(RNG.standard_normal((batch, seq, heads * size)), dtype),
         "key": np.asarray(RNG.standard_normal((batch, seq, kv_heads * size)), dtype),
         "value": np.asarray(RNG.standard_normal((batch, seq, kv_heads * size)), dtype),
@@ -43,11 +45,15 @@ def _inputs(batch: int, seq: int, heads: int, kv_heads: int, size: int, **option
         "seqlens_k": np.asarray(seqlens, np.int32),
         "total_sequence_length": np.asarray(seq, np.int32),
     }
+    if "rotary_width" in options:  # cos/sin caches [max_position, rotary_dim / 2] of random angles
+        angles = RNG.random((64, options["rotary_width"])) * 6
+        inputs.update(cos_cache=np.asarray(np.cos(angles), dtype), sin_cache=np.asarray(np.sin(angles), dtype))
+    return inputs
 
 
-def _check(inputs: dict, heads: int, kv_heads: int, attrs: dict | None = None, **kwargs: object) -> None:
+def _check(inputs: dict, heads: int, kv_heads: int, attrs: dict | None = None, **kwargs: Any) -> None:
     attrs = {"num_heads": heads, "kv_num_heads": kv_heads, **(attrs or {})}
-    check_op("GroupQueryAttention", inputs, attrs, domain="com.microsoft", num_outputs=3, **kwargs)  # type: ignore[arg-type]
+    check_op("GroupQueryAttention", inputs, attrs, domain="com.microsoft", num_outputs=3, **kwargs)
 
 
 @pytest.mark.parametrize(("batch", "seq", "heads", "kv_heads", "size", "attrs"), CASES, ids=str)
@@ -61,6 +67,20 @@ def test_gqa_prefill(batch: int, seq: int, heads: int, kv_heads: int, size: int,
 def test_gqa_right_padding(seqlens: list[int], attrs: dict) -> None:
     # padded query rows attend to the real keys only, exactly as onnxruntime's CPU kernel
     _check(_inputs(2, 7, 4, 2, 16, seqlens=seqlens), 4, 2, attrs)
+
+
+# (head size, cos_cache width, interleaved, batch and padding)
+ROTARY = [(16, 8, 0, [6]), (16, 8, 1, [6, 4]), (32, 8, 0, [6, 2]), (32, 16, 1, [6])]
+
+
+@pytest.mark.parametrize(("size", "width", "interleaved", "seqlens"), ROTARY, ids=str)
+def test_gqa_rotary(size: int, width: int, interleaved: int, seqlens: list[int]) -> None:
+    inputs = _inputs(len(seqlens), 7, 4, 2, size, rotary_width=width, seqlens=seqlens)
+    _check(inputs, 4, 2, {"do_rotary": 1, "rotary_interleaved": interleaved, "local_window_size": 5})
+
+
+def test_gqa_rotary_float16() -> None:
+    _check(_inputs(1, 9, 2, 1, 16, rotary_width=8, dtype=np.float16), 2, 1, {"do_rotary": 1})
 
 
 def test_gqa_float16() -> None:
@@ -78,31 +98,31 @@ def test_gqa_symbolic_sequence_rebinds_without_recompiling() -> None:
         "value": ["batch", "seq", 32],
         "seqlens_k": ["batch"],
     }
-    attrs = {"num_heads": 4, "kv_num_heads": 2, "local_window_size": 4}
-    model = make_model("GroupQueryAttention", _inputs(2, 1, 4, 2, 16), attrs, domain="com.microsoft", num_outputs=3,
-                       dim_params=dims)  # fmt: skip
-    sizes = [_inputs(batch, seq, 4, 2, 16) for batch, seq in [(2, 1), (1, 33), (2, 7)]]
+    attrs = {"num_heads": 4, "kv_num_heads": 2, "local_window_size": 4, "do_rotary": 1}
+    first = _inputs(2, 1, 4, 2, 16, rotary_width=8)
+    model = make_model("GroupQueryAttention", first, attrs, domain="com.microsoft", num_outputs=3, dim_params=dims)
+    sizes = [_inputs(batch, seq, 4, 2, 16, rotary_width=8) for batch, seq in [(2, 1), (1, 33), (2, 7)]]
     check_rebinding(model, [{k: v for k, v in feeds.items() if v is not None} for feeds in sizes])
 
 
 def test_gqa_output_only() -> None:
-    # present outputs omitted: no cache copy is planned, attention reads the inputs directly
-    attrs = {"num_heads": 2, "kv_num_heads": 1}
-    inputs = _inputs(1, 7, 2, 1, 16)
+    # present outputs omitted: the cache goes to scratch buffers, which attention reads
+    attrs = {"num_heads": 2, "kv_num_heads": 1, "do_rotary": 1}
+    inputs = _inputs(1, 7, 2, 1, 16, rotary_width=8)
     check_op("GroupQueryAttention", inputs, attrs, domain="com.microsoft")
-    assert compile_model(make_model("GroupQueryAttention", inputs, attrs, domain="com.microsoft")).dispatch_count == 1
+    compiled = compile_model(make_model("GroupQueryAttention", inputs, attrs, domain="com.microsoft"))
+    assert compiled.dispatch_count == 2 and len(compiled.operations[0].scratch) == 2
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"key": None, "value": None}, "packed QKV"),
-        ({"attrs": {"do_rotary": 1}}, "do_rotary=1 is not implemented"),
         ({"attrs": {"smooth_softmax": 1}}, "smooth_softmax=1 is not implemented"),
         ({"position_ids": np.zeros((1, 7), np.int64)}, r"input 9 \(position_ids\) is not implemented"),
         ({"past_key": np.zeros((1, 2, 3, 16), np.float32)}, "only an empty past"),
     ],
-    ids=["packed", "rotary", "smooth_softmax", "position_ids", "past"],
+    ids=["packed", "smooth_softmax", "position_ids", "past"],
 )
 def test_gqa_unsupported_forms(change: dict, message: str) -> None:
     inputs = _inputs(1, 7, 4, 2, 16)

@@ -56,8 +56,8 @@ def test_matmul_many_rows_block() -> None:
 
 def test_matmul_symbolic_dims_rebind_without_recompiling() -> None:
     w = _random((16, 24), np.float32)
-    model = make_model("MatMul", {"a": _random((2, 1, 16), np.float32), "b": w}, initializers=["b"],
-                       dim_params={"a": ["batch", "seq", 16]})  # fmt: skip
+    dims = {"a": ["batch", "seq", 16]}
+    model = make_model("MatMul", {"a": _random((2, 1, 16), np.float32), "b": w}, initializers=["b"], dim_params=dims)
     check_rebinding(model, [{"a": _random((2, 1, 16), np.float32)}, {"a": _random((3, 23, 16), np.float32)}])
 
 

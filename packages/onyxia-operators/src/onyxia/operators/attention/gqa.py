@@ -91,10 +91,8 @@ def _plan_kv_cache(ctx: PlanCtx, heads: Heads) -> list[BufferRef]:
     total = seq  # empty past
     n = dims_product([batch, heads.kv, total, heads.size])
     dtype = ctx.input_dtype(GqaInput.KEY)
-    caches = [
-        ctx.output(i) if ctx.has_output(i) else ctx.alloc_scratch(n * dtype.gpu_numpy.itemsize, f"present{i}")  # type: ignore[operator]
-        for i in (1, 2)
-    ]
+    nbytes = n * dtype.gpu_numpy.itemsize  # type: ignore[operator]
+    caches = [ctx.output(i) if ctx.has_output(i) else ctx.alloc_scratch(nbytes, f"present{i}") for i in (1, 2)]
     rotary_defs, rotary_dims, rotary_reads = _rotary(ctx, heads)
     defs = {**type_defs(T=dtype), "WORKGROUP_SIZE": _COPY_WORKGROUP, **rotary_defs}
     dims = {"N": n, "KV_HEADS": heads.kv, "TOTAL": total, "SEQ": seq, "HEAD_SIZE": heads.size, **rotary_dims}

@@ -57,8 +57,8 @@ fn main(
             let tap = rotary_tap(h, #{ROTARY}u, #{INTERLEAVED});
             // an id outside the cache is invalid input; clamping reads a real row, never out of bounds
             let c = min(t, #{MAX_POS} - 1u) * (#{ROTARY}u / 2u) + tap.cache;
-            let rotated = rotary_apply(f32(k), f32(new_k[head_base + tap.partner]), tap, f32(cos_cache[c]), f32(sin_cache[c]));
-            k = #{T}(rotated);
+            let partner = f32(new_k[head_base + tap.partner]);
+            k = #{T}(rotary_apply(f32(k), partner, tap, f32(cos_cache[c]), f32(sin_cache[c])));
         }
 #endif
     }
