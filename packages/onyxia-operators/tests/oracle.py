@@ -131,7 +131,8 @@ def assert_close(
     a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
     same_nan = np.isnan(a64) & np.isnan(e64)
     same_inf = np.isinf(e64) & (a64 == e64)
-    error = np.where(same_nan | same_inf, 0.0, np.abs(a64 - e64) - (atol + rtol * np.abs(e64)))
+    with np.errstate(invalid="ignore"):  # inf - inf where an infinity is expected: masked by same_inf
+        error = np.where(same_nan | same_inf, 0.0, np.abs(a64 - e64) - (atol + rtol * np.abs(e64)))
     error = np.nan_to_num(error, nan=np.inf)
     worst = np.unravel_index(int(np.argmax(error)), error.shape)
     assert error[worst] <= 0, (

@@ -69,6 +69,13 @@ def test_gqa_right_padding(seqlens: list[int], attrs: dict) -> None:
     _check(_inputs(2, 7, 4, 2, 16, seqlens=seqlens), 4, 2, attrs)
 
 
+def test_gqa_seqlens_column_and_total_vector() -> None:
+    # exporters also give seqlens_k as [B, 1] and total_sequence_length as [1]
+    inputs = _inputs(2, 7, 4, 2, 16, seqlens=[6, 4])
+    inputs.update(seqlens_k=np.asarray([[6], [4]], np.int32), total_sequence_length=np.asarray([7], np.int32))
+    _check(inputs, 4, 2)
+
+
 # (head size, cos_cache width, interleaved, batch and padding)
 ROTARY = [(16, 8, 0, [6]), (16, 8, 1, [6, 4]), (32, 8, 0, [6, 2]), (32, 16, 1, [6])]
 
@@ -119,10 +126,11 @@ def test_gqa_output_only() -> None:
     [
         ({"key": None, "value": None}, "packed QKV"),
         ({"attrs": {"smooth_softmax": 1}}, "smooth_softmax=1 is not implemented"),
+        ({"attrs": {"sliding_window_cache": 1}}, "sliding_window_cache=1 is not implemented"),
         ({"position_ids": np.zeros((1, 7), np.int64)}, r"input 9 \(position_ids\) is not implemented"),
         ({"past_key": np.zeros((1, 2, 3, 16), np.float32)}, "only an empty past"),
     ],
-    ids=["packed", "smooth_softmax", "position_ids", "past"],
+    ids=["packed", "smooth_softmax", "sliding_window_cache", "position_ids", "past"],
 )
 def test_gqa_unsupported_forms(change: dict, message: str) -> None:
     inputs = _inputs(1, 7, 4, 2, 16)

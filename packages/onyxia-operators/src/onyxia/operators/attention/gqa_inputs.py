@@ -73,8 +73,9 @@ def rotary_dim(ctx: NodeCtx, heads: Heads) -> int:
 def reject_unsupported(ctx: NodeCtx) -> None:
     if not ctx.has_input(GqaInput.KEY):
         raise unsupported(ctx, "packed QKV (key and value absent) is not implemented; export with separate q/k/v")
-    if ctx.attr_int("smooth_softmax", 0):
-        raise unsupported(ctx, "attribute smooth_softmax=1 is not implemented")
+    for attr in ("smooth_softmax", "sliding_window_cache"):  # the latter: a fixed-capacity window cache
+        if ctx.attr_int(attr, 0):
+            raise unsupported(ctx, f"attribute {attr}=1 is not implemented")
     for index in _UNSUPPORTED_INPUTS:
         if ctx.has_input(index):
             raise unsupported(ctx, f"input {int(index)} ({index.name.lower()}) is not implemented")

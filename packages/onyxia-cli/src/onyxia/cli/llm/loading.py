@@ -1,0 +1,106 @@
+"""Building an `LlmSession`: resolve the directory, parse, rewrite, compile, upload.
+
+Each phase reports through `progress` (the CLI shows it as a rich progress bar).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onyxia.cli.llm.model_dir import resolve_model_dir
+from onyxia.cli.llm.rewrites import add_next_token, alias_kv_cache, logits_for_last_position
+from onyxia.cli.llm.signature import LlmSignature, read_signature
+from onyxia.cli.llm.tokenizer import TextTokenizer
+from onyxia.core import IrGraph, ModelLoadError, SymbolicExpr
+
+__all__ = ["build_session"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_LENGTH = 2048
+
+
+def build_session(
+    cls: type,
+    model_dir: str | Path,
+    precision: str | None,
+    max_length: int | None,
+    runtime: Any,
+    progress: Callable[[str], None],
+) -> Any:
+    from onyxia.compiler import CompilerPipeline
+    from onyxia.onnx import load_and_parse_model
+    from onyxia.operators import core_operator_registry
+    from onyxia.runtime import Runtime
+
+    runtime = runtime or Runtime()
+    found = resolve_model_dir(model_dir, precision, runtime.features)
+    tokenizer = TextTokenizer(found.tokenizer_path, found.tokenizer_config, found.chat_template, found.root)
+    progress("parsing")
+    graph = load_and_parse_model(found.model_path)
+    signature = read_signature(graph, str(found.model_path))
+    limit = _max_length(found.max_position_embeddings, max_length, found.model_path)
+    registry = core_operator_registry()
+    logits_for_last_position(graph, signature.logits)
+    add_next_token(graph, signature.logits)
+    aliased = alias_kv_cache(graph, _in_place_pairs(graph, signature, registry))
+    static = _static_dims(graph, signature, found.config)
+    progress("compiling")
+    compiled = CompilerPipeline(registry).compile(graph, static)
+    progress("uploading weights")
+    max_dims = {name: limit for name in compiled.symbols}
+    executor = runtime.load_model(compiled, static, max_dims=max_dims)
+    executor.carry({p.past: p.present for p in signature.kv if (p.past, p.present) not in aliased})
+    executor.keep_resident([p.past for p in signature.kv])
+    for pair in signature.kv:
+        if pair.windowed:
+            dims = [static.get(str(d), 1) if not isinstance(d, int) else d for d in pair.past_dims]
+            executor.write_input(pair.past, np.zeros(dims, pair.dtype.numpy))
+    adapter = str(runtime.adapter_info.get("device") or runtime.adapter_info.get("description") or "unknown")
+    return cls(found, tokenizer, executor, signature, limit, aliased, adapter)
+
+
+def _max_length(model_limit: int | None, requested: int | None, where: Path) -> int:
+    if requested is not None and requested <= 0:
+        raise ModelLoadError(f"max_length must be positive, got {requested}")
+    if requested is not None and model_limit is not None and requested > model_limit:
+        raise ModelLoadError(
+            f"max_length {requested} exceeds the model's limit of {model_limit} positions ({where.parent})"
+        )
+    return requested or min(model_limit or DEFAULT_MAX_LENGTH, DEFAULT_MAX_LENGTH)
+
+
+def _in_place_pairs(graph: IrGraph, signature: LlmSignature, registry: Any) -> list[tuple[str, str]]:
+    """Pairs whose producing operator can append to its past in place (it declares `appends_in_place`)."""
+    pairs = []
+    for pair in signature.kv:
+        present = graph.tensor_by_name(pair.present)
+        producer = graph.tensor_producer(present.id) if present is not None else None
+        operator = registry.get(producer.domain, producer.op_type, producer.opset) if producer else None
+        if getattr(operator, "appends_in_place", False) and not pair.windowed:
+            pairs.append((pair.past, pair.present))
+    return pairs
+
+
+def _static_dims(graph: IrGraph, signature: LlmSignature, config: dict[str, Any]) -> dict[str, int]:
+    """Dims fixed for the whole session: batch 1, the head size, a windowed cache's capacity."""
+    static: dict[str, int] = {}
+    genai = config.get("genai", {}).get("model", {}).get("decoder", {})
+    for dims in signature.input_dims.values():
+        if dims and isinstance(dims[0], SymbolicExpr) and dims[0].is_name:
+            static[str(dims[0])] = 1
+    for pair in signature.kv:
+        head = pair.past_dims[3]
+        if isinstance(head, SymbolicExpr) and head.is_name and genai.get("head_size"):
+            static[str(head)] = int(genai["head_size"])
+        if pair.windowed:
+            window = config.get("sliding_window")
+            for d in (pair.past_dims[2], pair.present_dims[2]):
+                if isinstance(d, SymbolicExpr) and d.is_name and window:
+                    static[str(d)] = int(window)
+    return static

@@ -1,0 +1,56 @@
+"""Choosing the next token from one row of logits: greedy, or temperature / top-k / top-p sampling
+with a repetition penalty, seeded for reproducibility (the same order of operations as transformers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SamplingParams", "sample_token"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0  # 0: greedy
+    top_k: int = 0  # 0: off
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0 and self.repetition_penalty == 1.0
+
+    def validate(self) -> None:
+        if self.temperature < 0 or self.top_k < 0 or not 0.0 < self.top_p <= 1.0 or self.repetition_penalty <= 0:
+            raise ValueError(
+                f"sampling parameters out of range: temperature {self.temperature} (>= 0), top_k {self.top_k} (>= 0), "
+                f"top_p {self.top_p} (0 < p <= 1), repetition_penalty {self.repetition_penalty} (> 0)"
+            )
+
+
+def sample_token(logits: np.ndarray, params: SamplingParams, history: Sequence[int], rng: np.random.Generator) -> int:
+    scores = logits.astype(np.float64).reshape(-1)
+    if params.repetition_penalty != 1.0 and history:
+        seen = np.unique(np.asarray(history, dtype=np.int64))
+        picked = scores[seen]
+        scores[seen] = np.where(picked < 0, picked * params.repetition_penalty, picked / params.repetition_penalty)
+    if params.temperature <= 0.0:
+        return int(np.argmax(scores))
+    scores = scores / params.temperature
+    if params.top_k and params.top_k < scores.size:
+        kth = np.partition(scores, -params.top_k)[-params.top_k]
+        scores = np.where(scores < kth, -np.inf, scores)
+    probs = np.exp(scores - scores.max())
+    probs /= probs.sum()
+    if params.top_p < 1.0:
+        order = np.argsort(-probs, kind="stable")
+        cumulative = np.cumsum(probs[order])
+        keep = cumulative - probs[order] < params.top_p  # always keeps the most likely token
+        mask = np.zeros_like(probs, dtype=bool)
+        mask[order[keep]] = True
+        probs = np.where(mask, probs, 0.0)
+        probs /= probs.sum()
+    return int(rng.choice(probs.size, p=probs))

@@ -1,0 +1,180 @@
+"""`LlmSession`: one compiled plan per model, prefill and decode by patching dims, KV cache on the GPU.
+
+Prefill and every decode step run the same plan; only `update_dimensions()` differs (sequence,
+past and total lengths), so no shader or pipeline is created after the first step. The cache never
+visits the host: each present.N.* is aliased to (or, where in-place is impossible, GPU-copied into)
+its past_key_values.N.* buffer. A step reads back one token id (greedy) or one row of logits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from onyxia.cli.llm.model_dir import ModelDirectory
+from onyxia.cli.llm.rewrites import NEXT_TOKEN
+from onyxia.cli.llm.sampling import SamplingParams, sample_token
+from onyxia.cli.llm.signature import LlmSignature, bind_names
+from onyxia.cli.llm.tokenizer import TextTokenizer
+from onyxia.core import InputError
+
+__all__ = ["GenerationStats", "LlmSession"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+
+    @property
+    def prefill_tokens_per_second(self) -> float:
+        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds else 0.0
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        return (self.new_tokens - 1) / self.decode_seconds if self.decode_seconds and self.new_tokens > 1 else 0.0
+
+
+class LlmSession:
+    def __init__(
+        self,
+        model_dir: ModelDirectory,
+        tokenizer: TextTokenizer,
+        executor: object,
+        signature: LlmSignature,
+        max_length: int,
+        aliased: list[tuple[str, str]],
+        adapter: str,
+    ) -> None:
+        self.model_dir = model_dir
+        self.tokenizer = tokenizer
+        self.executor = executor
+        self.signature = signature
+        self.max_length = max_length
+        self.aliased = aliased
+        self.adapter = adapter
+        self.position = 0  # tokens in the cache
+        self.history: list[int] = []
+        self.stats = GenerationStats()
+        self._window = model_dir.config.get("sliding_window")
+
+    # ----- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_dir: str | Path,
+        precision: str | None = None,
+        max_length: int | None = None,
+        *,
+        runtime: object | None = None,
+        progress: Progress | None = None,
+    ) -> LlmSession:
+        from onyxia.cli.llm.loading import build_session
+
+        return build_session(cls, model_dir, precision, max_length, runtime, progress or (lambda _: None))
+
+    # ----- generation --------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget the conversation: the next prompt is prefilled from position 0."""
+        self.position = 0
+        self.history = []
+
+    def generate_ids(
+        self,
+        prompt_ids: Sequence[int],
+        max_new_tokens: int,
+        params: SamplingParams = SamplingParams(),
+        stop: Sequence[int] = (),
+    ) -> Iterator[int]:
+        """Token ids as they are produced; the prompt is appended to whatever the cache holds."""
+        import time
+
+        params.validate()
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt:
+            raise InputError("generate(): the prompt has no tokens")
+        if self.position + len(prompt) + max_new_tokens > self.max_length:
+            raise InputError(
+                f"generate(): {self.position} cached + {len(prompt)} prompt + {max_new_tokens} new tokens exceed "
+                f"max_length {self.max_length}; start a new conversation or raise max_length"
+            )
+        rng = np.random.default_rng(params.seed)
+        self.stats = GenerationStats(prompt_tokens=len(prompt))
+        start = time.perf_counter()
+        token = self._step(prompt, params, rng)
+        self.stats.prefill_seconds = time.perf_counter() - start
+        decode_start = time.perf_counter()
+        for produced in range(max_new_tokens):
+            self.stats.new_tokens = produced + 1
+            yield token
+            if token in stop or produced + 1 == max_new_tokens:
+                break
+            token = self._step([token], params, rng)
+            self.stats.decode_seconds = time.perf_counter() - decode_start
+
+    def generate(
+        self,
+        prompt: str | Sequence[int],
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        seed: int | None = None,
+        stop: Sequence[int] | None = None,
+    ) -> Iterator[str]:
+        """Text pieces as they are produced (stops at the model's EOS ids unless `stop` says otherwise)."""
+        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        params = SamplingParams(temperature, top_k, top_p, repetition_penalty, seed)
+        stops = self.model_dir.eos_token_ids if stop is None else list(stop)
+        stream = self.tokenizer.stream()
+        for token in self.generate_ids(ids, max_new_tokens, params, stops):
+            if token in stops:
+                break
+            piece = stream.push(token)
+            if piece:
+                yield piece
+        tail = stream.flush()
+        if tail:
+            yield tail
+
+    # ----- one forward pass --------------------------------------------------------------------
+    def _step(self, ids: list[int], params: SamplingParams, rng: np.random.Generator) -> int:
+        feeds, dims = self._feeds(ids)
+        self.executor.update_dimensions(dims)  # type: ignore[attr-defined]
+        wanted = [NEXT_TOKEN] if params.greedy else [self.signature.logits]
+        out = self.executor.run(feeds, outputs=wanted)  # type: ignore[attr-defined]
+        self.position += len(ids)
+        self.history.extend(ids)
+        if params.greedy:
+            return int(out[NEXT_TOKEN].reshape(-1)[-1])
+        return sample_token(
+            out[self.signature.logits].reshape(-1, out[self.signature.logits].shape[-1])[-1], params, self.history, rng
+        )
+
+    def _feeds(self, ids: list[int]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        sig, past, count = self.signature, self.position, len(ids)
+        total = past + count
+        feeds = {sig.input_ids: np.array([ids], np.int64)}
+        if sig.attention_mask:
+            feeds[sig.attention_mask] = np.ones((1, total), np.int64)
+        if sig.position_ids:
+            feeds[sig.position_ids] = np.arange(past, total, dtype=np.int64)[None]
+        dims: dict[str, int] = {}
+        for name, array in feeds.items():
+            bind_names(sig.input_dims[name], array.shape, dims)
+        for pair in sig.kv:
+            length = self._window if pair.windowed else past
+            shape = tuple(1 if i == 0 else (length if i == 2 else d) for i, d in enumerate(pair.past_dims))
+            bind_names(pair.past_dims, shape, dims)  # type: ignore[arg-type]
+        return feeds, {k: v for k, v in dims.items() if k in self.executor.compiled.symbols}  # type: ignore[attr-defined]

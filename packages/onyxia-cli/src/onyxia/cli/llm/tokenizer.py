@@ -1,0 +1,95 @@
+"""Text in and out: the model's `tokenizer.json`, its chat template, and streaming detokenization.
+
+Streaming must not split a multi-byte character or lose the spaces SentencePiece-style decoders
+strip at the start of a fragment, so text is decoded over a sliding window of tokens and only the
+part that grew (and does not end in a replacement character) is emitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from onyxia.core import ModelLoadError
+
+__all__ = ["StreamDecoder", "TextTokenizer"]
+
+
+class TextTokenizer:
+    def __init__(self, path: Path | None, config: dict[str, Any], chat_template: str | None, where: Path) -> None:
+        if path is None:
+            raise ModelLoadError(f"{where}: no tokenizer.json; the LLM session needs the model's tokenizer")
+        from tokenizers import Tokenizer
+
+        try:
+            self._tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # the Rust error names the JSON problem
+            raise ModelLoadError(f"{path}: cannot load the tokenizer ({e})") from e
+        self.config = config
+        self.chat_template = chat_template
+
+    def encode(self, text: str) -> list[int]:
+        """Ids as the model expects them (special tokens such as <bos> added by the tokenizer)."""
+        return list(self._tok.encode(text).ids)
+
+    def encode_chat_turn(self, text: str) -> list[int]:
+        """Ids of rendered template text, which already carries its special tokens."""
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self._tok.decode(list(ids), skip_special_tokens=True))
+
+    def token_id(self, token: str) -> int | None:
+        value = self._tok.token_to_id(token)
+        return None if value is None else int(value)
+
+    def render_chat(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The chat template (jinja2, sandboxed as transformers does) applied to `messages`."""
+        if not self.chat_template:
+            raise ModelLoadError("the tokenizer has no chat_template; `onyxia chat` needs one")
+        from jinja2.exceptions import TemplateError
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message: str) -> None:
+            raise TemplateError(message)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = raise_exception
+        specials = {k: self._special(k) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
+        return env.from_string(self.chat_template).render(
+            messages=messages, add_generation_prompt=add_generation_prompt, **specials
+        )
+
+    def _special(self, key: str) -> str:
+        value = self.config.get(key, "")
+        return value.get("content", "") if isinstance(value, dict) else str(value or "")
+
+    def stream(self) -> StreamDecoder:
+        return StreamDecoder(self)
+
+
+class StreamDecoder:
+    """Feed token ids one at a time; get back the text each one completes (possibly empty)."""
+
+    def __init__(self, tokenizer: TextTokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._ids: list[int] = []
+        self._prefix = 0  # window start: decoding from here keeps leading-space context
+        self._read = 0  # tokens before this index have been emitted
+
+    def push(self, token_id: int) -> str:
+        self._ids.append(token_id)
+        prefix_text = self._tokenizer.decode(self._ids[self._prefix : self._read])
+        full_text = self._tokenizer.decode(self._ids[self._prefix :])
+        if len(full_text) > len(prefix_text) and not full_text.endswith("\ufffd"):
+            self._prefix, self._read = self._read, len(self._ids)
+            return full_text[len(prefix_text) :]
+        return ""
+
+    def flush(self) -> str:
+        """Whatever is still held back (an incomplete character at the end of generation)."""
+        prefix_text = self._tokenizer.decode(self._ids[self._prefix : self._read])
+        full_text = self._tokenizer.decode(self._ids[self._prefix :])
+        self._prefix = self._read = len(self._ids)
+        return full_text[len(prefix_text) :]

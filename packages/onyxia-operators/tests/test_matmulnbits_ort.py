@@ -1,0 +1,179 @@
+"""com.microsoft MatMulNBits against onnxruntime's CPU kernel at accuracy_level 0 (float activations).
+
+Weights are random nibbles packed as onnxruntime stores them (B [N, n_blocks, block_size / 2], low
+nibble first), so every block size, zero-point form, K tail and column count is covered without the
+quantizer (which needs onnx_ir).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from oracle import check_op, make_model, onyxia_outputs, reference_outputs, runtime
+
+import onyxia.operators.quantized.matmul_nbits as matmul_nbits
+from onyxia.compiler import CompilerPipeline
+from onyxia.core import CompiledModel, TensorRole
+from onyxia.onnx import load_and_parse_model
+from onyxia.operators import core_operator_registry
+
+F32_TOLERANCE = (2e-4, 2e-4)  # onnxruntime dequantizes and sums in another order
+
+
+def quantized_weights(
+    k: int, n: int, block_size: int, zero_points: str, dtype: type, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """B, scales and (for "packed" / "float") zero points of a random 4-bit [N, K] weight."""
+    rng = np.random.default_rng(seed)
+    blocks = -(-k // block_size)
+    q = rng.integers(0, 16, size=(n, blocks * block_size), dtype=np.uint8)
+    weights = {
+        "B": (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, blocks, block_size // 2),
+        "scales": (rng.random(n * blocks) * 0.1 + 0.01).astype(dtype),
+    }
+    if zero_points == "packed":
+        z = np.zeros((n, blocks + blocks % 2), np.uint8)
+        z[:, :blocks] = rng.integers(0, 16, size=(n, blocks))
+        weights["zero_points"] = (z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1)
+    elif zero_points == "float":
+        weights["zero_points"] = (rng.random(n * blocks) * 15).astype(dtype)
+    return weights
+
+
+def check_matmulnbits(
+    a: np.ndarray,
+    n: int,
+    block_size: int,
+    zero_points: str = "none",
+    *,
+    bias: bool = False,
+    constant_weights: bool = True,
+    dim_params: dict | None = None,
+) -> None:
+    k = a.shape[-1]
+    weights = quantized_weights(k, n, block_size, zero_points, a.dtype.type)
+    inputs = {"A": a, **weights}
+    if bias:
+        inputs.setdefault("zero_points", None)
+        inputs |= {"g_idx": None, "bias": np.linspace(-1, 1, n).astype(a.dtype)}
+    attrs = {"K": k, "N": n, "bits": 4, "block_size": block_size, "accuracy_level": 0}
+    check_op(
+        "MatMulNBits",
+        inputs,
+        attrs,
+        domain="com.microsoft",
+        initializers=[name for name in inputs if name != "A"] if constant_weights else ["scales"],
+        dim_params=dim_params,
+        tolerance=F32_TOLERANCE if a.dtype == np.float32 else None,
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("zero_points", ["none", "packed", "float"])
+@pytest.mark.parametrize("block_size", [16, 32, 64, 128])
+def test_block_sizes_and_zero_points(block_size: int, zero_points: str, dtype: type) -> None:
+    rng = np.random.default_rng(block_size)
+    # K = 2.5 blocks: the last block is padded; N = 37 is no multiple of a thread's 8 columns
+    k = block_size * 5 // 2
+    check_matmulnbits(rng.standard_normal((1, k)).astype(dtype), 37, block_size, zero_points)
+    check_matmulnbits(rng.standard_normal((37, k)).astype(dtype), 37, block_size, zero_points)
+
+
+@pytest.mark.parametrize("k", [64, 100, 131])  # whole blocks; a tail; an odd K (scalar reads of A)
+@pytest.mark.parametrize("m", [1, 2, 5, 37])
+def test_shapes(m: int, k: int) -> None:
+    a = np.random.default_rng(m + k).standard_normal((m, k)).astype(np.float32)
+    check_matmulnbits(a, 33, 32, "packed")
+
+
+def test_batched_a_with_bias() -> None:
+    a = np.random.default_rng(1).standard_normal((2, 3, 96)).astype(np.float32)
+    check_matmulnbits(a, 50, 32, "packed", bias=True)
+    check_matmulnbits(a.astype(np.float16), 50, 16, "none", bias=True)
+
+
+def test_runtime_weights_are_read_widened() -> None:
+    """B and packed zero points as graph inputs: stored one byte per u32, as any uint8 tensor."""
+    a = np.random.default_rng(2).standard_normal((3, 80)).astype(np.float32)
+    check_matmulnbits(a, 19, 16, "packed", constant_weights=False)
+    check_matmulnbits(a[:1], 19, 16, "packed", constant_weights=False)
+
+
+def test_split_k_reduction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SPLIT path (threads sharing a column group's blocks), unused on lavapipe by default."""
+    monkeypatch.setattr(matmul_nbits, "DECODE", matmul_nbits.Kernel("MatMulNBits/split", rows=1, split=4))
+    monkeypatch.setattr(matmul_nbits, "PREFILL", matmul_nbits.Kernel("MatMulNBits/split4", rows=4, split=2))
+    a = np.random.default_rng(3).standard_normal((6, 200)).astype(np.float32)
+    check_matmulnbits(a[:1], 45, 16, "packed")
+    check_matmulnbits(a, 45, 16, "float")
+
+
+def test_symbolic_rows_switch_kernels_without_recompiling() -> None:
+    """One plan for decode and prefill: each kernel dispatches zero workgroups on the other's M."""
+    k, n = 64, 24
+    weights = quantized_weights(k, n, 32, "none", np.float32)
+    attrs = {"K": k, "N": n, "bits": 4, "block_size": 32}
+    a = np.zeros((1, 1, k), np.float32)
+    model = make_model(
+        "MatMulNBits",
+        {"A": a, **weights},
+        attrs,
+        domain="com.microsoft",
+        initializers=list(weights),
+        dim_params={"A": ["batch", "seq", k]},
+    )
+    executor = runtime().load_model(_compile(model))
+    rng = np.random.default_rng(4)
+    for batch, seq in [(1, 1), (2, 37), (1, 1)]:
+        a = rng.standard_normal((batch, seq, k)).astype(np.float32)
+        (expected,) = reference_outputs(model, {"A": a}, "ort")
+        actual = executor.run({"A": a})["y0"]
+        np.testing.assert_allclose(actual, expected, *F32_TOLERANCE)
+        assert executor.stats.dispatches_encoded == 1  # the other kernel's dispatch is skipped
+    assert executor.stats.pipelines_created == 2
+
+
+def test_packed_weights_keep_their_bytes() -> None:
+    """B reaches the GPU as u32 words (N padded to 8), not one u32 per byte."""
+    weights = quantized_weights(256, 64, 32, "packed", np.float32)
+    model = make_model(
+        "MatMulNBits",
+        {"A": np.zeros((1, 256), np.float32), **weights},
+        {"K": 256, "N": 64, "bits": 4, "block_size": 32},
+        domain="com.microsoft",
+        initializers=list(weights),
+    )
+    compiled = _compile(model)
+    uploaded = {t.name: t.nbytes for t in compiled.tensors.values() if t.role is TensorRole.WEIGHT}
+    assert uploaded["B:u32:word-major-64-pad-8"] == weights["B"].nbytes
+    assert uploaded["zero_points:u32"] == weights["zero_points"].nbytes
+    assert "B" not in uploaded and "zero_points" not in uploaded
+
+
+def test_accuracy_level_4_differs_by_activation_quantization() -> None:
+    """The Gemma fixtures ask for level 4 (int8 activations in onnxruntime); Onyxia computes level 0."""
+    k, n = 640, 256
+    a = np.random.default_rng(5).standard_normal((1, k)).astype(np.float32)
+    weights = quantized_weights(k, n, 32, "none", np.float32)
+    outputs = {}
+    for level in (0, 4):
+        attrs = {"K": k, "N": n, "bits": 4, "block_size": 32, "accuracy_level": level}
+        model = make_model("MatMulNBits", {"A": a, **weights}, attrs, domain="com.microsoft", initializers=list(weights))
+        outputs[level] = reference_outputs(model, {"A": a}, "ort")[0]
+    (actual,) = onyxia_outputs(model, {"A": a})
+    diff_level_0 = float(np.abs(actual - outputs[0]).max())
+    diff_level_4 = float(np.abs(actual - outputs[4]).max())
+    print(f"max |onyxia - ort level 0| = {diff_level_0:.2e}, |onyxia - ort level 4| = {diff_level_4:.2e}")
+    assert diff_level_0 < 1e-3 < diff_level_4 < 0.05 * float(np.abs(outputs[0]).max())
+
+
+def _compile(model: onnx.ModelProto) -> CompiledModel:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "model.onnx")
+        onnx.save_model(model, path)
+        graph = load_and_parse_model(path)
+    return CompilerPipeline(core_operator_registry()).compile(graph, {})
