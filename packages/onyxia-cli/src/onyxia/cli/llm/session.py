@@ -27,6 +27,7 @@ __all__ = ["GenerationStats", "LlmSession"]
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
+GREEDY = SamplingParams()
 
 
 @dataclass
@@ -93,7 +94,7 @@ class LlmSession:
         self,
         prompt_ids: Sequence[int],
         max_new_tokens: int,
-        params: SamplingParams = SamplingParams(),
+        params: SamplingParams = GREEDY,
         stop: Sequence[int] = (),
     ) -> Iterator[int]:
         """Token ids as they are produced; the prompt is appended to whatever the cache holds."""
