@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper, numpy_helper
 from oracle import onyxia_outputs
@@ -10,7 +11,7 @@ from oracle import onyxia_outputs
 from onyxia.core import ShapeInferenceError, UnsupportedOpError
 
 
-def _model(attrs: dict, *, g_idx: bool = False, k: int = 64, a_k: int = 64):  # noqa: ANN202
+def _model(attrs: dict, *, g_idx: bool = False, k: int = 64, a_k: int = 64) -> onnx.ModelProto:
     n, block_size = 8, attrs.get("block_size", 32)
     blocks = -(-k // block_size)
     initializers = [
@@ -33,7 +34,7 @@ def _model(attrs: dict, *, g_idx: bool = False, k: int = 64, a_k: int = 64):  # 
     return helper.make_model(graph, opset_imports=opsets, ir_version=10)
 
 
-def _compile(model) -> None:  # noqa: ANN001
+def _compile(model: onnx.ModelProto) -> None:
     onyxia_outputs(model, {"A": np.zeros((1, 64), np.float32)})
 
 

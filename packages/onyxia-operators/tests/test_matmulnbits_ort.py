@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from onnx import helper, numpy_helper
 from oracle import check_op, make_model, onyxia_outputs, reference_outputs, runtime
 
 import onyxia.operators.quantized.matmul_nbits as matmul_nbits
@@ -162,7 +163,9 @@ def test_accuracy_level_4_differs_by_activation_quantization() -> None:
     outputs = {}
     for level in (0, 4):
         attrs = {"K": k, "N": n, "bits": 4, "block_size": 32, "accuracy_level": level}
-        model = make_model("MatMulNBits", {"A": a, **weights}, attrs, domain="com.microsoft", initializers=list(weights))
+        model = make_model(
+            "MatMulNBits", {"A": a, **weights}, attrs, domain="com.microsoft", initializers=list(weights)
+        )
         outputs[level] = reference_outputs(model, {"A": a}, "ort")[0]
     (actual,) = onyxia_outputs(model, {"A": a})
     diff_level_0 = float(np.abs(actual - outputs[0]).max())
@@ -177,3 +180,25 @@ def _compile(model: onnx.ModelProto) -> CompiledModel:
         onnx.save_model(model, path)
         graph = load_and_parse_model(path)
     return CompilerPipeline(core_operator_registry()).compile(graph, {})
+
+
+def test_genai_int4_lm_head_weights() -> None:
+    """The genai int4 fixture's LM head: real packed weights, 2-D scales [N, n_blocks], N = 1024."""
+    path = Path("/work/shared/fixtures/gemma3-tiny-genai/int4/model.onnx")
+    model = onnx.load(path, load_external_data=False)
+    tensors = {t.name: t for t in model.graph.initializer}
+    node = next(n for n in model.graph.node if n.name == "/lm_head/MatMul_Q4")
+    weights = {
+        name: numpy_helper.to_array(tensors[node.input[i]], base_dir=str(path.parent))
+        for i, name in ((1, "B"), (2, "scales"))
+    }
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute} | {"accuracy_level": 0}
+    a = np.random.default_rng(6).standard_normal((1, 3, 64)).astype(np.float32)
+    check_op(
+        "MatMulNBits",
+        {"A": a, **weights},
+        attrs,
+        domain="com.microsoft",
+        initializers=list(weights),
+        tolerance=F32_TOLERANCE,
+    )

@@ -68,7 +68,8 @@ class ConcatOp:
         for i in range(ctx.num_inputs):
             dims = ctx.input_dims(i)
             slab, n = SymbolicExpr.binary("*", dims[axis], inner), dims_product(dims)
-            if n != 0:  # an empty input writes nothing (and its zero slab would be a literal divisor)
+            in_place = i == 0 and ctx.shares_storage(0, 0)  # a KV cache: the past is already there
+            if n != 0 and not in_place:  # an empty input writes nothing (its zero slab would be a divisor)
                 sizes = {"N": n, "IN_SLAB": slab, "OUT_SLAB": out_slab, "OFFSET": offset}
                 shader = ctx.compile_shader("movement/concat", _SOURCE, defs, sizes)
                 ctx.dispatch(shader, [ctx.input(i)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
