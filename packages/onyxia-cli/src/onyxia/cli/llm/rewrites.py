@@ -14,6 +14,7 @@ import logging
 import numpy as np
 
 from onyxia.core import Absent, DataType, IrGraph, IrNode, TensorKind, TensorValue, shape_of
+from onyxia.core.symbolic import simplify_dim
 
 __all__ = ["NEXT_TOKEN", "add_next_token", "alias_kv_cache", "logits_for_last_position"]
 
@@ -71,7 +72,7 @@ def add_next_token(graph: IrGraph, logits_name: str) -> None:
     graph.mark_output(token)
 
 
-def alias_kv_cache(graph: IrGraph, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def alias_kv_cache(graph: IrGraph, pairs: list[tuple[str, str]], dims: dict[str, int]) -> list[tuple[str, str]]:
     """Alias each (past, present) pair whose producer can append in place; returns the pairs aliased.
 
     In place needs the cache to grow at its end in memory: batch and KV heads of 1 (dims before the
@@ -82,7 +83,8 @@ def alias_kv_cache(graph: IrGraph, pairs: list[tuple[str, str]]) -> list[tuple[s
         producer = graph.tensor_producer(present.id) if present is not None else None
         if past is None or producer is None or (producer.domain, producer.op_type) not in _IN_PLACE:
             continue
-        if past.id not in producer.inputs or any(d != 1 for d in past.shape.dims[:2]):  # type: ignore[union-attr]
+        leading = [simplify_dim(d, dims) for d in past.shape.dims[:2]]  # type: ignore[union-attr]
+        if past.id not in producer.inputs or any(d != 1 for d in leading):
             continue
         graph.aliases[present.id] = past.id  # type: ignore[union-attr]
         aliased.append((past_name, present_name))

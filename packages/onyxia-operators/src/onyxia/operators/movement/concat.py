@@ -36,6 +36,7 @@ _SOURCE = load_wgsl(__package__, "concat.wgsl")
 @dataclass(frozen=True)
 class ConcatOp:
     name: str = "Concat"
+    appends_in_place = True  # when output 0 aliases input 0 (a KV cache), input 0 is not rewritten
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         dtype, first = ctx.input_dtype(0), ctx.input_dims(0)

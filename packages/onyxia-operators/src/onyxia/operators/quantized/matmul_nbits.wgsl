@@ -23,7 +23,8 @@
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
 //       WORKGROUP_SIZE
-// Dims: M (rows, literal or immediate), K, N, NP (N rounded up to 4 * CG), NB (blocks per column), WPB (words per
+// Dims: M (rows, literal or immediate), K, N, NP (N rounded up to the repack's column padding, a
+//       multiple of 4 * CG), NB (blocks per column), WPB (words per
 //       block), WPC (words per column), ZB (zero-point bytes per column).
 #ifdef F16
 enable f16;
@@ -164,6 +165,8 @@ fn main(
     var acc = array<vec4<f32>, #{ROWS}u * #{CG}u>();
     if (n0 < #{N}) {
         for (var blk = t; blk < #{NB}; blk += #{SPLIT}u) {
+            // zeroed explicitly: a `var` declared without initializer in a loop body kept the previous
+            // iteration's value here (wgpu 0.32 on lavapipe), though WGSL says it starts at zero
             var dot_q = array<vec4<f32>, #{ROWS}u * #{CG}u>();
             var sum_a = array<f32, #{ROWS}>();
             for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {

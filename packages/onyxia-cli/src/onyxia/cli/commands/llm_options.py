@@ -1,0 +1,74 @@
+"""Options `generate` and `chat` share, and opening the session with a progress bar.
+
+Without MODEL_DIR both use the built-in demo (fortune-gemma3, shipped in this package), which
+samples with temperature 0.8 and top-k 40 unless told otherwise: a 4M-parameter model loops
+when decoded greedily. Any other model defaults to greedy decoding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.resources
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from onyxia.cli.llm import PRECISIONS, LlmSession, SamplingParams
+
+__all__ = ["DEMO_MODEL_DIR", "add_llm_arguments", "open_session", "sampling_from"]
+
+DEMO_MODEL_DIR = "fortune-gemma3"
+_DEMO_SAMPLING = {"temperature": 0.8, "top_k": 40}
+_PHASES = ("parsing", "compiling", "uploading weights")
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "model_dir", nargs="?", type=Path, default=None, help="model directory (default: built-in demo)"
+    )
+    parser.add_argument("--precision", choices=sorted(PRECISIONS), default=None, help="which ONNX file to run")
+    parser.add_argument("--max-length", type=int, default=None, help="KV cache capacity in tokens")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--temperature", type=float, default=None, help="0 = greedy")
+    parser.add_argument("--top-k", type=int, default=None)
+    parser.add_argument("--top-p", type=float, default=None)
+    parser.add_argument("--repetition-penalty", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None)
+
+
+def sampling_from(args: argparse.Namespace) -> SamplingParams:
+    defaults: dict[str, Any] = _DEMO_SAMPLING if args.model_dir is None else {}
+    return SamplingParams(
+        temperature=args.temperature if args.temperature is not None else defaults.get("temperature", 0.0),
+        top_k=args.top_k if args.top_k is not None else defaults.get("top_k", 0),
+        top_p=args.top_p if args.top_p is not None else 1.0,
+        repetition_penalty=args.repetition_penalty,
+        seed=args.seed,
+    )
+
+
+@contextlib.contextmanager
+def _model_dir(path: Path | None) -> Iterator[Path]:
+    if path is not None:
+        yield path
+        return
+    with importlib.resources.as_file(importlib.resources.files("onyxia.cli.data") / DEMO_MODEL_DIR) as demo:
+        yield demo
+
+
+def open_session(args: argparse.Namespace, console: Console) -> LlmSession:
+    """Load with a progress bar on stderr: parsing, compiling, uploading weights."""
+    columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    with _model_dir(args.model_dir) as root, Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("loading", total=len(_PHASES))
+
+        def progress(phase: str) -> None:
+            bar.update(task, description=phase, completed=_PHASES.index(phase) if phase in _PHASES else 0)
+
+        session = LlmSession.from_pretrained(root, args.precision, args.max_length, progress=progress)
+        bar.update(task, completed=len(_PHASES))
+    return session
