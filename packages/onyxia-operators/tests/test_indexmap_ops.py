@@ -93,6 +93,21 @@ def test_space_to_depth() -> None:
     check_op("SpaceToDepth", {"x": _x((1, 3, 4, 6))}, {"blocksize": 2})
 
 
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_space_to_depth_mode(mode: str) -> None:
+    # opset 28 added `mode`; onnxruntime does not implement that version yet
+    check_op("SpaceToDepth", {"x": _x((2, 3, 4, 6))}, {"blocksize": 2, "mode": mode}, opset=28, reference="onnx")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("value", [-np.inf, np.inf, np.nan, 1e30])
+def test_pad_non_finite_value(dtype: type, value: float) -> None:
+    # WGSL has no inf/NaN literal and f16 cannot hold 1e30 (it rounds to inf, as onnxruntime does)
+    with np.errstate(over="ignore"):
+        inputs = {"x": _x((4, 5), dtype), "pads": np.array([1, 2, 0, 3], np.int64), "value": np.array(value, dtype)}
+    check_op("Pad", inputs, {"mode": "constant"}, initializers=["pads", "value"], opset=19)
+
+
 def test_folds_with_constant_input() -> None:
     b = GraphBuilder()
     x = b.input("x", DataType.FLOAT, [3, 2])

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from onyxia.core import DataType, SymbolicDim
 from onyxia.core.shapes import dims_product
 
-__all__ = ["WORKGROUP_SIZE", "broadcast_strides", "contiguous_strides", "type_defs"]
+__all__ = ["WORKGROUP_SIZE", "broadcast_strides", "contiguous_strides", "type_defs", "wgsl_literal"]
 
 WORKGROUP_SIZE = 256
 
@@ -34,3 +36,20 @@ def type_defs(**dtypes: DataType) -> dict[str, object]:
     if any(dtype == DataType.FLOAT16 for dtype in dtypes.values()):
         defs["F16"] = True
     return defs
+
+
+def wgsl_literal(dtype: DataType, value: float | int) -> str:
+    """`value` as a WGSL expression of `dtype`'s storage type, rounded to the dtype first.
+
+    WGSL has no inf or NaN literal, and a finite literal the type cannot hold (``f16(1e38)``) is a
+    compile error, so non-finite floats are f32 bit patterns (naga has no 16-bit bitcast; f16 converts
+    the f32 infinity or NaN).
+    """
+    if dtype == DataType.BOOL:
+        return f"{int(bool(value))}u"
+    if not dtype.is_float:
+        return f"{dtype.wgsl}({int(value)})"
+    rounded = np.float16(value) if dtype == DataType.FLOAT16 else np.float32(value)
+    if np.isfinite(rounded):
+        return f"{dtype.wgsl}({float(rounded)!r})"
+    return f"{dtype.wgsl}(bitcast<f32>({int(np.float32(rounded).view(np.uint32))}u))"

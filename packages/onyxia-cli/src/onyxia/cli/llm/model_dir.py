@@ -57,12 +57,17 @@ def resolve_model_dir(root: str | Path, precision: str | None = None, features: 
         raise ModelLoadError(f"{root}: not a directory; expected an LLM model directory")
     if precision is not None and precision not in PRECISIONS:
         raise ModelLoadError(f"--precision {precision!r} is unknown; choose one of {sorted(PRECISIONS)}")
+    single = (root / "genai_config.json").is_file() or not (root / "onnx").is_dir()
+    if single and precision is not None and (root / "model.onnx").is_file():
+        raise ModelLoadError(
+            f"{root}: this layout holds a single model file (model.onnx), so --precision {precision} does not apply"
+        )
     if (root / "genai_config.json").is_file():
-        found = _genai(root, precision)
+        found = _genai(root)
     elif (root / "onnx").is_dir():
         found = _onnx_community(root, precision, features)
     elif (root / "model.onnx").is_file():
-        found = ModelDirectory(root, "optimum", root / "model.onnx", precision or "fp32", _json(root / "config.json"))
+        found = ModelDirectory(root, "optimum", root / "model.onnx", "as-exported", _json(root / "config.json"))
     else:
         raise ModelLoadError(
             f"{root}: no ONNX model found; expected onnx/model*.onnx (onnx-community), genai_config.json "
@@ -94,7 +99,7 @@ def _onnx_community(root: Path, precision: str | None, features: Collection[str]
     )
 
 
-def _genai(root: Path, precision: str | None) -> ModelDirectory:
+def _genai(root: Path) -> ModelDirectory:
     genai = _json(root / "genai_config.json")
     model = genai.get("model", {})
     decoder = model.get("decoder", {})
@@ -108,7 +113,7 @@ def _genai(root: Path, precision: str | None) -> ModelDirectory:
         "sliding_window": (decoder.get("sliding_window") or {}).get("window_size"),
         "genai": genai,
     }
-    return ModelDirectory(root, "genai", path, precision or "as-built", config)
+    return ModelDirectory(root, "genai", path, "as-exported", config)
 
 
 def _attach_tokenizer(found: ModelDirectory) -> None:

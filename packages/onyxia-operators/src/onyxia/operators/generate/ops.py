@@ -27,7 +27,7 @@ from onyxia.core import (
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.family import named_rows
-from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
+from onyxia.operators.layout import WORKGROUP_SIZE, type_defs, wgsl_literal
 from onyxia.operators.typesets import ALL_GPU, NUMERIC, require_dtype
 
 __all__ = ["GENERATE", "GeneratorOp"]
@@ -64,12 +64,6 @@ class GeneratorOp:
         shader = ctx.compile_shader("generate", _SOURCE, defs, dims)  # type: ignore[arg-type]
         reads = [ctx.input(0)] if self.reads_input else []
         ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
-
-
-def _literal(dtype: DataType, value: object) -> str:
-    if dtype.is_float:
-        return f"{dtype.wgsl}({float(value)!r})"  # type: ignore[arg-type]
-    return f"{dtype.wgsl}({int(value)})"  # type: ignore[call-overload]
 
 
 # ----- ConstantOfShape -----------------------------------------------------------------------------
@@ -123,8 +117,8 @@ def _range_fold(ctx: NodeCtx) -> np.ndarray | None:
 def _range_expr(ctx: NodeCtx, dtype: DataType) -> dict[str, object]:
     start, _, delta = _range_args(ctx)
     if isinstance(start, SymbolicExpr):
-        return {"SYMBOLIC_START": True, "DELTA": _literal(dtype, delta), "dims": {"START": start}}
-    return {"EXPR": f"{_literal(dtype, start)} + {dtype.wgsl}(i) * {_literal(dtype, delta)}"}
+        return {"SYMBOLIC_START": True, "DELTA": wgsl_literal(dtype, delta), "dims": {"START": start}}
+    return {"EXPR": f"{wgsl_literal(dtype, start)} + {dtype.wgsl}(i) * {wgsl_literal(dtype, delta)}"}
 
 
 # ----- Trilu ---------------------------------------------------------------------------------------
@@ -154,7 +148,7 @@ def _trilu_expr(ctx: NodeCtx, dtype: DataType) -> dict[str, object]:
 GENERATE: dict[str, GeneratorOp] = named_rows(
     {
         "ConstantOfShape": GeneratorOp(
-            _fill_type, _fill_fold, lambda ctx, dt: {"EXPR": _literal(dt, _fill_value(ctx)[0])}
+            _fill_type, _fill_fold, lambda ctx, dt: {"EXPR": wgsl_literal(dt, _fill_value(ctx)[0])}
         ),
         "Range": GeneratorOp(_range_type, _range_fold, _range_expr),
         "Trilu": GeneratorOp(

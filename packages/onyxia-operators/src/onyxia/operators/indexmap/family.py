@@ -15,7 +15,6 @@ import numpy as np
 
 from onyxia.core import (
     BufferRef,
-    DataType,
     FoldCtx,
     InferenceCtx,
     NodeCtx,
@@ -28,7 +27,7 @@ from onyxia.core import (
     shape_of,
 )
 from onyxia.core.shapes import dims_product
-from onyxia.operators.layout import WORKGROUP_SIZE, contiguous_strides, type_defs
+from onyxia.operators.layout import WORKGROUP_SIZE, contiguous_strides, type_defs, wgsl_literal
 from onyxia.operators.typesets import ALL_GPU, require_dtype
 
 __all__ = ["IndexMap", "IndexMapOp", "emit_index_map", "identity_map"]
@@ -87,7 +86,7 @@ def emit_index_map(ctx: PlanCtx, m: IndexMap, output: BufferRef) -> None:
     defs: dict[str, object] = {**type_defs(X_T=dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE, "MODE": m.mode}
     defs["RANK"] = max(len(m.out_dims), 1)
     if m.mode == "constant":
-        defs["PAD_VALUE"] = _literal(dtype, m.pad_value)
+        defs["PAD_VALUE"] = wgsl_literal(dtype, m.pad_value)
     dims = {
         "N": n,
         "OUT_DIMS": m.out_dims or rank_pad,
@@ -99,10 +98,3 @@ def emit_index_map(ctx: PlanCtx, m: IndexMap, output: BufferRef) -> None:
     shader = ctx.compile_shader("indexmap", _SOURCE, defs, dims)  # type: ignore[arg-type]
     ctx.dispatch(shader, [ctx.input(0)], [output], ceil_div(n, WORKGROUP_SIZE))
 
-
-def _literal(dtype: DataType, value: float | int) -> str:
-    if dtype.is_float:
-        return f"{dtype.wgsl}({float(value)!r})".replace("inf", "1e38")
-    if dtype == DataType.BOOL:
-        return f"{int(bool(value))}u"
-    return f"{dtype.wgsl}({int(value)})"

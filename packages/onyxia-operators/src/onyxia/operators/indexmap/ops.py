@@ -138,7 +138,9 @@ def _depth_to_space(ctx: NodeCtx) -> IndexMap:
 def _space_to_depth(ctx: NodeCtx) -> IndexMap:
     (n, c, h, w), b = _blocks(ctx)
     h2, w2 = h // b, w // b  # type: ignore[operator]
-    return _view_transpose([n, c, h2, b, w2, b], [0, 3, 5, 1, 2, 4], [n, c * b * b, h2, w2])  # type: ignore[operator]
+    # opset 28's mode: DCR puts the block offset outermost in the output channel, CRD innermost
+    perm = [0, 3, 5, 1, 2, 4] if ctx.attr_str("mode", "DCR") == "DCR" else [0, 1, 3, 5, 2, 4]
+    return _view_transpose([n, c, h2, b, w2, b], perm, [n, c * b * b, h2, w2])  # type: ignore[operator]
 
 
 def _fold_view(ctx: NodeCtx, data: np.ndarray, build: object) -> np.ndarray:

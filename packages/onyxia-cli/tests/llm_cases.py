@@ -1,0 +1,36 @@
+"""The LLM fixtures (copied from shared/fixtures) and a cache of loaded sessions for the tests."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "data"
+
+# (directory, precision, expected file, prefill logits tolerance)
+FIXTURES = [
+    ("gemma3-tiny", "fp32", "expected_fp32.json", 1e-4),
+    ("gemma3-tiny", "fp16", "expected_fp16.json", 2e-2),
+    ("gemma3-tiny", "q4", "expected_q4_acc0.json", 1e-4),
+    ("gemma3-tiny", "q4f16", "expected_q4f16_acc0.json", 2e-2),
+    ("gemma3-tiny-genai/fp32", None, "expected_ort.json", 1e-4),
+    ("gemma3-tiny-genai/fp32-fullkv", None, "expected_ort.json", 1e-4),
+    ("gemma3-tiny-optimum", None, "expected.json", 1e-4),
+]
+
+
+def fixture_id(case: tuple[Any, ...]) -> str:
+    return f"{case[0]}:{case[1] or 'file'}"
+
+
+def expected(directory: str, name: str) -> dict[str, Any]:
+    return json.loads((DATA / directory / name).read_text())
+
+
+@cache
+def session(directory: str, precision: str | None) -> Any:
+    from onyxia.cli.llm import LlmSession
+
+    return LlmSession.from_pretrained(DATA / directory, precision, max_length=160)

@@ -1,0 +1,30 @@
+"""Every exporter fixture, every precision: greedy tokens and prefill logits equal onnxruntime's."""
+
+from typing import Any
+
+import numpy as np
+import pytest
+from llm_cases import FIXTURES, expected, fixture_id, session
+
+
+@pytest.mark.parametrize("case", FIXTURES, ids=fixture_id)
+def test_greedy_tokens_match_onnxruntime(case: tuple[Any, ...]) -> None:
+    directory, precision, name, _ = case
+    llm = session(directory, precision)
+    for prompt in expected(directory, name)["prompts"]:
+        llm.reset()
+        got = list(llm.generate_ids(prompt["prompt_ids"], len(prompt["greedy_ids"])))
+        assert got == prompt["greedy_ids"], f"prompt '{prompt['name']}'"
+
+
+@pytest.mark.parametrize("case", FIXTURES, ids=fixture_id)
+def test_prefill_logits_match_onnxruntime(case: tuple[Any, ...]) -> None:
+    directory, precision, name, tolerance = case
+    llm = session(directory, precision)
+    for prompt in expected(directory, name)["prompts"]:
+        llm.reset()
+        logits = llm.next_token_logits(prompt["prompt_ids"])
+        top5 = prompt["prefill_top5"]
+        assert list(np.argsort(-logits, kind="stable")[:5]) == top5["ids"], f"prompt '{prompt['name']}'"
+        np.testing.assert_allclose(logits[top5["ids"]], top5["values"], atol=tolerance, rtol=0)
+        np.testing.assert_allclose(logits.astype(np.float64).sum(), prompt["prefill_last_logits_sum"], atol=tolerance * 1024)

@@ -1,0 +1,116 @@
+"""The session's guarantees: one plan, no recompiles, tiny readback, KV cache in place, chat reuse."""
+
+import numpy as np
+import pytest
+from llm_cases import DATA, session
+
+from onyxia.cli.llm import LlmSession, SamplingParams
+from onyxia.cli.llm.chat import Conversation
+from onyxia.core import InputError, ModelLoadError
+
+MODELS = [("gemma3-tiny-optimum", None), ("gemma3-tiny", "fp32")]
+
+
+@pytest.mark.parametrize(("directory", "precision"), MODELS)
+def test_decode_creates_no_pipelines_and_reads_back_one_token(directory: str, precision: str | None) -> None:
+    llm = session(directory, precision)
+    llm.reset()
+    stats = llm.executor.stats
+    steps = llm.generate_ids([2, 100, 200, 300], 12)
+    next(steps)  # prefill
+    next(steps)  # first decode step
+    pipelines, modules, read = stats.pipelines_created, stats.shader_modules_created, stats.bytes_read_back
+    for count, _ in enumerate(steps, start=1):
+        assert stats.bytes_read_back - read == 4 * count  # one i32 token id per greedy step
+    assert (stats.pipelines_created, stats.shader_modules_created) == (pipelines, modules)
+
+
+@pytest.mark.parametrize(("directory", "precision"), MODELS)
+def test_kv_cache_is_appended_in_place(directory: str, precision: str | None) -> None:
+    llm = session(directory, precision)
+    assert len(llm.aliased) == len(llm.signature.kv)  # every cache tensor aliased: no per-step copy
+    assert llm.executor._carry_copies == []
+
+
+def test_sampling_reads_one_logits_row_and_is_reproducible() -> None:
+    llm = session("gemma3-tiny-optimum", None)
+    params = SamplingParams(temperature=0.9, top_k=20, top_p=0.9, repetition_penalty=1.1, seed=7)
+    runs = []
+    for _ in range(2):
+        llm.reset()
+        before = llm.executor.stats.bytes_read_back
+        runs.append(list(llm.generate_ids([2, 5, 9], 6, params)))
+        assert llm.executor.stats.bytes_read_back - before == 6 * 1024 * 4  # the last row of logits per step
+    assert runs[0] == runs[1]
+
+
+def test_chat_reuses_the_cache_and_equals_a_single_shot_run() -> None:
+    llm = session("gemma3-tiny-optimum", None)
+    greedy = SamplingParams()
+    chat = Conversation(llm, greedy, max_new_tokens=6)
+    answers = ["".join(chat.say(text)) for text in ("hello", "tell me more", "thanks")]
+    rendered = llm.tokenizer.encode_chat_turn(llm.tokenizer.render_chat(chat.messages[:-1]))
+    assert chat.prefilled[0] == len(llm.tokenizer.encode_chat_turn(llm.tokenizer.render_chat(chat.messages[:1])))
+    assert sum(chat.prefilled) + sum(len(llm.tokenizer.encode_chat_turn(a)) for a in answers[:2]) < 3 * len(rendered)
+    # one shot over the whole conversation gives the same last answer
+    llm.reset()
+    stops = chat._stops()
+    single = list(llm.generate_ids(rendered, 6, greedy, stops))
+    text = llm.tokenizer.decode([t for t in single if t not in stops])
+    assert text == answers[-1]
+
+
+def test_prompt_longer_than_max_length_is_refused() -> None:
+    llm = session("gemma3-tiny-optimum", None)
+    llm.reset()
+    with pytest.raises(InputError, match="exceed max_length 160"):
+        list(llm.generate_ids(list(range(2, 150)), 20))
+
+
+def test_bad_directories_get_specific_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ModelLoadError, match="no ONNX model found"):
+        LlmSession.from_pretrained(tmp_path)
+    (tmp_path / "model.onnx").write_bytes((DATA / "gemma3-tiny-optimum" / "model.onnx").read_bytes())
+    with pytest.raises(ModelLoadError, match="no tokenizer.json"):
+        LlmSession.from_pretrained(tmp_path)
+    with pytest.raises(ModelLoadError, match="exceeds the model's limit of 512"):
+        LlmSession.from_pretrained(DATA / "gemma3-tiny-optimum", max_length=4096)
+    with pytest.raises(ModelLoadError, match="single model file .* --precision q4 does not apply"):
+        LlmSession.from_pretrained(DATA / "gemma3-tiny-genai" / "fp32", "q4")
+    with pytest.raises(ModelLoadError, match="unknown; choose one of"):
+        LlmSession.from_pretrained(DATA / "gemma3-tiny", "int3")
+
+
+def test_streaming_keeps_multibyte_characters_whole() -> None:
+    llm = session("gemma3-tiny-optimum", None)
+    text = "naïve café — 日本語 🙂 done"
+    ids = llm.tokenizer.encode(text)
+    stream = llm.tokenizer.stream()
+    pieces = [stream.push(t) for t in ids] + [stream.flush()]
+    assert "".join(pieces) == text
+    assert all("\ufffd" not in p for p in pieces)
+    np.testing.assert_equal(len(ids) > len(text.split()), True)
+
+
+def test_f16_precision_on_an_adapter_without_shader_f16() -> None:
+    from onyxia.cli.llm import resolve_model_dir
+
+    with pytest.raises(ModelLoadError, match="needs the adapter feature shader-f16"):
+        resolve_model_dir(DATA / "gemma3-tiny", "fp16", features={"immediates"})
+    assert resolve_model_dir(DATA / "gemma3-tiny", None, features={"immediates"}).precision == "q4"
+    assert resolve_model_dir(DATA / "gemma3-tiny", None, features={"shader-f16"}).precision == "q4f16"
+
+
+def test_model_whose_inputs_break_the_conventions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    import onnx
+
+    shutil.copytree(DATA / "gemma3-tiny-optimum", tmp_path / "m")
+    model = onnx.load(tmp_path / "m" / "model.onnx")
+    model.graph.input[0].name = "tokens"
+    for node in model.graph.node:
+        node.input[:] = ["tokens" if x == "input_ids" else x for x in node.input]
+    onnx.save(model, tmp_path / "m" / "model.onnx")
+    with pytest.raises(ModelLoadError, match=r"no 'input_ids' input; unexpected inputs \['tokens'\]"):
+        LlmSession.from_pretrained(tmp_path / "m")
