@@ -27,4 +27,6 @@ def test_prefill_logits_match_onnxruntime(case: tuple[Any, ...]) -> None:
         top5 = prompt["prefill_top5"]
         assert list(np.argsort(-logits, kind="stable")[:5]) == top5["ids"], f"prompt '{prompt['name']}'"
         np.testing.assert_allclose(logits[top5["ids"]], top5["values"], atol=tolerance, rtol=0)
-        np.testing.assert_allclose(logits.astype(np.float64).sum(), prompt["prefill_last_logits_sum"], atol=tolerance * 1024)
+        np.testing.assert_allclose(
+            logits.astype(np.float64).sum(), prompt["prefill_last_logits_sum"], atol=tolerance * 1024
+        )

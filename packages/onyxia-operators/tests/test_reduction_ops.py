@@ -1,6 +1,6 @@
 """The Reduce* family against onnxruntime (onnx.reference where the spec's identity values for
 empty reductions differ from onnxruntime): every row, axes as input and as attribute, keepdims,
-negative and empty axes, noop_with_empty_axes, ranks 0 to 6, size-0 dims, ints, f16, folding."""
+negative and empty axes, noop_with_empty_axes, ranks 0 to 6, size-0 dims, ints, f16, bool, folding."""
 
 from __future__ import annotations
 
@@ -86,6 +86,17 @@ def test_reduce_integers(op: str, dtype: type) -> None:
 @pytest.mark.parametrize("op", [n for n in NAMES if _supports(n, DataType.FLOAT16)])
 def test_reduce_float16(op: str) -> None:
     check_op(op, _inputs(op, (3, 6, 5), [1], np.float16), opset=18, initializers=["axes"])
+
+
+@pytest.mark.parametrize(("shape", "axes"), [((3, 4, 5), [1]), ((3, 40), [-1]), ((2, 3), None), ((2, 0), [1])], ids=str)
+@pytest.mark.parametrize("op", [n for n in NAMES if _supports(n, DataType.BOOL)])
+def test_reduce_bool(op: str, shape: tuple, axes: list[int] | None) -> None:
+    # opset 20 allows bool in ReduceMax (any) and ReduceMin (all); an empty one is false / true
+    inputs = {"x": RNG.random(shape) < (0.9 if op == "ReduceMin" else 0.1)}
+    if axes is not None:
+        inputs["axes"] = np.array(axes, np.int64)
+    check_op(op, inputs, opset=20, initializers=["axes"], reference="onnx" if 0 in shape else "ort")
+    check_op(op, inputs, opset=20, initializers=["x", "axes"], reference="onnx")  # folded on the host
 
 
 @pytest.mark.parametrize(("op", "dims"), [("ReduceMean", ["batch", "seq", 8]), ("ReduceMax", [2, "seq", "hidden"])])

@@ -18,10 +18,6 @@ _F64_BODY = "not implemented: the expanded function body Casts to float64, which
 EXPECTED: dict[str, str] = {
     # Attention (expanded function bodies)
     "test_attention_local_window_gqa_rank4_mask_expanded": _F64_BODY,
-    "test_attention_local_window_ext_cache_float16_mask_expanded": (
-        "bug: Pad of f16 with constant_value -inf renders the literal f16(-1e38) (indexmap _literal maps inf "
-        "to 1e38), which WGSL rejects: f16 cannot represent it"
-    ),
     "test_reduce_log_sum_exp_empty_set_expanded": _F64_BODY,
     # Pooling and convolution
     "test_averagepool_3d_default": _POOL_3D,
@@ -40,10 +36,6 @@ EXPECTED: dict[str, str] = {
     # Normalization
     "test_batchnorm_example_training_mode": "not implemented: BatchNormalization training_mode=1 (inference only)",
     "test_batchnorm_epsilon_training_mode": "not implemented: BatchNormalization training_mode=1 (inference only)",
-    # Reductions
-    "test_reduce_max_bool_inputs": "not implemented: ReduceMax on bool (allowed since opset 20)",
-    "test_reduce_max_empty_set_bool": "not implemented: ReduceMax on bool (allowed since opset 20)",
-    "test_reduce_min_bool_inputs": "not implemented: ReduceMin on bool (allowed since opset 20)",
     # Resize
     "test_resize_downsample_scales_linear_align_corners": (
         "reference: for align_corners with scales, the ONNX reference divides by the unrounded output length "
@@ -66,8 +58,4 @@ EXPECTED: dict[str, str] = {
     "test_resize_tf_crop_and_resize_axes_3_2": _CROP,
     "test_resize_downsample_scales_linear_antialias": _ANTIALIAS,
     "test_resize_downsample_sizes_linear_antialias": _ANTIALIAS,
-    # Movement
-    "test_spacetodepth_crd_mode_example": (
-        "bug: SpaceToDepth ignores the opset-28 mode attribute and always uses DCR order (mode='CRD' here)"
-    ),
 }

@@ -45,20 +45,9 @@ class Conversation:
             self.tokens = []
         new = rendered[len(self.tokens) :]
         self.prefilled.append(len(new))
-        stops = self._stops()
-        stream = self.session.tokenizer.stream()
         answer: list[int] = []
         self._pending = (new, answer)
-        for token in self.session.generate_ids(new, self.max_new_tokens, self.params, stops):
-            answer.append(token)
-            if token in stops:
-                break
-            piece = stream.push(token)
-            if piece:
-                yield piece
-        tail = stream.flush()
-        if tail:
-            yield tail
+        yield from self.session.stream_text(new, self.max_new_tokens, self.params, self._stops(), answer)
         self._finish(new, answer)
 
     def interrupted(self) -> None:

@@ -138,8 +138,15 @@ class LlmSession:
         ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         params = SamplingParams(temperature, top_k, top_p, repetition_penalty, seed)
         stops = self.model_dir.eos_token_ids if stop is None else list(stop)
+        yield from self.stream_text(ids, max_new_tokens, params, stops, [])
+
+    def stream_text(
+        self, ids: Sequence[int], max_new_tokens: int, params: SamplingParams, stops: Sequence[int], tokens: list[int]
+    ) -> Iterator[str]:
+        """Decoded text as tokens arrive (stop tokens not shown); every sampled id is appended to `tokens`."""
         stream = self.tokenizer.stream()
         for token in self.generate_ids(ids, max_new_tokens, params, stops):
+            tokens.append(token)
             if token in stops:
                 break
             piece = stream.push(token)
@@ -149,19 +156,27 @@ class LlmSession:
         if tail:
             yield tail
 
+    def next_token_logits(self, ids: Sequence[int]) -> np.ndarray:
+        """Append `ids` to the cache and return the last position's logits (one row, float32)."""
+        logits = self._forward([int(t) for t in ids], [self.signature.logits])[self.signature.logits]
+        return logits.reshape(-1, logits.shape[-1])[-1].astype(np.float32)
+
     # ----- one forward pass --------------------------------------------------------------------
     def _step(self, ids: list[int], params: SamplingParams, rng: np.random.Generator) -> int:
+        if params.greedy:
+            return int(self._forward(ids, [NEXT_TOKEN])[NEXT_TOKEN].reshape(-1)[-1])
+        logits = self._forward(ids, [self.signature.logits])[self.signature.logits]
+        return sample_token(logits.reshape(-1, logits.shape[-1])[-1], params, self.history, rng)
+
+    def _forward(self, ids: list[int], outputs: list[str]) -> dict[str, np.ndarray]:
+        if self.position + len(ids) > self.max_length:
+            raise InputError(f"{self.position} cached + {len(ids)} new tokens exceed max_length {self.max_length}")
         feeds, dims = self._feeds(ids)
         self.executor.update_dimensions(dims)  # type: ignore[attr-defined]
-        wanted = [NEXT_TOKEN] if params.greedy else [self.signature.logits]
-        out = self.executor.run(feeds, outputs=wanted)  # type: ignore[attr-defined]
+        out: dict[str, np.ndarray] = self.executor.run(feeds, outputs=outputs)  # type: ignore[attr-defined]
         self.position += len(ids)
         self.history.extend(ids)
-        if params.greedy:
-            return int(out[NEXT_TOKEN].reshape(-1)[-1])
-        return sample_token(
-            out[self.signature.logits].reshape(-1, out[self.signature.logits].shape[-1])[-1], params, self.history, rng
-        )
+        return out
 
     def _feeds(self, ids: list[int]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
         sig, past, count = self.signature, self.position, len(ids)

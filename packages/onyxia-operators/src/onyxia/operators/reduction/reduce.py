@@ -17,7 +17,7 @@ import numpy as np
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.layout import contiguous_strides, type_defs
-from onyxia.operators.typesets import FLOATS, NUMERIC, require_dtype
+from onyxia.operators.typesets import BOOL, FLOATS, NUMERIC, require_dtype
 
 __all__ = ["REDUCTION_OPS", "ReductionOp", "reduce_last_axes"]
 
@@ -25,12 +25,13 @@ _SOURCE = load_wgsl(__package__, "reduce.wgsl")
 _WORKGROUP = 64
 _SERIAL_LIMIT = 8  # reductions this short run one invocation per output: a workgroup tree would idle
 
-# identity name -> accumulator type -> WGSL literal (bitcasts: WGSL has no inf literal)
+# identity name -> accumulator type -> WGSL literal (bitcasts: WGSL has no inf literal); bool
+# accumulates in u32 0/1, so its highest value is 1u (an empty ReduceMin of bool is true)
 _IDENTITY = {
-    "zero": {"f32": "0.0", "i32": "0i", "u32": "0u"},
-    "one": {"f32": "1.0", "i32": "1i", "u32": "1u"},
-    "lowest": {"f32": "bitcast<f32>(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)", "u32": "0u"},
-    "highest": {"f32": "bitcast<f32>(0x7f800000u)", "i32": "2147483647i", "u32": "4294967295u"},
+    "zero": {"f32": "0.0", "i32": "0i", "u32": "0u", "bool": "0u"},
+    "one": {"f32": "1.0", "i32": "1i", "u32": "1u", "bool": "1u"},
+    "lowest": {"f32": "bitcast<f32>(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)", "u32": "0u", "bool": "0u"},
+    "highest": {"f32": "bitcast<f32>(0x7f800000u)", "i32": "2147483647i", "u32": "4294967295u", "bool": "1u"},
 }
 
 
@@ -70,9 +71,10 @@ class ReductionOp:
         n_out, n_red = dims_product(kept_dims), dims_product(red_dims)
         lanes = _lanes(n_red)
         acc = "f32" if x.dtype in FLOATS else x.dtype.wgsl
+        init = _IDENTITY[self.init]["bool" if x.dtype == DataType.BOOL else acc]
         defs = {
             **type_defs(X_T=x.dtype, Y_T=y.dtype),
-            **{"ACC_T": acc, "INIT": _IDENTITY[self.init][acc], "MAP": self.map, "COMBINE": self.combine},
+            **{"ACC_T": acc, "INIT": init, "MAP": self.map, "COMBINE": self.combine},
             **{"FINAL": self.final, "WORKGROUP_SIZE": _WORKGROUP, "LANES": lanes},
             **{"KEPT_RANK": len(kept_dims), "RED_RANK": len(red_dims)},
         }
@@ -130,11 +132,15 @@ def _lanes(n_red: SymbolicDim) -> int:
     return _WORKGROUP
 
 
-def _lowest(x: np.ndarray) -> float | int:
+def _lowest(x: np.ndarray) -> float | int | bool:
+    if x.dtype == np.bool_:
+        return False
     return -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
 
 
-def _highest(x: np.ndarray) -> float | int:
+def _highest(x: np.ndarray) -> float | int | bool:
+    if x.dtype == np.bool_:
+        return True
     return np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).max
 
 
@@ -146,13 +152,23 @@ def _rows(name: str, row: ReductionOp, since: int) -> dict[tuple[str, int, int |
     }
 
 
+_ORDERED = NUMERIC | BOOL
 _LSE = "select(max(a, b) + log(1.0 + exp(-abs(a - b))), max(a, b), min(a, b) == bitcast<f32>(0xff800000u))"
 
 REDUCTION_OPS: dict[tuple[str, int, int | None], ReductionOp] = {
     **_rows("ReduceSum", ReductionOp("zero", "a + b", lambda x: np.sum(x, -1)), 13),
     **_rows("ReduceMean", ReductionOp("zero", "a + b", lambda x: np.mean(x, -1), final="acc / count"), 18),
-    **_rows("ReduceMax", ReductionOp("lowest", "max(a, b)", lambda x: np.max(x, -1, initial=_lowest(x))), 18),
-    **_rows("ReduceMin", ReductionOp("highest", "min(a, b)", lambda x: np.min(x, -1, initial=_highest(x))), 18),
+    # bool since opset 20: max is any, min is all, on the 0/1 words
+    **_rows(
+        "ReduceMax",
+        ReductionOp("lowest", "max(a, b)", lambda x: np.max(x, -1, initial=_lowest(x)), dtypes=_ORDERED),
+        18,
+    ),
+    **_rows(
+        "ReduceMin",
+        ReductionOp("highest", "min(a, b)", lambda x: np.min(x, -1, initial=_highest(x)), dtypes=_ORDERED),
+        18,
+    ),
     **_rows("ReduceProd", ReductionOp("one", "a * b", lambda x: np.prod(x, -1)), 18),
     **_rows("ReduceSumSquare", ReductionOp("zero", "a + b", lambda x: np.sum(x * x, -1), map="x * x"), 18),
     **_rows("ReduceL1", ReductionOp("zero", "a + b", lambda x: np.sum(np.abs(x), -1), map="abs(x)"), 18),

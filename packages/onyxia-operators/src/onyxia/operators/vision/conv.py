@@ -101,7 +101,7 @@ class ConvOp(OperatorBase):
             "M": channels.out,
             "CG": channels.in_per_group,
             "MG": channels.out_per_group,
-            **window.plane(),
+            **window.volume(),
         }
         shader = ctx.compile_shader("vision/conv", _SOURCE, defs, dims)
         reads = [ctx.input(i) for i in inputs]

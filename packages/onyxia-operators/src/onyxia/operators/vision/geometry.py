@@ -1,8 +1,9 @@
 """Sliding-window arithmetic shared by Conv, ConvTranspose and the pools.
 
 Every windowed op reads the same attributes (`kernel_shape`, `strides`, `dilations`, `pads`,
-`auto_pad`, `ceil_mode`) with the same defaults, and every shader here works on a 2-D plane, so
-this module turns them into one `Window` of per-axis numbers and pads a 1-D op to a height-1 plane.
+`auto_pad`, `ceil_mode`) with the same defaults, and every shader here works on a 3-D volume, so
+this module turns them into one `Window` of per-axis numbers and pads a 1-D or 2-D op with leading
+size-1 axes (a 2-D op is a depth-1 volume; the shader compiler drops the unit loops).
 Spatial dims may be symbolic where the arithmetic stays exact (explicit pads); SAME padding and the
 ceil-mode "drop the window that starts in the right padding" rule compare sizes, so those need them
 static.
@@ -18,7 +19,8 @@ from onyxia.core import NodeCtx, SymbolicDim, UnsupportedOpError
 __all__ = ["AUTO_PADS", "Window", "forward_window", "transpose_window", "unsupported", "unsupported_attribute"]
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
-_MAX_SPATIAL = 2
+_MAX_SPATIAL = 3
+_AXES = ("D", "H", "W")  # shader dim suffixes, outermost first
 
 
 def unsupported(ctx: NodeCtx, message: str) -> UnsupportedOpError:
@@ -43,29 +45,31 @@ class Window:
     pads_begin: tuple[int, ...]
     pads_end: tuple[int, ...]
 
-    def plane(self) -> dict[str, SymbolicDim]:
-        """Shader dims of the 2-D plane; a 1-D window becomes a height-1 plane."""
+    def volume(self) -> dict[str, SymbolicDim]:
+        """Shader dims of the 3-D volume, per axis D, H, W: extent (``H``), output (``OH``), kernel
+        (``KH``), stride (``SH``), dilation (``DH``) and pads (``PH``, ``PHE``); missing leading axes
+        are size 1 with no padding."""
         lead = _MAX_SPATIAL - len(self.spatial)
         fields = {
-            "H": (1, self.spatial),
-            "OH": (1, self.out),
-            "KH": (1, self.kernel),
-            "SH": (1, self.strides),
-            "DH": (1, self.dilations),
-            "PH": (0, self.pads_begin),
-            "PHE": (0, self.pads_end),
+            "{}": (1, self.spatial),
+            "O{}": (1, self.out),
+            "K{}": (1, self.kernel),
+            "S{}": (1, self.strides),
+            "D{}": (1, self.dilations),
+            "P{}": (0, self.pads_begin),
+            "P{}E": (0, self.pads_end),
         }
         dims: dict[str, SymbolicDim] = {}
         for name, (fill, values) in fields.items():
-            padded = [fill] * lead + list(values)
-            dims[name], dims[name.replace("H", "W", 1)] = padded[0], padded[1]
+            for axis, value in zip(_AXES, [fill] * lead + list(values)):
+                dims[name.format(axis)] = value
         return dims
 
 
 def _spatial_attrs(ctx: NodeCtx, rank: int) -> tuple[list[int], list[int], list[int]]:
     """`strides`, `dilations` and `pads` with the spec's defaults, length-checked against the kernel."""
     if not 1 <= rank <= _MAX_SPATIAL:
-        raise unsupported_attribute(ctx, "kernel_shape", f"(rank {rank})", "1 or 2 spatial axes")
+        raise unsupported_attribute(ctx, "kernel_shape", f"(rank {rank})", "1, 2 or 3 spatial axes")
     strides = ctx.attr_ints("strides", [1] * rank)
     dilations = ctx.attr_ints("dilations", [1] * rank)
     pads = ctx.attr_ints("pads", [0] * 2 * rank)

@@ -83,7 +83,7 @@ class PoolOp(OperatorBase):
         total = dims_product(ctx.output_dims(0))
         if total == 0:
             return
-        shader = ctx.compile_shader("vision/pool", _SOURCE, self._defs(ctx), {"TOTAL": total, **window.plane()})
+        shader = ctx.compile_shader("vision/pool", _SOURCE, self._defs(ctx), {"TOTAL": total, **window.volume()})
         writes = [ctx.output(i) for i in range(2) if ctx.has_output(i)]
         ctx.dispatch(shader, [ctx.input(0)], writes, ceil_div(total, WORKGROUP_SIZE))
 
