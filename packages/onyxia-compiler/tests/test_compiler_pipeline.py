@@ -130,3 +130,12 @@ def test_compile_needs_no_gpu() -> None:
         "assert 'wgpu' not in sys.modules and 'onyxia.runtime' not in sys.modules, sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True)
+
+
+def test_registry_passes_run_by_default() -> None:
+    log: list[str] = []
+    registry = core_operator_registry()
+    assert "FoldTransposeIntoMatMul" in [p.name for p in CompilerPipeline(registry).passes({})]
+    registry.passes.append(_Recorder("from_registry", Stage.OPTIMIZATION, log))
+    CompilerPipeline(registry).add_pass(_Recorder("added", Stage.OPTIMIZATION, log)).compile(_add_graph().graph)
+    assert log == ["from_registry", "added"]

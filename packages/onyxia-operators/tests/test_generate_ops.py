@@ -31,9 +31,18 @@ def _symbolic_model(node: onnx.NodeProto, out_type: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
 
 
-def test_constant_of_shape_symbolic_runs_on_gpu() -> None:
-    value = onnx.numpy_helper.from_array(np.array([-1.5], np.float32))
-    model = _symbolic_model(helper.make_node("ConstantOfShape", ["n"], ["y"], value=value), TensorProto.FLOAT)
+@pytest.mark.parametrize(
+    ("fill", "out_type"),
+    [
+        (np.float32(-1.5), TensorProto.FLOAT),
+        (np.float32(-np.inf), TensorProto.FLOAT),
+        (np.float16(np.inf), TensorProto.FLOAT16),
+    ],
+)
+def test_constant_of_shape_symbolic_runs_on_gpu(fill: np.generic, out_type: int) -> None:
+    # WGSL has no inf literal: the fill value is written as a bit pattern
+    value = onnx.numpy_helper.from_array(np.array([fill]))
+    model = _symbolic_model(helper.make_node("ConstantOfShape", ["n"], ["y"], value=value), out_type)
     check_model(model, {"x": np.zeros(5, np.float32)})
 
 

@@ -1,7 +1,7 @@
-"""com.microsoft GroupQueryAttention (prefill, empty past) against onnxruntime's CPU kernel:
+"""com.microsoft GroupQueryAttention prefill (empty past) against onnxruntime's CPU kernel:
 head groupings, head sizes, softcap, sliding windows shorter and longer than the sequence,
 custom scale, rotary (half-split, interleaved, partial), right padding through seqlens_k, f16,
-symbolic sequence length, and the unsupported forms' errors."""
+symbolic sequence length, and the unsupported forms' errors. The KV-cache forms: test_gqa_cache.py."""
 
 from __future__ import annotations
 
@@ -126,11 +126,13 @@ def test_gqa_output_only() -> None:
     [
         ({"key": None, "value": None}, "packed QKV"),
         ({"attrs": {"smooth_softmax": 1}}, "smooth_softmax=1 is not implemented"),
-        ({"attrs": {"sliding_window_cache": 1}}, "sliding_window_cache=1 is not implemented"),
         ({"position_ids": np.zeros((1, 7), np.int64)}, r"input 9 \(position_ids\) is not implemented"),
-        ({"past_key": np.zeros((1, 2, 3, 16), np.float32)}, "only an empty past"),
+        (
+            {"attrs": {"sliding_window_cache": 1, "local_window_size": 8}, "past_key": np.zeros((1, 2, 16, 16))},
+            "cache of 16 rows and local_window_size 8: only a capacity equal to the window",
+        ),
     ],
-    ids=["packed", "smooth_softmax", "sliding_window_cache", "position_ids", "past"],
+    ids=["packed", "smooth_softmax", "position_ids", "window_capacity"],
 )
 def test_gqa_unsupported_forms(change: dict, message: str) -> None:
     inputs = _inputs(1, 7, 4, 2, 16)
@@ -138,7 +140,7 @@ def test_gqa_unsupported_forms(change: dict, message: str) -> None:
     if "position_ids" in change:
         inputs.update(cos_cache=None, sin_cache=None)
     if "past_key" in change:
-        change["past_value"] = change["past_key"]
+        change["past_key"] = change["past_value"] = change["past_key"].astype(np.float32)
     inputs.update(change)
     model = make_model("GroupQueryAttention", inputs, attrs, domain="com.microsoft", num_outputs=3)
     with pytest.raises(UnsupportedOpError, match=rf"GroupQueryAttention.*{message}"):

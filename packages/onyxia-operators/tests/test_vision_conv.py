@@ -1,4 +1,4 @@
-"""Conv and ConvTranspose against onnxruntime: padding modes, strides, dilations, groups, bias, 1-D and 2-D."""
+"""Conv and ConvTranspose against onnxruntime: padding modes, strides, dilations, groups, bias, 1-D to 3-D."""
 
 from typing import Any
 
@@ -24,6 +24,8 @@ CONV_CASES: list[tuple[tuple[int, ...], tuple[int, ...], bool, dict[str, Any]]] 
     ((1, 4, 6, 7), (4, 4, 2, 3), False, {"auto_pad": "VALID", "strides": [2, 2]}),
     ((2, 3, 10), (5, 3, 3), True, {"strides": [2], "pads": [1, 2]}),
     ((1, 2, 12), (2, 1, 3), False, {"group": 2, "dilations": [3], "pads": [3, 2]}),
+    ((1, 2, 5, 6, 4), (3, 2, 3, 2, 3), True, {"strides": [2, 1, 1], "pads": [1, 0, 1, 1, 1, 0]}),
+    ((1, 4, 4, 5, 5), (4, 2, 2, 3, 2), False, {"group": 2, "dilations": [2, 1, 2], "pads": [1, 0, 1, 1, 2, 0]}),
 ]
 
 TRANSPOSE_CASES: list[tuple[tuple[int, ...], tuple[int, ...], bool, dict[str, Any]]] = [
@@ -37,6 +39,13 @@ TRANSPOSE_CASES: list[tuple[tuple[int, ...], tuple[int, ...], bool, dict[str, An
     ((1, 2, 4, 3), (2, 3, 4, 4), False, {"strides": [3, 2], "auto_pad": "SAME_LOWER"}),
     ((1, 2, 3, 3), (2, 3, 3, 3), False, {"strides": [2, 2], "auto_pad": "VALID"}),
     ((2, 2, 5), (2, 3, 3), True, {"strides": [2]}),
+    ((1, 2, 3, 4, 3), (2, 3, 3, 2, 3), True, {"strides": [2, 1, 2], "pads": [1, 0, 0, 0, 1, 1]}),
+    (
+        (1, 4, 2, 3, 3),
+        (4, 1, 2, 3, 2),
+        False,
+        {"group": 2, "dilations": [1, 2, 1], "output_padding": [0, 0, 1], "strides": [1, 1, 2]},
+    ),
 ]
 
 
@@ -86,9 +95,9 @@ def _compile(op: str, inputs: dict, attrs: dict) -> None:
     compile_model(model)
 
 
-def test_three_spatial_axes_are_refused_naming_kernel_shape() -> None:
+def test_four_spatial_axes_are_refused_naming_kernel_shape() -> None:
     with pytest.raises(UnsupportedOpError, match=r"node 'conv_3' \(Conv, domain ai.onnx\): attribute kernel_shape="):
-        _compile("Conv", {"x": _r(1, 1, 3, 3, 3), "w": _r(1, 1, 2, 2, 2)}, {})
+        _compile("Conv", {"x": _r(1, 1, 3, 3, 3, 3), "w": _r(1, 1, 2, 2, 2, 2)}, {})
 
 
 @pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])

@@ -63,6 +63,41 @@ def test_max_pool_indices(storage_order: int) -> None:
     check_op("MaxPool", {"x": _r(2, 3, 7, 6)}, attrs, num_outputs=2)
 
 
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"kernel_shape": [2, 3, 2], "strides": [1, 2, 2], "pads": [1, 0, 1, 0, 1, 1]},
+        {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2], "dilations": [2, 1, 2], "ceil_mode": 1},
+        {"kernel_shape": [3, 3, 2], "strides": [2, 2, 2], "auto_pad": "SAME_LOWER"},
+    ],
+)
+def test_three_spatial_axes(op: str, attrs: dict[str, Any]) -> None:
+    check_op(op, {"x": _r(2, 2, 5, 6, 7)}, attrs)
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_max_pool_indices_three_spatial_axes(storage_order: int) -> None:
+    attrs = {
+        "kernel_shape": [2, 3, 2],
+        "strides": [2, 1, 2],
+        "pads": [0, 1, 1, 1, 1, 0],
+        "storage_order": storage_order,
+    }
+    check_op("MaxPool", {"x": _r(2, 2, 4, 5, 6)}, attrs, num_outputs=2)
+
+
+def test_average_counting_the_padding_three_spatial_axes() -> None:
+    attrs = {"kernel_shape": [3, 2, 3], "pads": [1, 1, 0, 1, 1, 2], "count_include_pad": 1, "ceil_mode": 1}
+    check_op("AveragePool", {"x": _r(1, 2, 5, 4, 6)}, {**attrs, "strides": [2, 2, 2]})
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_max_pool_8_bit_ints(dtype: type) -> None:
+    x = RNG.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, (2, 3, 7, 6), endpoint=True).astype(dtype)
+    check_op("MaxPool", {"x": x}, {**LOCAL, "pads": [0, 0, 1, 1]})
+
+
 def test_global_pool_over_three_spatial_axes() -> None:
     check_op("GlobalAveragePool", {"x": _r(2, 3, 4, 5, 3)})
 

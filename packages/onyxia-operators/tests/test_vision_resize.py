@@ -1,4 +1,5 @@
-"""Resize on NCHW against onnxruntime: both modes under every coordinate map, nearest rounding, sizes and axes."""
+"""Resize on NCHW against onnxruntime: every mode under every coordinate map, nearest rounding, sizes and axes,
+cubic's coefficient and exclude_outside, antialiased downsampling, and tf_crop_and_resize."""
 
 from typing import Any
 
@@ -8,7 +9,7 @@ import pytest
 from onnx import helper
 from oracle import assert_close, check_model, check_op, compile_model, make_model, reference_outputs, runtime
 
-from onyxia.core import UnsupportedOpError
+from onyxia.core import ShapeInferenceError, UnsupportedOpError
 
 RNG = np.random.default_rng(0)
 TRANSFORMS = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric"]
@@ -34,6 +35,50 @@ def test_scales_under_every_coordinate_map(mode: str, transform: str) -> None:
         check_op(
             "Resize", {"x": _r(2, 3, 5, 6), "roi": None, "scales": scales}, attrs, initializers=["scales"], opset=19
         )
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+@pytest.mark.parametrize(("a", "exclude_outside"), [(-0.75, 0), (-0.5, 1)])
+def test_cubic_under_every_coordinate_map(transform: str, a: float, exclude_outside: int) -> None:
+    attrs = {"mode": "cubic", "coordinate_transformation_mode": transform, "cubic_coeff_a": a}
+    attrs["exclude_outside"] = exclude_outside
+    for scales in (_scales(1, 1, 2, 3), _scales(1, 1, 1.7, 0.4)):
+        check_op(
+            "Resize", {"x": _r(2, 3, 5, 6), "roi": None, "scales": scales}, attrs, initializers=["scales"], opset=19
+        )
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize(
+    ("scales", "sizes"), [(_scales(1, 1, 0.6, 0.35), None), (None, _sizes(1, 2, 5, 4)), (_scales(1, 1, 2, 0.5), None)]
+)
+def test_antialiased_downsampling(mode: str, scales: np.ndarray | None, sizes: np.ndarray | None) -> None:
+    # the kernel widens by 1 / scale on a downsampling axis; an upsampling axis (2 here) is unchanged
+    inputs = {"x": _r(1, 2, 9, 12), "roi": None, "scales": scales, "sizes": sizes}
+    attrs = {"mode": mode, "antialias": 1}
+    check_op("Resize", inputs, attrs, initializers=["scales", "sizes"], opset=19)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize(
+    ("roi", "attrs"),
+    [
+        (np.array([0, 0, 0.2, 0.3, 1, 1, 0.9, 0.75], np.float32), {}),
+        (np.array([0, 0, -0.3, 0.5, 1, 1, 0.8, 1.4], np.float32), {"extrapolation_value": 10.0}),  # extrapolates
+        (np.array([0.6, 0.1, 0.9, 0.7], np.float32), {"axes": [3, 2]}),
+    ],
+)
+def test_tf_crop_and_resize(mode: str, roi: np.ndarray, attrs: dict[str, Any]) -> None:
+    sizes = _sizes(6, 5) if "axes" in attrs else _sizes(2, 3, 6, 5)
+    inputs = {"x": _r(2, 3, 7, 8), "roi": roi, "scales": None, "sizes": sizes}
+    attrs = {"mode": mode, "coordinate_transformation_mode": "tf_crop_and_resize", **attrs}
+    check_op("Resize", inputs, attrs, initializers=["roi", "sizes"], opset=19)
+
+
+def test_crop_needs_a_constant_roi() -> None:
+    inputs = {"x": _r(1, 2, 4, 4), "roi": None, "scales": _scales(1, 1, 2, 2)}
+    with pytest.raises(ShapeInferenceError, match=r"node 'up_2' \(Resize.*tf_crop_and_resize needs input 1 \(roi\)"):
+        _compile(inputs, {"coordinate_transformation_mode": "tf_crop_and_resize"})
 
 
 @pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
@@ -62,15 +107,16 @@ def test_opset_11_with_an_empty_roi() -> None:
     check_op("Resize", inputs, {"mode": "linear"}, initializers=["roi", "scales"], opset=11)
 
 
-@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
 def test_f16(mode: str) -> None:
     inputs = {"x": _r(1, 2, 4, 6, dtype=np.float16), "roi": None, "scales": _scales(1, 1, 2, 1.5)}
     check_op("Resize", inputs, {"mode": mode}, initializers=["scales"], opset=13)
 
 
-def test_symbolic_batch_rebinds_without_recompiling() -> None:
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_symbolic_batch_rebinds_without_recompiling(mode: str) -> None:
     inputs = {"x": _r(1, 3, 4, 5), "roi": None, "scales": _scales(1, 1, 2, 2)}
-    model = make_model("Resize", inputs, {"mode": "linear"}, opset=13, initializers=["scales"])
+    model = make_model("Resize", inputs, {"mode": mode}, opset=13, initializers=["scales"])
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
     executor = runtime().load_model(compile_model(model))
     pipelines = None
@@ -104,9 +150,11 @@ def _compile(inputs: dict, attrs: dict, initializers: tuple[str, ...] = ("scales
 @pytest.mark.parametrize(
     ("attrs", "attribute"),
     [
-        ({"mode": "cubic"}, "mode=cubic"),
-        ({"coordinate_transformation_mode": "tf_crop_and_resize"}, "coordinate_transformation_mode=tf_crop_and_resize"),
-        ({"mode": "linear", "antialias": 1}, "antialias=1"),
+        ({"mode": "area"}, "mode=area"),
+        (
+            {"coordinate_transformation_mode": "tf_half_pixel_for_nn"},
+            "coordinate_transformation_mode=tf_half_pixel_for_nn",
+        ),
         ({"nearest_mode": "round"}, "nearest_mode=round"),
     ],
 )

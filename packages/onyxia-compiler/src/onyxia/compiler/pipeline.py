@@ -29,9 +29,14 @@ class PassError(OnyxiaError):
 
 
 class CompilerPipeline:
+    """The built-in passes, then the registry's default passes (`OperatorRegistry.passes`, filled by
+    the operator packages), then those given to `add_pass`, each in its stage."""
+
     def __init__(self, registry: OperatorRegistry) -> None:
         self.registry = registry
         self._extra: list[Pass] = []
+        for p in registry.passes:
+            self.add_pass(p)
 
     def add_pass(self, p: Pass) -> CompilerPipeline:
         """Register `p`; it runs in its `stage`, after the passes registered before it."""

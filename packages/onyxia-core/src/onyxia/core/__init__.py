@@ -4,6 +4,14 @@ Bottom layer of load -> IR -> passes -> plan -> executor. It depends on numpy on
 import onnx, wgpu or any other onyxia package.
 """
 
+from onyxia.core.bindings import (
+    BINDING_ALIGNMENT,
+    MAX_BINDING_BYTES,
+    BufferRange,
+    Chunk,
+    binding_limit,
+    max_binding_bytes,
+)
 from onyxia.core.builder import GraphBuilder
 from onyxia.core.context import FOLD_ELEMENT_LIMIT, FoldCtx, InferenceCtx, NodeCtx, as_output_value, is_symbolic_value
 from onyxia.core.dtypes import DataType, require_gpu_type
@@ -47,10 +55,14 @@ from onyxia.core.wgsl import ShaderLibrary, load_wgsl, preprocess
 __version__ = "0.1.0"
 
 __all__ = [
+    "BINDING_ALIGNMENT",
     "FOLD_ELEMENT_LIMIT",
+    "MAX_BINDING_BYTES",
     "Absent",
     "BindingDesc",
+    "BufferRange",
     "BufferRef",
+    "Chunk",
     "CompiledModel",
     "CompiledShader",
     "CopyBuffer",
@@ -99,9 +111,11 @@ __all__ = [
     "UnsupportedOpError",
     "WriteBuffer",
     "as_output_value",
+    "binding_limit",
     "is_symbolic_value",
     "ceil_div",
     "load_wgsl",
+    "max_binding_bytes",
     "preprocess",
     "require_gpu_type",
     "shape_of",

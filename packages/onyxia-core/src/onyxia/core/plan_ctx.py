@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onyxia.core.bindings import BufferRange, Chunk, max_binding_bytes, split_rows
 from onyxia.core.context import NodeCtx
 from onyxia.core.dtypes import DataType, require_gpu_type
 from onyxia.core.errors import PlanningError, ShaderError
@@ -226,6 +227,20 @@ class PlanCtx(NodeCtx):
             value = TensorValue.from_numpy(value, name=key)
         return BufferRef(tensor=self.builder.constant(key, value).id)
 
+    def chunks(self, i: int, row_bytes: int) -> list[Chunk]:
+        """Input `i` as rows of `row_bytes`, in ranges that each fit one storage binding.
+
+        One whole-input chunk when it fits (or its size is symbolic); otherwise the op emits one
+        dispatch per chunk, binding it with `input_chunk` (see `onyxia.core.bindings`)."""
+        nbytes = self.builder.plan_tensor(self.input_tensor(i)).nbytes
+        if not isinstance(nbytes, int):
+            return [Chunk(0, None, 0, nbytes // row_bytes)]  # type: ignore[operator]
+        where = f"node '{self.node.name}' ({self.node.op_type}): input {i}"
+        return split_rows(nbytes // row_bytes, row_bytes, max_binding_bytes(), where)
+
+    def input_chunk(self, i: int, chunk: Chunk) -> BufferRange:
+        return BufferRange(self.input(i), chunk.offset, chunk.size)
+
     def shares_storage(self, input_index: int, output_index: int) -> bool:
         """True when output `output_index` lives in input `input_index`'s buffer (a KV cache the
         session updates in place): the op must then write only the new part."""
@@ -257,13 +272,13 @@ class PlanCtx(NodeCtx):
     def dispatch(
         self,
         shader: ShaderHandle,
-        reads: Sequence[BufferRef],
-        writes: Sequence[BufferRef],
+        reads: Sequence[BufferRef | BufferRange],
+        writes: Sequence[BufferRef | BufferRange],
         workgroups: SymbolicDim | Sequence[SymbolicDim],
     ) -> Dispatch:
         """Bindings are numbered reads first, then writes (the order the shader declares them)."""
-        bindings = [BindingDesc(i, ref, True) for i, ref in enumerate(reads)]
-        bindings += [BindingDesc(len(reads) + i, ref, False) for i, ref in enumerate(writes)]
+        bindings = [_binding(i, ref, True) for i, ref in enumerate(reads)]
+        bindings += [_binding(len(reads) + i, ref, False) for i, ref in enumerate(writes)]
         wg = (workgroups,) if isinstance(workgroups, (int, SymbolicExpr)) else tuple(workgroups)
         wg3 = (wg + (1, 1, 1))[:3]
         step = Dispatch(shader.index, bindings, wg3, list(shader.immediates))  # type: ignore[arg-type]
@@ -282,6 +297,12 @@ class PlanCtx(NodeCtx):
 
 
 DimValue = SymbolicDim | Sequence[SymbolicDim]
+
+
+def _binding(index: int, ref: BufferRef | BufferRange, read_only: bool) -> BindingDesc:
+    if isinstance(ref, BufferRange):
+        return BindingDesc(index, ref.ref, read_only, ref.offset, ref.size)
+    return BindingDesc(index, ref, read_only)
 
 
 def _flatten_dims(dims: Mapping[str, DimValue]) -> dict[str, SymbolicDim]:

@@ -1,6 +1,8 @@
 """Which operator implements (domain, op_type) at a given opset, and where its WGSL modules live.
 
 Registration is data: `register()` chains, `register_family()` takes a whole family table.
+`passes` carries the rewrites an operator package wants by default (a fused or transposed-operand
+op is only worth registering with the pass that produces it); `CompilerPipeline` adds them.
 Packages that publish operators expose a function under the ``onyxia.operators`` entry-point
 group; `discover()` calls each with the registry, so a custom-op package works after a plain
 ``pip install``.
@@ -16,6 +18,7 @@ from typing import Any
 
 from onyxia.core.errors import OnyxiaError
 from onyxia.core.operator import Operator
+from onyxia.core.passes import Pass
 from onyxia.core.wgsl import ShaderLibrary
 
 __all__ = ["ENTRY_POINT_GROUP", "OperatorRegistry"]
@@ -37,6 +40,7 @@ class OperatorRegistry:
         self._entries: dict[tuple[str, str], list[_Entry]] = {}
         self.shaders = ShaderLibrary()
         self.plugins: list[str] = []
+        self.passes: list[Pass] = []  # default passes, in the order they run within their stage
 
     def register(
         self,

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TypeVar
 
-__all__ = ["named_rows"]
+__all__ = ["ONYXIA_DOMAIN", "named_rows"]
 
 T = TypeVar("T")
+
+ONYXIA_DOMAIN = "com.onyxia"  # Onyxia's own ops: produced by its passes, not found in model files
 
 
 def named_rows(table: dict[str, T]) -> dict[str, T]:

@@ -8,9 +8,11 @@ from onyxia.operators.elementwise import BINARY, UNARY, VARIADIC
 from onyxia.operators.generate import GENERATE
 from onyxia.operators.indexing import INDEXING
 from onyxia.operators.indexmap import INDEXMAP
-from onyxia.operators.matmul import MATMUL
+from onyxia.operators.matmul import MATMUL, MATMUL_ONYXIA
 from onyxia.operators.movement import MOVEMENT
 from onyxia.operators.normalization import NORMALIZATION, NORMALIZATION_MS
+from onyxia.operators.family import ONYXIA_DOMAIN
+from onyxia.operators.passes import default_passes
 from onyxia.operators.quantized import QUANTIZED, QUANTIZED_MS
 from onyxia.operators.reduction import REDUCTION
 from onyxia.operators.vision import VISION
@@ -19,7 +21,8 @@ __all__ = ["core_operator_registry", "register_builtin"]
 
 
 def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
-    """Register the built-in families and the shared WGSL modules (``onyxia::indexing`` ...)."""
+    """Register the built-in families, the shared WGSL modules (``onyxia::indexing`` ...) and the
+    default passes (`default_passes`) that produce the com.onyxia ops."""
     registry.shaders.add_package("onyxia.operators", "wgsl")
     default_domain = (
         BINARY,
@@ -37,6 +40,9 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
         registry.register_family("", table)
     for table in (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS):
         registry.register_family("com.microsoft", table)
+    registry.register_family(ONYXIA_DOMAIN, MATMUL_ONYXIA)
+    known = {p.name for p in registry.passes}  # registering twice must not run a pass twice
+    registry.passes += [p for p in default_passes() if p.name not in known]
     return registry
 
 

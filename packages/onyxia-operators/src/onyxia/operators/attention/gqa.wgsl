@@ -1,38 +1,52 @@
-// GroupQueryAttention core: causal softmax(q k^T * scale) v with one invocation per (query row,
-// head). Keys stream through an online softmax (running max, running sum, rescaled accumulator), so
-// no score matrix is stored and no barrier is needed: on lavapipe this measured several times faster
-// for short sequences (and no slower for long ones) than a workgroup-per-row form whose workgroup
-// reductions cost a barrier round per 64 keys. The
-// invocations of a workgroup are consecutive query rows of one head, so they read the same k and v
-// rows together. Scores and sums are f32 whatever the storage type.
-// Bindings: 0 in_q, 1 in_k, 2 in_v (the present caches, BNSH), 3 seqlens_k, [4 cos_cache, 5 sin_cache
-//       with ROTARY] (read), then out_y (write).
-// Defs: T (storage type of q/k/v/out), SEQLENS_T (i32), F16 (flag), WORKGROUP_SIZE,
-//       HEAD_SIZE, NUM_HEADS, GROUP (query heads per kv head), SCALE (f32 literal),
+// GroupQueryAttention core: causal softmax(q k^T * scale) v over the extended KV cache that
+// kv_cache.wgsl wrote (row r of a batch row's cache is at the position onyxia::kv_rows gives).
+// Two kernels, one per main, chosen by DECODE; scores and sums are f32 whatever the storage type.
+// - rows (no DECODE): one invocation per (query row, head). Keys stream through an online softmax
+//   (running max, running sum, rescaled accumulator), so no score matrix is stored and no barrier is
+//   needed: on lavapipe this measured several times faster for prompts than a workgroup per row, whose
+//   reductions cost a barrier round per 64 keys. The invocations of a workgroup are consecutive query
+//   rows of one head, so they read the same k and v rows together.
+// - decode (DECODE, SEQ = 1): one workgroup per (head, batch) row, its invocations splitting the keys,
+//   so a one-token step spreads its O(total) work over the workgroup instead of one invocation.
+//   Scores go to the `scores` scratch ([B, NUM_HEADS, KV_ROWS] f32), then max and sum reductions,
+//   then each invocation sums p * v for one dimension over a slice of the keys.
+// Bindings (numbers from the BIND_* defs): in_q, in_k, in_v (the extended caches, BNSH), seqlens_k,
+//       [cos_cache, sin_cache with ROTARY] (read), then out_y, [scores with DECODE] (write).
+// Defs: T (storage type of q/k/v/out), SEQLENS_T (i32), F16 (flag), WORKGROUP_SIZE (a power of two with
+//       DECODE), BIND_*, HEAD_SIZE, NUM_HEADS, GROUP (query heads per kv head), SCALE (f32 literal),
 //       SOFTCAP (optional f32 literal: scores become SOFTCAP * tanh(score / SOFTCAP)),
-//       WINDOW (optional: query i sees keys j with i - j < WINDOW, onnxruntime's convention),
-//       ROTARY (optional: rotated elements of each q head; the keys arrive rotated), INTERLEAVED.
-// Dims: SEQ (query sequence length), TOTAL (cache rows per kv head); with ROTARY also MAX_POS.
-// Dispatch: (ceil(SEQ / WORKGROUP_SIZE), NUM_HEADS, batch). q and out are [B, SEQ, NUM_HEADS * HEAD_SIZE].
-// Masking: key j is visible to query i when j <= i and j < seqlens_k[b] + 1 (right padding: padded
-// query rows attend only to the real keys, as onnxruntime's CPU kernel does).
+//       WINDOW (local_window_size, 0 for none: query p sees keys j with p - j < WINDOW, onnxruntime's
+//       convention), ROTARY (optional: rotated elements of each q head; the keys arrive rotated),
+//       INTERLEAVED; with DECODE also DIM_LANES (min(HEAD_SIZE, WORKGROUP_SIZE)) and KEY_GROUPS
+//       (WORKGROUP_SIZE / DIM_LANES: key slices summed in parallel per dimension).
+// Dims: SEQ (query sequence length), KV_ROWS (cache rows per kv head), PAST_ROWS (rows per head of the
+//       past buffer, 0 without one); with ROTARY also MAX_POS.
+// Dispatch: rows (ceil(SEQ / WORKGROUP_SIZE), NUM_HEADS, batch); decode (1, NUM_HEADS, batch).
+// q and out are [B, SEQ, NUM_HEADS * HEAD_SIZE]. A query that sees no key (a right-padded row past
+// the window) outputs zeros, as onnxruntime's CPU kernel does.
 #ifdef F16
 enable f16;
 #endif
+#import onyxia::kv_rows
 #ifdef ROTARY
 #import onyxia::rotary
 #endif
+#ifdef DECODE
+#import onyxia::reduce
+#endif
 
-@group(0) @binding(0) var<storage, read> in_q: array<#{T}>;
-@group(0) @binding(1) var<storage, read> in_k: array<#{T}>;
-@group(0) @binding(2) var<storage, read> in_v: array<#{T}>;
-@group(0) @binding(3) var<storage, read> seqlens_k: array<#{SEQLENS_T}>;
+@group(0) @binding(#{BIND_Q}) var<storage, read> in_q: array<#{T}>;
+@group(0) @binding(#{BIND_K}) var<storage, read> in_k: array<#{T}>;
+@group(0) @binding(#{BIND_V}) var<storage, read> in_v: array<#{T}>;
+@group(0) @binding(#{BIND_SEQLENS}) var<storage, read> seqlens_k: array<#{SEQLENS_T}>;
 #ifdef ROTARY
-@group(0) @binding(4) var<storage, read> cos_cache: array<#{T}>;
-@group(0) @binding(5) var<storage, read> sin_cache: array<#{T}>;
-@group(0) @binding(6) var<storage, read_write> out_y: array<#{T}>;
-#else
-@group(0) @binding(4) var<storage, read_write> out_y: array<#{T}>;
+@group(0) @binding(#{BIND_COS}) var<storage, read> cos_cache: array<#{T}>;
+@group(0) @binding(#{BIND_SIN}) var<storage, read> sin_cache: array<#{T}>;
+#endif
+@group(0) @binding(#{BIND_OUT}) var<storage, read_write> out_y: array<#{T}>;
+#ifdef DECODE
+@group(0) @binding(#{BIND_SCORES}) var<storage, read_write> scores: array<f32>;
+var<workgroup> partial: array<f32, #{WORKGROUP_SIZE}>;
 #endif
 
 fn query_element(q_base: u32, h: u32, position: u32) -> f32 {
@@ -59,6 +73,21 @@ fn score(q: ptr<function, array<f32, #{HEAD_SIZE}>>, k_row: u32) -> f32 {
     return dot;
 }
 
+// Query row `s` of (batch b, head): its scaled, rotated q and the cache rows it sees.
+fn load_query(q: ptr<function, array<f32, #{HEAD_SIZE}>>, b: u32, s: u32, head: u32) -> KeyRange {
+    let range = key_range(kv_rows(i32(seqlens_k[b]), #{SEQ}, #{PAST_ROWS}), s, #{WINDOW}u);
+    let q_base = ((b * #{SEQ} + s) * #{NUM_HEADS}u + head) * #{HEAD_SIZE}u;
+    for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
+        (*q)[h] = query_element(q_base, h, range.position) * #{SCALE};
+    }
+    return range;
+}
+
+fn kv_base(b: u32, head: u32) -> u32 {
+    return ((b * #{NUM_HEADS}u + head) / #{GROUP}u) * #{KV_ROWS} * #{HEAD_SIZE}u;
+}
+
+#ifndef DECODE
 @compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let s = wid.x * #{WORKGROUP_SIZE}u + lid;
@@ -67,24 +96,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (s >= #{SEQ}) {
         return;
     }
-    let q_base = ((b * #{SEQ} + s) * #{NUM_HEADS}u + head) * #{HEAD_SIZE}u;
     var q: array<f32, #{HEAD_SIZE}>;
-    for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
-        q[h] = query_element(q_base, h, s) * #{SCALE};
-    }
-    let hi = min(s + 1u, u32(seqlens_k[b] + 1));
-    var lo = 0u;
-#ifdef WINDOW
-    lo = select(0u, s + 1u - #{WINDOW}u, s + 1u > #{WINDOW}u);
-#endif
-    let kv_base = ((b * #{NUM_HEADS}u + head) / #{GROUP}u) * #{TOTAL} * #{HEAD_SIZE}u;
+    let range = load_query(&q, b, s, head);
+    let base = kv_base(b, head);
     // Finite stand-in for -inf: the first key sets a finite max, after which exp(old - new) of the
     // stand-in underflows to exactly 0, with no inf arithmetic involved.
     var run_max = -3.0e38;
     var run_sum = 0.0;
     var acc: array<f32, #{HEAD_SIZE}>;
-    for (var j = lo; j < hi; j++) {
-        let row = kv_base + j * #{HEAD_SIZE}u;
+    for (var j = range.lo; j < range.hi; j++) {
+        let row = base + j * #{HEAD_SIZE}u;
         let x = score(&q, row);
         let new_max = max(run_max, x);
         let correction = exp(run_max - new_max);
@@ -95,8 +116,61 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             acc[h] = acc[h] * correction + p * f32(in_v[row + h]);
         }
     }
-    let inv_sum = select(1.0 / run_sum, 0.0, run_sum == 0.0);  // no visible key (a padded row past the window)
+    let inv_sum = select(1.0 / run_sum, 0.0, run_sum == 0.0);
+    let out_base = ((b * #{SEQ} + s) * #{NUM_HEADS}u + head) * #{HEAD_SIZE}u;
     for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
-        out_y[q_base + h] = #{T}(acc[h] * inv_sum);
+        out_y[out_base + h] = #{T}(acc[h] * inv_sum);
     }
 }
+#else
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let head = wid.y;
+    let b = wid.z;
+    if (#{SEQ} != 1u) {
+        return;  // the rows kernel serves this step (uniform: the whole workgroup leaves)
+    }
+    var q: array<f32, #{HEAD_SIZE}>;
+    let range = load_query(&q, b, 0u, head);
+    let base = kv_base(b, head);
+    let score_base = (b * #{NUM_HEADS}u + head) * #{KV_ROWS};
+    var local_max = -3.0e38;  // finite stand-in for -inf, as in the rows kernel
+    for (var j = range.lo + lid; j < range.hi; j += #{WORKGROUP_SIZE}u) {
+        let x = score(&q, base + j * #{HEAD_SIZE}u);
+        scores[score_base + j] = x;
+        local_max = max(local_max, x);
+    }
+    let row_max = workgroup_max(lid, local_max);
+    var local_sum = 0.0;
+    for (var j = range.lo + lid; j < range.hi; j += #{WORKGROUP_SIZE}u) {
+        let p = exp(scores[score_base + j] - row_max);
+        scores[score_base + j] = p;
+        local_sum += p;
+    }
+    let row_sum = workgroup_sum(lid, local_sum);
+    storageBarrier();  // every p is written before any invocation reads another's
+    let inv_sum = select(1.0 / row_sum, 0.0, row_sum == 0.0);
+    let lane = lid % #{DIM_LANES}u;
+    let slice = lid / #{DIM_LANES}u;
+    let out_base = (b * #{NUM_HEADS}u + head) * #{HEAD_SIZE}u;
+    for (var chunk = 0u; chunk < (#{HEAD_SIZE}u + #{DIM_LANES}u - 1u) / #{DIM_LANES}u; chunk++) {
+        let h = chunk * #{DIM_LANES}u + lane;
+        var acc = 0.0;
+        if (h < #{HEAD_SIZE}u && slice < #{KEY_GROUPS}u) {
+            for (var j = range.lo + slice; j < range.hi; j += #{KEY_GROUPS}u) {
+                acc += scores[score_base + j] * f32(in_v[base + j * #{HEAD_SIZE}u + h]);
+            }
+        }
+        partial[lid] = acc;
+        workgroupBarrier();
+        if (slice == 0u && h < #{HEAD_SIZE}u) {
+            var sum = 0.0;
+            for (var g = 0u; g < #{KEY_GROUPS}u; g++) {
+                sum += partial[g * #{DIM_LANES}u + lane];
+            }
+            out_y[out_base + h] = #{T}(sum * inv_sum);
+        }
+        workgroupBarrier();
+    }
+}
+#endif

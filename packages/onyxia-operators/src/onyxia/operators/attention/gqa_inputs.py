@@ -1,14 +1,23 @@
-"""GroupQueryAttention's inputs by index, and the checks that turn its unsupported forms into
-clear errors at shape inference (before anything is planned)."""
+"""GroupQueryAttention's inputs by index, the checks that turn its unsupported forms into clear
+errors at shape inference (before anything is planned), and the cache layout planning derives."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
 
-from onyxia.core import NodeCtx, UnsupportedOpError
+from onyxia.core import NodeCtx, PlanningError, SymbolicDim, UnsupportedOpError
 
-__all__ = ["GqaInput", "Heads", "heads_of", "reject_unsupported", "rotary_dim", "unsupported"]
+__all__ = [
+    "CacheLayout",
+    "GqaInput",
+    "Heads",
+    "cache_layout",
+    "heads_of",
+    "reject_unsupported",
+    "rotary_dim",
+    "unsupported",
+]
 
 
 class GqaInput(enum.IntEnum):
@@ -73,9 +82,8 @@ def rotary_dim(ctx: NodeCtx, heads: Heads) -> int:
 def reject_unsupported(ctx: NodeCtx) -> None:
     if not ctx.has_input(GqaInput.KEY):
         raise unsupported(ctx, "packed QKV (key and value absent) is not implemented; export with separate q/k/v")
-    for attr in ("smooth_softmax", "sliding_window_cache"):  # the latter: a fixed-capacity window cache
-        if ctx.attr_int(attr, 0):
-            raise unsupported(ctx, f"attribute {attr}=1 is not implemented")
+    if ctx.attr_int("smooth_softmax", 0):
+        raise unsupported(ctx, "attribute smooth_softmax=1 is not implemented")
     for index in _UNSUPPORTED_INPUTS:
         if ctx.has_input(index):
             raise unsupported(ctx, f"input {int(index)} ({index.name.lower()}) is not implemented")
@@ -83,7 +91,59 @@ def reject_unsupported(ctx: NodeCtx) -> None:
         raise unsupported(ctx, "output 3 (output_qk) is not implemented")
     if ctx.has_input(GqaInput.PAST_KEY) != ctx.has_input(GqaInput.PAST_VALUE):
         raise ctx.error("past_key and past_value must be given together")
+    if ctx.attr_int("sliding_window_cache", 0):
+        _check_windowed(ctx)
+
+
+def _check_windowed(ctx: NodeCtx) -> None:
+    """onnxruntime-genai's windowed cache: past and present are fixed buffers of `capacity` rows.
+    onnxruntime requires capacity >= local_window_size; for a larger capacity its placement of the
+    rows is not a plain window shift (rows are dropped early), so only capacity == window is accepted."""
+    window = ctx.attr_int("local_window_size", -1)
+    if not ctx.has_input(GqaInput.PAST_KEY):
+        raise ctx.error("sliding_window_cache=1 needs past_key and past_value (the fixed-size cache buffers)")
+    capacity = ctx.input_dims(GqaInput.PAST_KEY)[2]
+    if window <= 0 or (isinstance(capacity, int) and capacity != window):
+        raise unsupported(
+            ctx,
+            f"sliding_window_cache=1 with a cache of {capacity} rows and local_window_size {window}: only a "
+            "capacity equal to the window is implemented (hint: bind the past_sliding_length dim to the window)",
+        )
 
 
 def unsupported(ctx: NodeCtx, message: str) -> UnsupportedOpError:
     return UnsupportedOpError(f"node '{ctx.node.name}' (GroupQueryAttention, domain com.microsoft): {message}")
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    """The cache shapes planning works with. `past` is past_key's rows per head (0 without a past;
+    a windowed cache's capacity); attention reads an extended cache of `past + seq` rows per head:
+    the kept past rows, then the new ones (see onyxia::kv_rows)."""
+
+    heads: Heads
+    batch: SymbolicDim
+    seq: SymbolicDim
+    past: SymbolicDim
+    windowed: bool
+    in_place: bool  # past_key/value share present_key/value's buffers: append the new rows only
+
+    @property
+    def rows(self) -> SymbolicDim:
+        return self.past + self.seq  # type: ignore[operator]
+
+
+def cache_layout(ctx: NodeCtx, shares_storage: tuple[bool, bool]) -> CacheLayout:
+    heads = heads_of(ctx)
+    batch, seq, _ = ctx.input_dims(GqaInput.QUERY)
+    past = ctx.input_dims(GqaInput.PAST_KEY)[2] if ctx.has_input(GqaInput.PAST_KEY) else 0
+    windowed = bool(ctx.attr_int("sliding_window_cache", 0))
+    if shares_storage[0] != shares_storage[1]:
+        raise PlanningError(f"node '{ctx.node.name}' (GroupQueryAttention): only one of the two caches is aliased")
+    in_place = shares_storage[0] and not windowed  # a windowed present is rewritten whole in any case
+    if in_place and (heads.kv != 1 or (isinstance(batch, int) and batch != 1)):
+        raise PlanningError(
+            f"node '{ctx.node.name}' (GroupQueryAttention): present aliases past, but with batch {batch} and "
+            f"kv_num_heads {heads.kv} the past rows are not a prefix of the present buffer (both must be 1)"
+        )
+    return CacheLayout(heads, batch, seq, past, windowed, in_place)

@@ -1,35 +1,56 @@
-// GroupQueryAttention's present_key / present_value: the new keys and values moved from the
-// input layout [B, S, KV_HEADS * HEAD_SIZE] (BSNH) to the cache layout [B, KV_HEADS, TOTAL, HEAD_SIZE]
-// (BNSH), rows past the new ones zeroed (as onnxruntime leaves them). With do_rotary the keys are
-// stored rotated, so attention reads them from here as they are.
-// Bindings: 0 new_k, 1 new_v, [2 cos_cache, 3 sin_cache with ROTARY] (read), then present_k, present_v (write).
-// Defs: T (WGSL storage type), F16 (flag), WORKGROUP_SIZE,
-//       ROTARY (optional: rotated elements per head, 2 * cos_cache width), INTERLEAVED (true | false, with ROTARY).
-// Dims: N elements of one present tensor, KV_HEADS, TOTAL (present sequence length), SEQ (new
-//       sequence length), HEAD_SIZE; with ROTARY also MAX_POS (cos/sin cache rows).
+// GroupQueryAttention's cache writer: the new keys and values move from the input layout
+// [B, SEQ, KV_HEADS * HEAD_SIZE] (BSNH) to the cache layout [B, KV_HEADS, DST_ROWS, HEAD_SIZE]
+// (BNSH), keys rotated with do_rotary, so attention reads them from the cache as they are. Rows
+// follow onyxia::kv_rows: per batch row the kept past rows, then the new rows at positions
+// past .. past + SEQ - 1 (rotary positions too), then zeros (onnxruntime leaves those rows unset).
+// Bindings (numbers from the BIND_* defs): new_k, new_v, seqlens_k, [past_k, past_v with PAST],
+//       [cos_cache, sin_cache with ROTARY] (read), then dst_k, dst_v (write).
+// Defs: T (WGSL storage type), F16 (flag), SEQLENS_T (i32), WORKGROUP_SIZE, BIND_* (binding numbers),
+//       PAST (flag: write every dst row, copying the kept past rows; without it only the new rows are
+//       written, after the past rows already in dst: the in-place append, where dst is the past buffer),
+//       ROTARY (optional: rotated elements per head, 2 * cos_cache width), INTERLEAVED (with ROTARY).
+// Dims: N (elements written: all of dst with PAST, the new rows without), KV_HEADS, HEAD_SIZE, SEQ,
+//       PAST_ROWS (rows per head of the past buffer), DST_ROWS (PAST_ROWS + SEQ); MAX_POS with ROTARY.
 // Dispatch: ceil(N / WORKGROUP_SIZE), 1-D (the runtime may split it into x, y).
-// Positions are 0..SEQ-1 (onnxruntime's first prompt, right padding included). A non-empty past
-// will add bindings for past_k / past_v copied into rows [0, PAST) and shift the positions by the
-// past length (not yet needed: the operator accepts only an empty past).
 #ifdef F16
 enable f16;
 #endif
 #import onyxia::indexing
+#import onyxia::kv_rows
 #ifdef ROTARY
 #import onyxia::rotary
 #endif
 
-@group(0) @binding(0) var<storage, read> new_k: array<#{T}>;
-@group(0) @binding(1) var<storage, read> new_v: array<#{T}>;
-#ifdef ROTARY
-@group(0) @binding(2) var<storage, read> cos_cache: array<#{T}>;
-@group(0) @binding(3) var<storage, read> sin_cache: array<#{T}>;
-@group(0) @binding(4) var<storage, read_write> present_k: array<#{T}>;
-@group(0) @binding(5) var<storage, read_write> present_v: array<#{T}>;
-#else
-@group(0) @binding(2) var<storage, read_write> present_k: array<#{T}>;
-@group(0) @binding(3) var<storage, read_write> present_v: array<#{T}>;
+@group(0) @binding(#{BIND_NEW_K}) var<storage, read> new_k: array<#{T}>;
+@group(0) @binding(#{BIND_NEW_V}) var<storage, read> new_v: array<#{T}>;
+@group(0) @binding(#{BIND_SEQLENS}) var<storage, read> seqlens_k: array<#{SEQLENS_T}>;
+#ifdef PAST
+@group(0) @binding(#{BIND_PAST_K}) var<storage, read> past_k: array<#{T}>;
+@group(0) @binding(#{BIND_PAST_V}) var<storage, read> past_v: array<#{T}>;
 #endif
+#ifdef ROTARY
+@group(0) @binding(#{BIND_COS}) var<storage, read> cos_cache: array<#{T}>;
+@group(0) @binding(#{BIND_SIN}) var<storage, read> sin_cache: array<#{T}>;
+#endif
+@group(0) @binding(#{BIND_DST_K}) var<storage, read_write> dst_k: array<#{T}>;
+@group(0) @binding(#{BIND_DST_V}) var<storage, read_write> dst_v: array<#{T}>;
+
+// Element h of new row s (batch b, kv head n) into dst element `i`; the key rotated to `position`.
+fn write_new(i: u32, b: u32, n: u32, s: u32, h: u32, position: u32) {
+    let head_base = ((b * #{SEQ} + s) * #{KV_HEADS} + n) * #{HEAD_SIZE};
+    var k = new_k[head_base + h];
+#ifdef ROTARY
+    if (h < #{ROTARY}u) {
+        let tap = rotary_tap(h, #{ROTARY}u, #{INTERLEAVED});
+        // an id outside the cache is invalid input; clamping reads a real row, never out of bounds
+        let c = min(position, #{MAX_POS} - 1u) * (#{ROTARY}u / 2u) + tap.cache;
+        let partner = f32(new_k[head_base + tap.partner]);
+        k = #{T}(rotary_apply(f32(k), partner, tap, f32(cos_cache[c]), f32(sin_cache[c])));
+    }
+#endif
+    dst_k[i] = k;
+    dst_v[i] = new_v[head_base + h];
+}
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(
@@ -43,25 +64,27 @@ fn main(
     }
     let h = i % #{HEAD_SIZE};
     let row = i / #{HEAD_SIZE};
-    let t = row % #{TOTAL};
-    let n = (row / #{TOTAL}) % #{KV_HEADS};
-    let b = row / (#{TOTAL} * #{KV_HEADS});
-    var k = #{T}(0);
-    var v = #{T}(0);
-    if (t < #{SEQ}) {
-        let head_base = ((b * #{SEQ} + t) * #{KV_HEADS} + n) * #{HEAD_SIZE};
-        k = new_k[head_base + h];
-        v = new_v[head_base + h];
-#ifdef ROTARY
-        if (h < #{ROTARY}u) {
-            let tap = rotary_tap(h, #{ROTARY}u, #{INTERLEAVED});
-            // an id outside the cache is invalid input; clamping reads a real row, never out of bounds
-            let c = min(t, #{MAX_POS} - 1u) * (#{ROTARY}u / 2u) + tap.cache;
-            let partner = f32(new_k[head_base + tap.partner]);
-            k = #{T}(rotary_apply(f32(k), partner, tap, f32(cos_cache[c]), f32(sin_cache[c])));
-        }
-#endif
+#ifdef PAST
+    let t = row % #{DST_ROWS};
+    let n = (row / #{DST_ROWS}) % #{KV_HEADS};
+    let b = row / (#{DST_ROWS} * #{KV_HEADS});
+    let rows = kv_rows(i32(seqlens_k[b]), #{SEQ}, #{PAST_ROWS});
+    if (t < rows.kept) {
+        let p = ((b * #{KV_HEADS} + n) * #{PAST_ROWS} + t) * #{HEAD_SIZE} + h;
+        dst_k[i] = past_k[p];
+        dst_v[i] = past_v[p];
+    } else if (t - rows.kept < #{SEQ}) {
+        write_new(i, b, n, t - rows.kept, h, rows.past + t - rows.kept);
+    } else {
+        dst_k[i] = #{T}(0);
+        dst_v[i] = #{T}(0);
     }
-    present_k[i] = k;
-    present_v[i] = v;
+#else
+    let s = row % #{SEQ};
+    let n = (row / #{SEQ}) % #{KV_HEADS};
+    let b = row / (#{SEQ} * #{KV_HEADS});
+    let rows = kv_rows(i32(seqlens_k[b]), #{SEQ}, #{PAST_ROWS});
+    let t = rows.kept + s;
+    write_new(((b * #{KV_HEADS} + n) * #{DST_ROWS} + t) * #{HEAD_SIZE} + h, b, n, s, h, rows.past + s);
+#endif
 }

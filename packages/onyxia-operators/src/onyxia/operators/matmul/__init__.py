@@ -1,5 +1,6 @@
-"""Matrix products: MatMul (numpy semantics, batched and broadcast) with one tiled shader."""
+"""Matrix products: MatMul (numpy semantics, batched and broadcast) and com.onyxia MatMulTransB
+(b stored transposed), with one tiled shader."""
 
-from onyxia.operators.matmul.matmul import MATMUL, MatMulOp
+from onyxia.operators.matmul.matmul import MATMUL, MATMUL_ONYXIA, MatMulOp
 
-__all__ = ["MATMUL", "MatMulOp"]
+__all__ = ["MATMUL", "MATMUL_ONYXIA", "MatMulOp"]

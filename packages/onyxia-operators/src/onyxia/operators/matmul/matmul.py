@@ -1,8 +1,16 @@
-"""`MatMulOp`: numpy `matmul` semantics on the GPU.
+"""`MatMulOp`: numpy `matmul` semantics on the GPU, and com.onyxia MatMulTransB.
 
 1-D operands are promoted (a leading 1 for `a`, a trailing 1 for `b`) and the added dim is dropped
 from the result; batch dims broadcast. When `b` has no batch (the usual activation @ weight), `a`'s
 batch is folded into M so the whole product is one big GEMM rather than many small ones.
+
+MatMulTransB(a, w) is ``a @ swapaxes(w, -1, -2)`` with `w` read in place, as [N, K]: the
+`FoldTransposeIntoMatMul` pass produces it from a tied lm head's ``MatMul(x, Transpose(embed))``,
+whose transpose is too big to fold and would otherwise run on every step.
+
+A batch-free `b` over the storage-binding limit (a 671 MB embedding used as the lm head) is split
+into row ranges, one dispatch each (`PlanCtx.chunks`): ranges of K for a plain `b` [K, N], whose
+partial products add up in y, and ranges of N for a transposed one, each writing its own columns.
 """
 
 from __future__ import annotations
@@ -11,13 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import DataType, FoldCtx, InferenceCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
+from onyxia.core import Chunk, DataType, FoldCtx, InferenceCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
 
-__all__ = ["MATMUL", "MatMulOp"]
+__all__ = ["MATMUL", "MATMUL_ONYXIA", "MatMulOp"]
 
 _SOURCE = load_wgsl(__package__, "matmul.wgsl")
 
@@ -43,20 +51,34 @@ class _Operands:
 
 
 @dataclass(frozen=True)
+class _Part:
+    """One dispatch's share of the product: K-range [k0, k0 + k) and N-range [n0, n0 + n) of b."""
+
+    chunk: Chunk
+    k: SymbolicDim
+    n: SymbolicDim
+    k0: int = 0
+    n0: int = 0
+
+
+@dataclass(frozen=True)
 class MatMulOp:
     dtypes: frozenset[DataType] = FLOATS | _INT_TYPES
+    trans_b: bool = False  # b is stored [..., N, K]
     name: str = "matmul"
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         a, b = ctx.input_dtype(0), ctx.input_dtype(1)
         if a != b:
             raise ctx.error(f"inputs must share a dtype, found {a.name.lower()} and {b.name.lower()}")
-        return [TensorType(a, shape_of(_output_dims(ctx)))]
+        return [TensorType(a, shape_of(_output_dims(ctx, self.trans_b)))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
         a, b = ctx.input_value(0), ctx.input_value(1)
         if a is None or b is None or a.dtype == object or b.dtype == object:
             return None
+        if self.trans_b:
+            b = np.swapaxes(b, -1, -2)
         if a.dtype == np.float16:  # accumulate in f32 like the shader (numpy's f16 matmul sums in f16)
             return [np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)]
         return [np.matmul(a, b)]
@@ -64,51 +86,77 @@ class MatMulOp:
     def plan(self, ctx: PlanCtx) -> None:
         dtype = ctx.input_dtype(0)
         require_dtype(ctx, dtype, self.dtypes)
-        ops = _operands(ctx)
+        ops = _operands(ctx, self.trans_b)
         acc = "f32" if dtype in FLOATS else dtype.wgsl
         block = _MANY_ROWS if isinstance(ops.m, int) and ops.m > _FEW_ROWS_LIMIT else _FEW_ROWS
         defs = {**type_defs(A_T=dtype, B_T=dtype, Y_T=dtype), **block, "ACC_T": acc, "BATCH_RANK": len(ops.batch)}
-        dims = {
-            "M": ops.m,
-            "N": ops.n,
-            "K": ops.k,
-            "BATCH_DIMS": ops.batch,
-            "A_BATCH_STRIDES": ops.a_strides,
-            "B_BATCH_STRIDES": ops.b_strides,
-        }
-        shader = ctx.compile_shader("matmul/matmul", _SOURCE, defs, dims)
-        groups = (
-            ceil_div(ops.n, 4 * block["WG_X"]),
-            ceil_div(ops.m, block["ROWS"] * block["WG_Y"]),
-            dims_product(ops.batch),
-        )
-        if 0 in groups:
-            return  # an empty output (a zero K still writes zeros, so only M, N or batch count)
-        ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(0)], groups)
+        strides = {"B_K_STRIDE": 1, "B_N_STRIDE": ops.k} if self.trans_b else {"B_K_STRIDE": ops.n, "B_N_STRIDE": 1}
+        for index, part in enumerate(_parts(ctx, ops, self.trans_b)):
+            dims = {
+                "M": ops.m,
+                "N": part.n,
+                "K": part.k,
+                "A_ROW": ops.k,
+                "Y_ROW": ops.n,
+                "A_COL0": part.k0,
+                "Y_COL0": part.n0,
+                **strides,
+                "BATCH_DIMS": ops.batch,
+                "A_BATCH_STRIDES": ops.a_strides,
+                "B_BATCH_STRIDES": ops.b_strides,
+            }
+            groups = (
+                ceil_div(part.n, 4 * block["WG_X"]),
+                ceil_div(ops.m, block["ROWS"] * block["WG_Y"]),
+                dims_product(ops.batch),
+            )
+            if 0 in groups:
+                return  # an empty output (a zero K still writes zeros, so only M, N or batch count)
+            # K-ranges after the first add their partial product to y (N-ranges write disjoint columns)
+            part_defs = {**defs, "ACCUMULATE": True} if index and not self.trans_b else defs
+            shader = ctx.compile_shader("matmul/matmul", _SOURCE, part_defs, dims)
+            ctx.dispatch(shader, [ctx.input(0), ctx.input_chunk(1, part.chunk)], [ctx.output(0)], groups)
 
 
-def _promoted(ctx: InferenceCtx) -> tuple[list[SymbolicDim], list[SymbolicDim]]:
+def _parts(ctx: PlanCtx, ops: _Operands, trans_b: bool) -> list[_Part]:
+    """One part for a b that fits a binding; else one per row range of a batch-free, static b."""
+    rows, row_len = (ops.n, ops.k) if trans_b else (ops.k, ops.n)
+    whole = [_Part(Chunk(0, None, 0, rows), ops.k, ops.n)]
+    if ops.batch != [1] or not isinstance(row_len, int) or not isinstance(rows, int) or rows * row_len == 0:
+        return whole  # only a weight-like b gets split; anything else is left to the runtime's check
+    chunks = ctx.chunks(1, row_len * ctx.input_dtype(1).gpu_numpy.itemsize)
+    if trans_b:
+        return [_Part(c, ops.k, c.rows, n0=c.first_row) for c in chunks]
+    return [_Part(c, c.rows, ops.n, k0=c.first_row) for c in chunks]
+
+
+def _promoted(ctx: InferenceCtx, trans_b: bool) -> tuple[list[SymbolicDim], list[SymbolicDim]]:
+    """Both operands at rank >= 2, b in its logical [..., K, N] order."""
     a, b = list(ctx.input_dims(0)), list(ctx.input_dims(1))
     if not a or not b:
         raise ctx.error("MatMul operands must have rank >= 1 (a scalar operand is Mul, not MatMul)")
+    if trans_b:
+        if len(b) < 2:
+            raise ctx.error(f"input 1 must have rank >= 2 (stored as [..., N, K]), found rank {len(b)}")
+        b = [*b[:-2], b[-1], b[-2]]
     return ([1, *a] if len(a) == 1 else a), ([*b, 1] if len(b) == 1 else b)
 
 
-def _output_dims(ctx: InferenceCtx) -> list[SymbolicDim]:
-    a, b = _promoted(ctx)
+def _output_dims(ctx: InferenceCtx, trans_b: bool) -> list[SymbolicDim]:
+    a, b = _promoted(ctx, trans_b)
     ka, kb = a[-1], b[-2]
     if ka != kb:
         if isinstance(ka, int) and isinstance(kb, int):
-            raise ctx.error(f"input 1 dim -2 ({kb}) must equal input 0 dim -1 ({ka})")
-        ctx.constraints.append((ka, kb, f"node '{ctx.node.name}' (MatMul) inner dims"))
+            raise ctx.error(f"input 1 dim {-1 if trans_b else -2} ({kb}) must equal input 0 dim -1 ({ka})")
+        ctx.constraints.append((ka, kb, f"node '{ctx.node.name}' ({ctx.node.op_type}) inner dims"))
     batch = list(ctx.broadcast(a[:-2], b[:-2]).dims)
     rows = [a[-2]] if ctx.input_rank(0) > 1 else []
     cols = [b[-1]] if ctx.input_rank(1) > 1 else []
     return batch + rows + cols
 
 
-def _operands(ctx: PlanCtx) -> _Operands:
-    a, b = _promoted(ctx)
+def _operands(ctx: PlanCtx, trans_b: bool) -> _Operands:
+    a, b = _promoted(ctx, trans_b)
     m, k, n = a[-2], a[-1], b[-1]
     a_batch, b_batch = a[:-2], b[:-2]
     if all(d == 1 for d in b_batch):  # a weight-like `b`: a's batch rows are just more rows of M
@@ -120,3 +168,4 @@ def _operands(ctx: PlanCtx) -> _Operands:
 
 
 MATMUL: dict[str, MatMulOp] = named_rows({"MatMul": MatMulOp()})
+MATMUL_ONYXIA: dict[str, MatMulOp] = named_rows({"MatMulTransB": MatMulOp(trans_b=True)})  # com.onyxia

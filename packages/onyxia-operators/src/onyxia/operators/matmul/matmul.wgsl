@@ -2,14 +2,20 @@
 // registers, reading a and b straight from storage. On lavapipe (the CPU rasteriser this project
 // targets first) the CPU caches already provide the reuse that a shared-memory tile would, and
 // the tile's copies and barriers measured 2-3x slower than this direct form.
-// Bindings: 0 in_a (read), 1 in_b (read), 2 out_y (write).
+// Bindings: 0 in_a (read), 1 in_b (read; may be a range of b), 2 out_y (write).
 // Defs: A_T, B_T, Y_T   WGSL storage types
 //       ACC_T           accumulator type: f32 for f32/f16 (f16 sums lose precision fast), else the int type
 //       F16             flag: some storage type is f16
+//       ACCUMULATE      flag: add to y instead of storing (the second and later K-ranges of a b too big
+//                       for one binding)
 //       ROWS            rows of the output block per invocation (columns are always 4)
 //       WG_X, WG_Y      workgroup shape: a workgroup covers (WG_Y * ROWS) rows x (WG_X * 4) columns
 //       BATCH_RANK      rank of the (broadcast) batch dims (>= 1; a 1 with dim 1 when there are none)
-// Dims: M, N, K         (after folding a batch-free right operand's batch into M)
+// Dims: M, N, K         this dispatch's product (after folding a batch-free right operand's batch into M)
+//       A_ROW, Y_ROW    row strides of a and y (K and N, unless b is split into ranges)
+//       A_COL0, Y_COL0  first column of a and y this dispatch covers (0 unless b is split)
+//       B_K_STRIDE, B_N_STRIDE   element strides of b along k and n: (N, 1), or (1, K) when b is
+//                       stored transposed as [N, K] (MatMulTransB)
 //       BATCH_DIMS, A_BATCH_STRIDES, B_BATCH_STRIDES (BATCH_RANK entries each; stride 0 = broadcast;
 //       the strides already include the M*K and K*N matrix sizes)
 // Dispatch: (ceil(N / (4 * WG_X)), ceil(M / (ROWS * WG_Y)), batch count). Reads past the last row or
@@ -39,6 +45,7 @@ fn batch_offsets(z: u32) -> vec2<u32> {
     return offsets;
 }
 
+// `cols` are already scaled by B_N_STRIDE
 fn b_row(base: u32, cols: vec4<u32>) -> vec4<#{ACC_T}> {
     return vec4<#{ACC_T}>(
         #{ACC_T}(in_b[base + cols.x]),
@@ -53,19 +60,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let offsets = batch_offsets(wid.z);
     let row0 = (wid.y * #{WG_Y}u + lid.y) * ROWS;
     let col0 = (wid.x * #{WG_X}u + lid.x) * 4u;
-    let cols = min(vec4<u32>(col0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(#{N} - 1u));
+    let cols = min(vec4<u32>(col0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(#{N} - 1u)) * #{B_N_STRIDE};
     var a_rows: array<u32, ROWS>;
     for (var i = 0u; i < ROWS; i++) {
-        a_rows[i] = offsets.x + min(row0 + i, #{M} - 1u) * #{K};
+        a_rows[i] = offsets.x + min(row0 + i, #{M} - 1u) * #{A_ROW} + #{A_COL0};
     }
     var acc: array<vec4<#{ACC_T}>, ROWS>;
     var k = 0u;
     for (; k + 4u <= #{K}; k += 4u) {  // four k at a time: fewer loop trips, each b row reused ROWS times
-        let b_base = offsets.y + k * #{N};
+        let b_base = offsets.y + k * #{B_K_STRIDE};
         let b0 = b_row(b_base, cols);
-        let b1 = b_row(b_base + #{N}, cols);
-        let b2 = b_row(b_base + 2u * #{N}, cols);
-        let b3 = b_row(b_base + 3u * #{N}, cols);
+        let b1 = b_row(b_base + #{B_K_STRIDE}, cols);
+        let b2 = b_row(b_base + 2u * #{B_K_STRIDE}, cols);
+        let b3 = b_row(b_base + 3u * #{B_K_STRIDE}, cols);
         for (var i = 0u; i < ROWS; i++) {
             let a = a_rows[i] + k;
             acc[i] += #{ACC_T}(in_a[a]) * b0 + #{ACC_T}(in_a[a + 1u]) * b1
@@ -73,17 +80,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         }
     }
     for (; k < #{K}; k++) {
-        let b = b_row(offsets.y + k * #{N}, cols);
+        let b = b_row(offsets.y + k * #{B_K_STRIDE}, cols);
         for (var i = 0u; i < ROWS; i++) {
             acc[i] += #{ACC_T}(in_a[a_rows[i] + k]) * b;
         }
     }
-    let y_base = wid.z * #{M} * #{N};
+    let y_base = wid.z * #{M} * #{Y_ROW} + #{Y_COL0};
     for (var i = 0u; i < ROWS; i++) {
         if (row0 + i < #{M}) {
             for (var j = 0u; j < 4u; j++) {
                 if (col0 + j < #{N}) {
-                    out_y[y_base + (row0 + i) * #{N} + col0 + j] = #{Y_T}(acc[i][j]);
+                    let y = y_base + (row0 + i) * #{Y_ROW} + col0 + j;
+#ifdef ACCUMULATE
+                    out_y[y] = #{Y_T}(#{ACC_T}(out_y[y]) + acc[i][j]);
+#else
+                    out_y[y] = #{Y_T}(acc[i][j]);
+#endif
                 }
             }
         }

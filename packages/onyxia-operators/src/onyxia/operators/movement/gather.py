@@ -3,6 +3,10 @@
 The output is ``data[outer, indices[j], inner]`` flattened as ``[outer, j, inner]``. Negative
 indices wrap by adding the axis dim, on the host and on the GPU alike. Folding also runs on
 symbolic values, so ``Gather(Shape(x), 1)`` yields the `SymbolicExpr` of x's dim 1.
+
+An embedding table over the storage-binding limit (Gemma 3's 671 MB f32 one) is gathered in row
+ranges (`PlanCtx.chunks`), one dispatch each: every dispatch binds its rows and writes only the
+outputs whose index falls in them, so each output is written exactly once.
 """
 
 from __future__ import annotations
@@ -11,7 +15,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, ceil_div, load_wgsl, shape_of
+from onyxia.core import (
+    Chunk,
+    DataType,
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    PlanCtx,
+    SymbolicDim,
+    TensorType,
+    ceil_div,
+    load_wgsl,
+    shape_of,
+)
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import ALL_GPU, require_dtype
@@ -51,11 +67,25 @@ class GatherOp:
         n = dims_product(ctx.output_dims(0))
         if n == 0:  # nothing to gather; a zero INNER or NIDX would be a literal divisor
             return
-        sizes = {"N": n, "INNER": dims_product(data[axis + 1 :]), "NIDX": dims_product(ctx.input_dims(1))}
-        sizes["AXIS_DIM"] = data[axis]
+        inner = dims_product(data[axis + 1 :])
+        sizes = {"N": n, "INNER": inner, "NIDX": dims_product(ctx.input_dims(1)), "AXIS_DIM": data[axis]}
         defs = {**type_defs(T=dtype, I_T=ctx.input_dtype(1)), "WORKGROUP_SIZE": WORKGROUP_SIZE}
-        shader = ctx.compile_shader("movement/gather", _SOURCE, defs, sizes)
-        ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+        for chunk in _chunks(ctx, axis, inner):
+            chunk_defs = defs if chunk.size is None else {**defs, "CHUNKED": True}
+            chunk_sizes = sizes if chunk.size is None else {**sizes, "FIRST_ROW": chunk.first_row, "ROWS": chunk.rows}
+            shader = ctx.compile_shader("movement/gather", _SOURCE, chunk_defs, chunk_sizes)
+            reads = [ctx.input_chunk(0, chunk), ctx.input(1)]
+            ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+
+
+def _chunks(ctx: PlanCtx, axis: int, inner: SymbolicDim) -> list[Chunk]:
+    """Row ranges of the data along `axis`; split only when nothing precedes the axis (an embedding
+    table gathered on axis 0), so that a range of rows is a range of bytes."""
+    rows = ctx.input_dims(0)[axis]
+    whole = [Chunk(0, None, 0, rows)]
+    if any(d != 1 for d in ctx.input_dims(0)[:axis]) or not isinstance(inner, int) or inner == 0:
+        return whole
+    return ctx.chunks(0, inner * ctx.input_dtype(0).gpu_numpy.itemsize)
 
 
 def _axis(ctx: NodeCtx) -> int:

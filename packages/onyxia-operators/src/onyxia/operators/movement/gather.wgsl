@@ -3,12 +3,16 @@
 // Defs: T               WGSL storage type of data and output
 //       I_T             storage type of indices: i32 (int64 indices travel as i32, int32 as is)
 //       F16             flag: T is f16
+//       CHUNKED         flag: in_x binds only data rows [FIRST_ROW, FIRST_ROW + ROWS) (a table over the
+//                       storage-binding limit, gathered on axis 0 in one dispatch per range); outputs
+//                       whose index falls outside them are left to the other dispatches
 //       WORKGROUP_SIZE
 // Dims (literal when static, immediates when symbolic):
 //       N         output element count (> 0)
 //       INNER     product of the data dims after the axis
 //       NIDX      number of indices
 //       AXIS_DIM  data dim along the axis
+//       FIRST_ROW, ROWS  (CHUNKED only) the bound range of rows
 #ifdef F16
 enable f16;
 #endif
@@ -39,5 +43,13 @@ fn main(
     }
     // Out-of-range indices are invalid ONNX; clamping keeps the read inside the buffer.
     let src = clamp(k, 0, axis_dim - 1);
+#ifdef CHUNKED
+    let row = src - i32(#{FIRST_ROW});  // outer is 0: only tables with nothing before the axis are split
+    if (row < 0 || row >= i32(#{ROWS})) {
+        return;
+    }
+    out_y[i] = in_x[u32(row) * #{INNER} + inner];
+#else
     out_y[i] = in_x[(outer * #{AXIS_DIM} + u32(src)) * #{INNER} + inner];
+#endif
 }

@@ -5,10 +5,14 @@ int4 LLM. Weights stay packed on the GPU (see `packing`) and are dequantised in 
 ``W[n, k] = (nibble - zero_point) * scale[n, k / block_size]``, with zero point 8 when the input is
 absent, else two 4-bit zero points per byte (uint8) or floats of the scales' dtype.
 
-Numerics: products and sums are f32 whatever the activation dtype, which is onnxruntime's
-``accuracy_level`` 0. At levels 1-4 onnxruntime's CPU kernel may quantize the activations to int8
-(the Gemma fixtures use 4), so its outputs differ from level 0, and from this op, by that
-quantization noise; the attribute is accepted and otherwise ignored.
+Numerics follow onnxruntime's CPU kernel (1.31), which picks them per node (`_int8_activations`):
+- ``accuracy_level`` 4 (the Gemma and genai int4 fixtures): MLAS's CompInt8 path. Each row of A is
+  quantized to int8 per block (scale amax / 127, round half to even; matmul_nbits_quantize.wgsl), and
+  each block adds (scale_a * scale_b) * sum_k qa_k (q_k - zp) with an exact integer sum; MLAS's
+  order of the float sums is not reproduced (about 1e-7 relative). An f16 A is widened first and the
+  f32 result rounded once, as onnxruntime does on x86.
+- Levels 0-3, and level 4 where onnxruntime falls back to dequantizing B: products and sums in f32
+  whatever the activation dtype (level 0's numerics).
 
 One shader, two specialisations (`Kernel`): DECODE, one row per thread (M = 1, the GEMV of each
 generated token), and PREFILL, 4 rows per thread sharing each weight unpack. Each thread owns 4
@@ -21,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onyxia.core import (
+    BufferRef,
     DataType,
     InferenceCtx,
     NodeCtx,
@@ -35,7 +40,7 @@ from onyxia.core import (
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
-from onyxia.operators.quantized.packing import bind_packed
+from onyxia.operators.quantized.packing import PackedInput, bind_packed
 from onyxia.operators.typesets import FLOATS
 
 __all__ = ["DECODE", "DECODE_MAX_M", "PREFILL", "Kernel", "MatMulNBitsOp", "unsupported"]
@@ -64,6 +69,8 @@ class Kernel:
 DECODE = Kernel("MatMulNBits/decode", rows=1, column_groups=2)
 PREFILL = Kernel("MatMulNBits/prefill", rows=4, column_groups=2)
 DECODE_MAX_M = 1  # rows up to which DECODE runs (one row per workgroup z); PREFILL above
+QUANTIZE_WORKGROUP_SIZE = 64
+_INT8_MAX_BLOCK_SIZE = 256  # MLAS has CompInt8 kernels for block sizes 16 .. 256
 _COLUMN_PAD = 8  # the repacked B's columns are padded to a multiple of every kernel's 4 * column_groups
 _A, _B, _SCALES, _ZERO_POINTS, _G_IDX, _BIAS = range(6)
 
@@ -156,10 +163,13 @@ class MatMulNBitsOp(OperatorBase):
     def plan(self, ctx: PlanCtx) -> None:
         layout = _layout(ctx)
         m = dims_product(ctx.input_dims(_A)[:-1])
-        reads, defs = _bindings(ctx, layout)
+        weights = bind_packed(ctx, _B, columns=layout.n, pad=_COLUMN_PAD)  # word-major: see matmul_nbits.wgsl
+        int8 = _int8_activations(ctx, layout, weights.known)
+        reads, defs = _bindings(ctx, layout, weights, _quantize_activations(ctx, layout, m) if int8 else None)
         dims = {
             "M": m,
             "K": layout.k,
+            "KP": layout.n_blocks * layout.block_size,
             "N": layout.n,
             "NP": -(-layout.n // _COLUMN_PAD) * _COLUMN_PAD,
             "NB": layout.n_blocks,
@@ -189,10 +199,41 @@ def _dispatch(ctx: PlanCtx, kernel: Kernel, share: SymbolicDim, reads: list, def
     ctx.dispatch(shader, reads, [ctx.output(0)], (groups, 1, ceil_div(dims["M"], kernel.rows)))
 
 
-def _bindings(ctx: PlanCtx, layout: _Layout) -> tuple[list, dict[str, object]]:
-    """Read bindings in the shader's order, and the defs naming their slots and storage forms."""
-    weights = bind_packed(ctx, _B, columns=layout.n, pad=_COLUMN_PAD)  # word-major: see matmul_nbits.wgsl
-    reads = [ctx.input(_A), weights.buffer, ctx.input(_SCALES)]
+def _int8_activations(ctx: PlanCtx, layout: _Layout, weights_known: bool) -> bool:
+    """Whether onnxruntime's CPU kernel runs this node with int8 activations (MLAS CompInt8).
+
+    It asks for CompInt8 at accuracy_level 4 when MLAS has the kernel (block sizes 16 .. 256), but
+    only a prepacked B runs it: B must be a constant initializer, and float zero points or g_idx
+    skip prepacking; all of those dequantize B and compute in f32 instead. (With runtime uint8 zero
+    points onnxruntime 1.31 ignores them at level 4, using 8; that is a bug, not reproduced.)
+    """
+    level = ctx.attr_int("accuracy_level", 0)
+    return level == 4 and layout.block_size <= _INT8_MAX_BLOCK_SIZE and layout.zero_points != "float" and weights_known
+
+
+def _quantize_activations(ctx: PlanCtx, layout: _Layout, m: SymbolicDim) -> tuple[BufferRef, BufferRef]:
+    """Dispatch matmul_nbits_quantize.wgsl: A's int8 values (as f32) and their per-block scales."""
+    row_blocks = m * layout.n_blocks  # type: ignore[operator]
+    quantized = ctx.alloc_scratch(row_blocks * layout.block_size * 4, "quantized_a")
+    scales = ctx.alloc_scratch(row_blocks * 4, "a_scales")
+    defs = {
+        **type_defs(A_T=ctx.input_dtype(_A)),
+        "BLOCK_SIZE": layout.block_size,
+        "WORKGROUP_SIZE": QUANTIZE_WORKGROUP_SIZE,
+    }
+    dims = {"K": layout.k, "NB": layout.n_blocks, "ROW_BLOCKS": row_blocks}
+    source = load_wgsl(__package__, "matmul_nbits_quantize.wgsl")
+    shader = ctx.compile_shader("MatMulNBits/quantize", source, defs, dims)
+    ctx.dispatch(shader, [ctx.input(_A)], [quantized, scales], ceil_div(row_blocks, QUANTIZE_WORKGROUP_SIZE))
+    return quantized, scales
+
+
+def _bindings(
+    ctx: PlanCtx, layout: _Layout, weights: PackedInput, int8: tuple[BufferRef, BufferRef] | None
+) -> tuple[list, dict[str, object]]:
+    """Read bindings in the shader's order, and the defs naming their slots and storage forms;
+    `int8`: the quantized A and its scales, read instead of A."""
+    reads = [int8[0] if int8 else ctx.input(_A), weights.buffer, ctx.input(_SCALES)]
     defs = {**type_defs(A_T=ctx.input_dtype(_A)), "ZP": layout.zero_points}
     if weights.widened:
         defs["B_WIDENED"] = True
@@ -212,5 +253,9 @@ def _bindings(ctx: PlanCtx, layout: _Layout) -> tuple[list, dict[str, object]]:
         reads.append(ctx.input(_BIAS))
         defs["BIAS"] = True
     defs["BIAS_BINDING"] = len(reads) - 1
+    if int8:
+        reads.append(int8[1])
+        defs["INT8"] = True
+    defs["A_SCALES_BINDING"] = len(reads) - 1
     defs["Y_BINDING"] = len(reads)
     return reads, defs

@@ -1,5 +1,8 @@
 // MatMulNBits (4-bit): y[m, n] = sum_k a[m, k] * (q[n, k] - zp[n, k / BLOCK_SIZE]) * scale[n, k / BLOCK_SIZE] + bias[n],
-// dequantised in the shader and accumulated in f32 (onnxruntime's accuracy_level 0 numerics).
+// dequantised in the shader and accumulated in f32 (onnxruntime's accuracy_level 0 numerics). With INT8, `a` holds
+// matmul_nbits_quantize.wgsl's int8 values qa (as integer-valued f32) and a_scales their per-block scales sa, and
+// a block adds (sa * s) * (sum_k qa_k q_k - z * sum_k qa_k): the sums are exact integers, the int32 dot products of
+// onnxruntime's CompInt8 kernel (accuracy_level 4), which applies sa * s per block too.
 //
 // Each thread owns 4 * CG adjacent columns and ROWS rows and walks the K blocks (SPLIT > 1: SPLIT threads share a
 // column group, taking blocks t, t + SPLIT, ..., and add their sums through workgroup memory). Per block it
@@ -7,8 +10,9 @@
 // sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k). The columns of a thread share each load of a,
 // which (more than the weight reads) bounds the speed on lavapipe; ROWS > 1 (prefill) shares each weight unpack.
 //
-// Bindings: 0 a [M, K] (A_T; vec4s with A_VEC4), 1 b, 2 scales [N * NB] (A_T), then zp when ZP != none,
-//   bias [N] when BIAS, then y [M, N] (A_T) at #{ZP_BINDING}, #{BIAS_BINDING}, #{Y_BINDING}.
+// Bindings: 0 a [M, K] (A_T; vec4s with A_VEC4; INT8: qa [M, KP] f32 vec4s), 1 b, 2 scales [N * NB] (A_T), then zp
+//   when ZP != none, bias [N] when BIAS, a_scales [M * NB] (f32) when INT8, then y [M, N] (A_T) at #{ZP_BINDING},
+//   #{BIAS_BINDING}, #{A_SCALES_BINDING}, #{Y_BINDING}.
 //   b: a compile-time B repacked word-major, vec4<u32> at [word][column / 4] (columns padded to NP), each word
 //   8 nibbles low first; B_WIDENED: a runtime uint8 B as the graph stores it, [N, WPC * 4] bytes, one per u32.
 // Defs: A_T             f32 | f16 (activations, scales, float zero points, bias and output share it)
@@ -19,21 +23,26 @@
 //       BIAS            flag: a bias input
 //       K_TAIL          flag: K % BLOCK_SIZE != 0, so reads of a past K give 0 (the padded last block)
 //       A_VEC4          flag: K % 8 == 0, so a row's 8 elements per word are two aligned vec4 loads
+//       INT8            flag: a is int8-quantized per block (accuracy_level 4), rows padded to KP = NB * block size
 //       ROWS            rows per thread (1 for decode)
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
 //       WORKGROUP_SIZE
-// Dims: M (rows, literal or immediate), K, N, NP (N rounded up to the repack's column padding, a
+// Dims: M (rows, literal or immediate), K, KP (INT8 only), N, NP (N rounded up to the repack's column padding, a
 //       multiple of 4 * CG), NB (blocks per column), WPB (words per
 //       block), WPC (words per column), ZB (zero-point bytes per column).
 #ifdef F16
 enable f16;
 #endif
 
+#ifdef INT8
+@group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;
+#else
 #ifdef A_VEC4
 @group(0) @binding(0) var<storage, read> a: array<vec4<#{A_T}>>;
 #else
 @group(0) @binding(0) var<storage, read> a: array<#{A_T}>;
+#endif
 #endif
 #ifdef B_WIDENED
 @group(0) @binding(1) var<storage, read> b: array<u32>;
@@ -49,6 +58,9 @@ enable f16;
 #endif
 #ifdef BIAS
 @group(0) @binding(#{BIAS_BINDING}) var<storage, read> bias: array<#{A_T}>;
+#endif
+#ifdef INT8
+@group(0) @binding(#{A_SCALES_BINDING}) var<storage, read> a_scales: array<f32>;
 #endif
 @group(0) @binding(#{Y_BINDING}) var<storage, read_write> y: array<#{A_T}>;
 
@@ -101,6 +113,10 @@ struct Eight {
 
 // Row m's elements k0 .. k0 + 7; zero past K (the padded tail of the last block must not contribute).
 fn a_eight(m: u32, k0: u32) -> Eight {
+#ifdef INT8
+    let i = (m * #{KP} + k0) / 4u;  // whole blocks, the tail zeroed by the quantize pass
+    return Eight(a[i], a[i + 1u]);
+#else
 #ifdef A_VEC4
 #ifdef K_TAIL
     if (k0 >= #{K}) {
@@ -117,6 +133,7 @@ fn a_eight(m: u32, k0: u32) -> Eight {
         }
     }
     return Eight(vec4<f32>(v[0], v[1], v[2], v[3]), vec4<f32>(v[4], v[5], v[6], v[7]));
+#endif
 #endif
 }
 
@@ -191,7 +208,13 @@ fn main(
                 let s = scales4(n0 + 4u * g, blk);
                 let z = zero_points4(n0 + 4u * g, blk);
                 for (var r = 0u; r < #{ROWS}u; r++) {
+#ifdef INT8
+                    // rows past M read a clamped scale; their sums are never stored
+                    let combined = s * a_scales[(m0 + r) * #{NB} + blk];
+                    acc[r * #{CG}u + g] += combined * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+#else
                     acc[r * #{CG}u + g] += s * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+#endif
                 }
             }
         }

@@ -23,6 +23,7 @@ __all__ = ["PackedInput", "bind_packed", "u32_words"]
 class PackedInput(NamedTuple):
     buffer: BufferRef
     widened: bool  # one byte per u32 (a runtime uint8 tensor) instead of 4 bytes per word
+    known: bool  # the data is known at compile time (repacked into a constant)
 
 
 def u32_words(source: TensorValue | np.ndarray, name: str, columns: int = 0, pad: int = 4) -> TensorValue:
@@ -57,6 +58,6 @@ def bind_packed(ctx: PlanCtx, i: int, columns: int = 0, pad: int = 4) -> PackedI
     tensor = ctx.input_tensor(i)
     source = tensor.initializer if tensor.initializer is not None else tensor.value
     if source is None or (isinstance(source, np.ndarray) and source.dtype == object):
-        return PackedInput(ctx.input(i), tensor.dtype == DataType.UINT8)
+        return PackedInput(ctx.input(i), tensor.dtype == DataType.UINT8, False)
     key = f"{tensor.name}:u32" + (f":word-major-{columns}-pad-{pad}" if columns else "")
-    return PackedInput(ctx.constant(key, u32_words(source, key, columns, pad)), False)
+    return PackedInput(ctx.constant(key, u32_words(source, key, columns, pad)), False, True)

@@ -1,4 +1,4 @@
-"""`ConvOp`: Conv and ConvTranspose (1-D and 2-D, grouped and depthwise), one row each, one shader.
+"""`ConvOp`: Conv and ConvTranspose (1-D to 3-D, grouped and depthwise), one row each, one shader.
 
 The two differ in three places only: the window arithmetic (`forward_window` vs `transpose_window`),
 where the weight tensor keeps its channels (Conv's W is ``[M, C/group, k...]``, ConvTranspose's is

@@ -3,15 +3,16 @@
 // scattered window covers this output position, so no atomics or scratch buffers are needed.
 // Bindings: 0 in_x, 1 in_w, [2 in_b when HAS_BIAS] (read), then out_y (write).
 // Defs: X_T, W_T, B_T, Y_T  WGSL storage types (accumulation is f32)
-//       MODE             direct (Conv: W is [M, C/group, KH, KW]) | transpose (ConvTranspose: W is
-//                        [C, M/group, KH, KW])
+//       MODE             direct (Conv: W is [M, C/group, KD, KH, KW]) | transpose (ConvTranspose: W
+//                        is [C, M/group, KD, KH, KW])
 //       HAS_BIAS         flag: input 2 is the per-output-channel bias
 //       F16              flag: some storage type is f16
 //       WORKGROUP_SIZE
 // Dims (literal when static, immediates when symbolic): TOTAL output elements; C input channels;
-//       M output channels; CG input channels per group; MG output channels per group; the plane
-//       H, W, OH, OW, kernel KH, KW, strides SH, SW, dilations DH, DW, begin pads PH, PW (a 1-D op
-//       is a height-1 plane). PHE and PWE (end pads) are unused here.
+//       M output channels; CG input channels per group; MG output channels per group; per axis
+//       D, H, W (outermost first): extent D, H, W, output OD, OH, OW, kernel KD, KH, KW, strides
+//       SD, SH, SW, dilations DD, DH, DW, begin pads PD, PH, PW (a 2-D op is a depth-1 volume, a 1-D
+//       op also height-1). PDE, PHE and PWE (end pads) are unused here.
 #ifdef F16
 enable f16;
 #endif
@@ -56,30 +57,39 @@ fn main(
     var rest = i / #{OW};
     let oh = rest % #{OH};
     rest = rest / #{OH};
+    let od = rest % #{OD};
+    rest = rest / #{OD};
     let m = rest % #{M};
     let n = rest / #{M};
     let group = m / #{MG};
     var acc = 0.0;
     for (var c = 0u; c < #{CG}; c++) {
         let ci = group * #{CG} + c;
-        let x_plane = (n * #{C} + ci) * #{H} * #{W};
+        let x_volume = (n * #{C} + ci) * #{D} * #{H} * #{W};
 #if MODE == direct
-        let w_base = (m * #{CG} + c) * #{KH} * #{KW};
+        let w_base = (m * #{CG} + c) * #{KD} * #{KH} * #{KW};
 #else
-        let w_base = (ci * #{MG} + m % #{MG}) * #{KH} * #{KW};
+        let w_base = (ci * #{MG} + m % #{MG}) * #{KD} * #{KH} * #{KW};
 #endif
-        for (var kh = 0u; kh < #{KH}; kh++) {
-            let ih = tap(oh, kh, #{SH}, #{DH}, #{PH}, #{H});
-            if (ih < 0) {
+        for (var kd = 0u; kd < #{KD}; kd++) {
+            let id = tap(od, kd, #{SD}, #{DD}, #{PD}, #{D});
+            if (id < 0) {
                 continue;
             }
-            for (var kw = 0u; kw < #{KW}; kw++) {
-                let iw = tap(ow, kw, #{SW}, #{DW}, #{PW}, #{W});
-                if (iw < 0) {
+            for (var kh = 0u; kh < #{KH}; kh++) {
+                let ih = tap(oh, kh, #{SH}, #{DH}, #{PH}, #{H});
+                if (ih < 0) {
                     continue;
                 }
-                let x = f32(in_x[x_plane + u32(ih) * #{W} + u32(iw)]);
-                acc += x * f32(in_w[w_base + kh * #{KW} + kw]);
+                let x_row = x_volume + (u32(id) * #{H} + u32(ih)) * #{W};
+                let w_row = w_base + (kd * #{KH} + kh) * #{KW};
+                for (var kw = 0u; kw < #{KW}; kw++) {
+                    let iw = tap(ow, kw, #{SW}, #{DW}, #{PW}, #{W});
+                    if (iw < 0) {
+                        continue;
+                    }
+                    acc += f32(in_x[x_row + u32(iw)]) * f32(in_w[w_row + kw]);
+                }
             }
         }
     }

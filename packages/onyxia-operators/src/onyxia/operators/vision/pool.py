@@ -1,9 +1,10 @@
 """`PoolOp`: MaxPool, AveragePool, LpPool and their Global forms, one row each, one shader.
 
 A row is the reduction over the window (the shader's `REDUCE`) and how the window is found: the
-local pools read `kernel_shape`, `strides`, `pads`, `dilations`, `auto_pad` and `ceil_mode`; a
-global pool is one window over the flattened spatial axes, so it serves any spatial rank and
-symbolic spatial dims. MaxPool's optional Indices output is computed in the same pass.
+local pools read `kernel_shape`, `strides`, `pads`, `dilations`, `auto_pad` and `ceil_mode` over
+1 to 3 spatial axes; a global pool is one window over the flattened spatial axes, so it serves any
+spatial rank and symbolic spatial dims. MaxPool's optional Indices output is computed in the same
+pass. MaxPool also takes 8-bit ints (opset 12): the shader's f32 accumulator holds them exactly.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = ["POOL", "PoolOp"]
 
 _SOURCE = load_wgsl(__package__, "pool.wgsl")
 
+_MAX_TYPES = FLOATS | {DataType.INT8, DataType.UINT8}
 _Shape = tuple[Window, list[SymbolicDim]]  # the shader's window, and the output's spatial dims
 
 
@@ -57,6 +59,7 @@ class PoolOp(OperatorBase):
     reduce: str  # the shader's REDUCE def: max | avg | lp
     window: Callable[[NodeCtx, Sequence[SymbolicDim]], _Shape] = _local_window
     indices: bool = False  # has MaxPool's optional Indices output
+    dtypes: frozenset[DataType] = FLOATS
     name: str = "pool"
 
     def _shape(self, ctx: NodeCtx) -> _Shape:
@@ -79,7 +82,7 @@ class PoolOp(OperatorBase):
 
     def plan(self, ctx: PlanCtx) -> None:
         window, _ = self._shape(ctx)
-        require_dtype(ctx, ctx.input_dtype(0), FLOATS)
+        require_dtype(ctx, ctx.input_dtype(0), self.dtypes)
         total = dims_product(ctx.output_dims(0))
         if total == 0:
             return
@@ -103,7 +106,7 @@ class PoolOp(OperatorBase):
 
 POOL: dict[str, PoolOp] = named_rows(
     {
-        "MaxPool": PoolOp("max", indices=True),
+        "MaxPool": PoolOp("max", indices=True, dtypes=_MAX_TYPES),
         "AveragePool": PoolOp("avg"),
         "LpPool": PoolOp("lp"),
         "GlobalMaxPool": PoolOp("max", _global_window),

@@ -1,13 +1,16 @@
-"""`ResizeOp`: Resize (opset 11+) of the spatial axes of an NCHW image, nearest or bilinear.
+"""`ResizeOp`: Resize (opset 11+) of the spatial axes of an NCHW image: nearest, linear or cubic.
 
 Upsampling layers in exported detectors and segmenters are Resize on H and W with constant scales or
 sizes, so the output size and each axis's coordinate map are settled at compile time and become
-shader literals. What has no shader here fails at compile time, naming the attribute value: cubic
-mode, tf_crop_and_resize, antialiased linear downsampling, and scaling the N or C axis.
+shader literals. Nearest and linear compute the source coordinate in the shader; cubic, antialiased
+filters and tf_crop_and_resize (whose roi must be a constant too) read per-axis tap tables built at
+compile time (`resize_taps`), which needs static H and W. Scaling the N or C axis fails at compile
+time, naming the values.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onyxia.core import (
+    DataType,
     InferenceCtx,
     NodeCtx,
     OperatorBase,
@@ -26,15 +30,18 @@ from onyxia.core import (
     load_wgsl,
 )
 from onyxia.core.shapes import dims_product, shape_of
-from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
+from onyxia.operators.layout import WORKGROUP_SIZE, type_defs, wgsl_literal
 from onyxia.operators.typesets import FLOATS, require_dtype
 from onyxia.operators.vision.geometry import unsupported, unsupported_attribute
+from onyxia.operators.vision.resize_taps import Filter, axis_taps
 
 __all__ = ["RESIZE", "ResizeOp"]
 
 _SOURCE = load_wgsl(__package__, "resize.wgsl")
 _RANK = 4
+_MODES = ("nearest", "linear", "cubic")
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+_CROP = "tf_crop_and_resize"
 _POLICIES = {"not_larger": min, "not_smaller": max}  # keep_aspect_ratio_policy other than stretch
 
 _Map = tuple[float, float, float, float]  # x_in = (x_out + P) * NUM / DEN - Q
@@ -66,17 +73,21 @@ class _Target:
 
 
 def _check_modes(ctx: NodeCtx) -> str:
+    """The shader's MODE: the affine nearest / linear paths, or `taps` for what needs tap tables."""
     mode = ctx.attr_str("mode", "nearest")
-    if mode not in ("nearest", "linear"):
-        raise unsupported_attribute(ctx, "mode", mode, "nearest or linear")
+    if mode not in _MODES:
+        raise unsupported_attribute(ctx, "mode", mode, " or ".join(_MODES))
     transform = ctx.attr_str("coordinate_transformation_mode", "half_pixel")
-    if transform not in _TRANSFORMS:
-        raise unsupported_attribute(ctx, "coordinate_transformation_mode", transform, " or ".join(_TRANSFORMS))
+    if transform not in _TRANSFORMS and transform != _CROP:
+        raise unsupported_attribute(
+            ctx, "coordinate_transformation_mode", transform, " or ".join([*_TRANSFORMS, _CROP])
+        )
     nearest = ctx.attr_str("nearest_mode", "round_prefer_floor")
     if nearest not in _NEAREST_MODES:
         raise unsupported_attribute(ctx, "nearest_mode", nearest, " or ".join(_NEAREST_MODES))
-    if ctx.attr_int("antialias", 0) and mode == "linear":
-        raise unsupported_attribute(ctx, "antialias", ctx.attr_int("antialias"), "0 (no antialiasing filter)")
+    # antialias filters only linear and cubic (the spec); onnxruntime ignores it for nearest
+    if mode == "cubic" or transform == _CROP or (ctx.attr_int("antialias", 0) and mode != "nearest"):
+        return "taps"
     return mode
 
 
@@ -168,14 +179,75 @@ class ResizeOp(OperatorBase):
         defs = {**type_defs(X_T=ctx.input_dtype(0), Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
         defs["MODE"] = _check_modes(ctx)
         defs["NEAREST_MODE"] = ctx.attr_str("nearest_mode", "round_prefer_floor")
-        transform = _TRANSFORMS[ctx.attr_str("coordinate_transformation_mode", "half_pixel")]
-        for axis, prefix in ((2, "H"), (3, "W")):
-            coefficients = transform(target.scales[axis], dims[axis], target.dims[axis])  # type: ignore[arg-type]
-            for key, value in zip(("P", "NUM", "DEN", "Q"), coefficients):
-                defs[f"{prefix}_{key}"] = repr(float(np.float32(value)))
         plane = {"TOTAL": total, "H": dims[2], "W": dims[3], "OH": target.dims[2], "OW": target.dims[3]}
+        reads = [ctx.input(0)]
+        if defs["MODE"] == "taps":
+            plane.update(_bind_taps(ctx, target, dims, reads))
+            defs["EXTRAPOLATION_VALUE"] = wgsl_literal(DataType.FLOAT, ctx.attr_float("extrapolation_value", 0.0))
+        else:
+            defs.update(_affine_defs(ctx, target, dims))
         shader = ctx.compile_shader("vision/resize", _SOURCE, defs, plane)
-        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(total, WORKGROUP_SIZE))
+        ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(total, WORKGROUP_SIZE))
+
+
+def _affine_defs(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim]) -> dict[str, object]:
+    """The per-axis ``(x + P) * NUM / DEN - Q`` literals of the nearest and linear paths."""
+    transform = _TRANSFORMS[ctx.attr_str("coordinate_transformation_mode", "half_pixel")]
+    defs: dict[str, object] = {}
+    for axis, prefix in ((2, "H"), (3, "W")):
+        coefficients = transform(target.scales[axis], dims[axis], target.dims[axis])  # type: ignore[arg-type]
+        for key, value in zip(("P", "NUM", "DEN", "Q"), coefficients):
+            defs[f"{prefix}_{key}"] = repr(float(np.float32(value)))
+    return defs
+
+
+def _bind_taps(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim], reads: list) -> dict[str, int]:
+    """Build the H and W tap tables, append their buffers to `reads`, return the tap counts."""
+    f = Filter(
+        ctx.attr_str("mode", "nearest"),
+        ctx.attr_str("nearest_mode", "round_prefer_floor"),
+        ctx.attr_float("cubic_coeff_a", -0.75),
+        bool(ctx.attr_int("antialias", 0)),
+        bool(ctx.attr_int("exclude_outside", 0)),
+    )
+    crop = _crop_roi(ctx, len(dims)) if ctx.attr_str("coordinate_transformation_mode", "half_pixel") == _CROP else None
+    tables = []
+    for axis in (2, 3):
+        size, out = _static(ctx, dims[axis]), _static(ctx, target.dims[axis])
+        x = np.arange(out, dtype=np.float32)
+        if crop is None:
+            transform = _TRANSFORMS[ctx.attr_str("coordinate_transformation_mode", "half_pixel")]
+            p, num, den, q = (np.float32(v) for v in transform(target.scales[axis], size, out))
+            coords, outside = (x + p) * num / den - q, None
+        else:
+            coords = _crop_coords(x, size, out, *crop[axis])
+            outside = (coords < 0) | (coords > size - 1)
+        tables.append(axis_taps(coords, size, target.scales[axis], f, outside))
+    for name, column in (("index", "index"), ("weight", "weight")):
+        data = np.concatenate([getattr(t, column).reshape(-1) for t in tables])
+        reads.append(ctx.constant(f"resize_taps:{name}:{hashlib.sha1(data.tobytes()).hexdigest()[:16]}", data))
+    return {"TH": tables[0].index.shape[1], "TW": tables[1].index.shape[1]}
+
+
+def _crop_roi(ctx: NodeCtx, rank: int) -> dict[int, tuple[float, float]]:
+    """tf_crop_and_resize's per-axis (start, end), from input 1 laid out as [starts..., ends...]."""
+    axes = ctx.normalize_axes(ctx.attr_ints("axes", list(range(rank))), rank)
+    roi = _constant(ctx, 1, "roi")
+    if roi is None or roi.size != 2 * len(axes):
+        found = "no roi" if roi is None else f"{roi.size} entries"
+        raise ctx.error(f"tf_crop_and_resize needs input 1 (roi) with {2 * len(axes)} entries; found {found}")
+    values = [float(v) for v in roi.astype(np.float32).reshape(-1)]
+    crop = dict.fromkeys(range(rank), (0.0, 1.0))
+    crop.update({axis: (values[i], values[i + len(axes)]) for i, axis in enumerate(axes)})
+    return crop
+
+
+def _crop_coords(x: np.ndarray, size: int, out: int, start: float, end: float) -> np.ndarray:
+    """The roi window's source coordinates, in float32 and in onnxruntime's order."""
+    start32, end32, last = np.float32(start), np.float32(end), np.float32(size - 1)
+    if out == 1:
+        return np.full(1, np.float32(0.5) * (start32 + end32) * last, np.float32)
+    return start32 * last + x * (end32 - start32) * last / np.float32(out - 1)
 
 
 RESIZE: dict[tuple[str, int, int | None], ResizeOp] = {("Resize", 11, None): ResizeOp()}

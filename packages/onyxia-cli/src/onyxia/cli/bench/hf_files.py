@@ -1,0 +1,80 @@
+"""The JSON files beside `onnx/` in an onnx-community model directory, for a synthetic Gemma 3.
+
+`config.json` carries Hugging Face's Gemma 3 keys (what `onyxia.cli.llm` and other runtimes read) plus an
+`onyxia_synthetic` block that says the weights are random and how many positions the RoPE caches hold.
+End of generation is <eos> (1) or <end_of_turn> (6): ids of the synthetic tokenizer, not Gemma's 106.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from onyxia.cli.bench.config import GemmaConfig
+from onyxia.cli.bench.tokenizer_json import SPECIAL_TOKENS, tokenizer_config, tokenizer_json
+
+__all__ = ["EOS_TOKEN_IDS", "config_json", "generation_config_json", "write_hf_files"]
+
+PAD, EOS, BOS = 0, 1, 2
+EOS_TOKEN_IDS = [EOS, SPECIAL_TOKENS.index("<end_of_turn>")]
+
+
+def config_json(config: GemmaConfig, seed: int) -> dict[str, Any]:
+    return {
+        "_sliding_window_pattern": config.sliding_window_pattern,
+        "architectures": ["Gemma3ForCausalLM"],
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "attn_logit_softcapping": None,
+        "bos_token_id": BOS,
+        "eos_token_id": EOS,
+        "final_logit_softcapping": None,
+        "head_dim": config.head_dim,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "hidden_size": config.hidden_size,
+        "initializer_range": 0.02,
+        "intermediate_size": config.intermediate_size,
+        "layer_types": list(config.layer_types),
+        "max_position_embeddings": config.max_position_embeddings,
+        "model_type": "gemma3_text",
+        "num_attention_heads": config.num_attention_heads,
+        "num_hidden_layers": config.num_hidden_layers,
+        "num_key_value_heads": config.num_key_value_heads,
+        "pad_token_id": PAD,
+        "query_pre_attn_scalar": config.query_pre_attn_scalar,
+        "rms_norm_eps": config.rms_norm_eps,
+        "rope_local_base_freq": config.rope_local_base_freq,
+        "rope_scaling": None,
+        "rope_theta": config.rope_theta,
+        "sliding_window": config.sliding_window,
+        "sliding_window_pattern": config.sliding_window_pattern,
+        "tie_word_embeddings": True,
+        "use_bidirectional_attention": False,
+        "use_cache": True,
+        "vocab_size": config.vocab_size,
+        "onyxia_synthetic": {"name": config.name, "seed": seed, "rope_cache_positions": config.rope_cache_positions},
+    }
+
+
+def generation_config_json() -> dict[str, Any]:
+    return {"bos_token_id": BOS, "do_sample": False, "eos_token_id": EOS_TOKEN_IDS, "pad_token_id": PAD}
+
+
+def write_hf_files(config: GemmaConfig, directory: Path, seed: int) -> list[Path]:
+    """config.json, generation_config.json, tokenizer.json, tokenizer_config.json, special_tokens_map.json."""
+    specials = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
+    documents = {
+        "config.json": config_json(config, seed),
+        "generation_config.json": generation_config_json(),
+        "tokenizer.json": tokenizer_json(config.vocab_size),
+        "tokenizer_config.json": tokenizer_config(config.max_position_embeddings),
+        "special_tokens_map.json": specials,
+    }
+    paths = []
+    for name, document in documents.items():
+        path = directory / name
+        indent = None if name == "tokenizer.json" else 2  # 262144 vocab lines would add 2 MB of indentation
+        path.write_text(json.dumps(document, indent=indent, ensure_ascii=False) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths

@@ -1,0 +1,150 @@
+"""Synthesize a Gemma-3-270m-shaped model directory (onnx-community layout, seeded random weights), cached.
+
+Benchmarks need a model with the real model's shapes, ops and file layout, but the real weights cannot be
+downloaded everywhere. The directory holds `onnx/model.onnx` (fp32) and `onnx/model_q4.onnx` (MatMulNBits),
+each with `<file>_data`, and the JSON/tokenizer files (`hf_files.py`). A manifest keyed on the config, the
+seed and a hash of this package's code makes a second call with the same arguments free; a precision that
+is missing or whose files changed size is rewritten, and the manifest is saved after every part, so an
+interrupted run only redoes what it did not finish. Concurrent writers to one directory are not supported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onyxia.cli.bench.config import GemmaConfig
+from onyxia.cli.bench.gemma_graph import build_gemma_graph
+from onyxia.cli.bench.graph_builder import QuantizedWeightSpec, WeightSpec
+from onyxia.cli.bench.hf_files import write_hf_files
+from onyxia.cli.bench.quantize import quantize_q4_symmetric
+from onyxia.cli.bench.tensor_writer import ExternalDataWriter
+from onyxia.cli.bench.weights import iter_weight_chunks, weight_array
+
+__all__ = ["MANIFEST", "MODEL_FILES", "SYNTH_VERSION", "SynthesizedModel", "default_cache_dir", "synthesize"]
+
+log = logging.getLogger(__name__)
+
+SYNTH_VERSION = 1
+MANIFEST = "onyxia_synth_manifest.json"
+MODEL_FILES = {"fp32": "model.onnx", "q4": "model_q4.onnx"}
+_OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+_IR_VERSION = 10
+
+
+@dataclass(frozen=True)
+class SynthesizedModel:
+    directory: Path  # pass to `resolve_model_dir` / `LlmSession.from_pretrained`
+    models: dict[str, Path]  # precision -> onnx file
+    written: tuple[str, ...]  # parts ("files", "fp32", "q4") written by this call; () on a cache hit
+
+
+def default_cache_dir(config: GemmaConfig) -> Path:
+    """`$ONYXIA_CACHE_DIR` or `~/.cache/onyxia`, then `bench/<name>-synthetic`."""
+    root = Path(os.environ.get("ONYXIA_CACHE_DIR") or Path.home() / ".cache" / "onyxia")
+    return root / "bench" / f"{config.name}-synthetic"
+
+
+def synthesize(
+    config: GemmaConfig | None = None,
+    out_dir: str | Path | None = None,
+    precisions: Sequence[str] = ("fp32", "q4"),
+    seed: int = 0,
+) -> SynthesizedModel:
+    """Write (or find already written) the model directory for `config` (default: Gemma 3 270m)."""
+    config = config or GemmaConfig.gemma3_270m()
+    unknown = [p for p in precisions if p not in MODEL_FILES]
+    if unknown:
+        raise ValueError(f"unknown precisions {unknown}; choose from {sorted(MODEL_FILES)}")
+    directory = Path(out_dir) if out_dir is not None else default_cache_dir(config)
+    (directory / "onnx").mkdir(parents=True, exist_ok=True)
+    key = cache_key(config, seed)
+    manifest = _read_manifest(directory)
+    if manifest.get("key") != key:
+        manifest = {"key": key, "version": SYNTH_VERSION, "seed": seed, "config": config.to_dict(), "files": {}}
+    written = []
+    for part in ("files", *dict.fromkeys(precisions)):
+        if _is_complete(directory, manifest, part):
+            continue
+        manifest["files"].pop(part, None)  # a run killed while rewriting must not look complete
+        _write_manifest(directory, manifest)
+        started = time.perf_counter()
+        paths = _write_part(config, directory, part, seed)
+        manifest["files"][part] = {p.relative_to(directory).as_posix(): p.stat().st_size for p in paths}
+        _write_manifest(directory, manifest)
+        log.info("synthesized %s %s in %.1f s", config.name, part, time.perf_counter() - started)
+        written.append(part)
+    models = {p: directory / "onnx" / MODEL_FILES[p] for p in precisions}
+    return SynthesizedModel(directory, models, tuple(written))
+
+
+def cache_key(config: GemmaConfig, seed: int) -> str:
+    """Changes with the config, the seed, SYNTH_VERSION or any source file of this package."""
+    digest = hashlib.sha256(json.dumps([SYNTH_VERSION, config.to_dict(), seed], sort_keys=True).encode())
+    for source in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def _write_part(config: GemmaConfig, directory: Path, part: str, seed: int) -> list[Path]:
+    if part == "files":
+        return write_hf_files(config, directory, seed)
+    return _write_model(config, directory / "onnx" / MODEL_FILES[part], part == "q4", seed)
+
+
+def _write_model(config: GemmaConfig, path: Path, q4: bool, seed: int) -> list[Path]:
+    """Initializers are streamed to `<file>_data` first; the graph proto then only holds references."""
+    built = build_gemma_graph(config, q4=q4)
+    with ExternalDataWriter(path) as writer:
+        for spec in built.weights:
+            built.graph.initializer.extend(_initializers(writer, spec, seed))
+    model = helper.make_model(built.graph, opset_imports=_OPSETS, producer_name="onyxia-bench-synth")
+    model.ir_version = _IR_VERSION
+    onnx.save_model(model, path)
+    return [path, writer.path]
+
+
+def _initializers(
+    writer: ExternalDataWriter, spec: WeightSpec | QuantizedWeightSpec, seed: int
+) -> Iterator[onnx.TensorProto]:
+    if isinstance(spec, WeightSpec):
+        yield writer.tensor(spec.name, spec.shape, np.dtype(np.float32), iter_weight_chunks(spec, seed))
+        return
+    packed, scales = quantize_q4_symmetric(weight_array(spec.source, seed), spec.block_size)
+    yield writer.tensor(spec.packed_name, packed.shape, np.dtype(np.uint8), [packed])
+    yield writer.tensor(spec.scales_name, scales.shape, np.dtype(np.float32), [scales])
+
+
+def _is_complete(directory: Path, manifest: dict[str, Any], part: str) -> bool:
+    files = manifest["files"].get(part)
+    if not files:
+        return False
+    return all(
+        (directory / name).is_file() and (directory / name).stat().st_size == size for name, size in files.items()
+    )
+
+
+def _read_manifest(directory: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else {}
+
+
+def _write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    """Written beside and renamed over, so a crash never leaves a manifest that claims unwritten files."""
+    temporary = directory / f"{MANIFEST}.tmp"
+    temporary.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(directory / MANIFEST)
