@@ -24,9 +24,13 @@ def test_prefill_logits_match_onnxruntime(case: tuple[Any, ...]) -> None:
     for prompt in expected(directory, name)["prompts"]:
         llm.reset()
         logits = llm.next_token_logits(prompt["prompt_ids"])
-        top5 = prompt["prefill_top5"]
-        assert list(np.argsort(-logits, kind="stable")[:5]) == top5["ids"], f"prompt '{prompt['name']}'"
+        top5, ours = prompt["prefill_top5"], np.argsort(-logits, kind="stable")[:5]
+        # the expected top-5 ids carry the expected values, and our own top 5 has the same values: ids may
+        # only differ where two logits tie within the tolerance (f16 rounding makes exact ties)
         np.testing.assert_allclose(logits[top5["ids"]], top5["values"], atol=tolerance, rtol=0)
+        np.testing.assert_allclose(logits[ours], top5["values"], atol=tolerance, rtol=0)
+        differing = [i for i, (a, b) in enumerate(zip(ours, top5["ids"])) if a != b]
+        assert all(abs(logits[ours[i]] - logits[top5["ids"][i]]) <= tolerance for i in differing), prompt["name"]
         np.testing.assert_allclose(
             logits.astype(np.float64).sum(), prompt["prefill_last_logits_sum"], atol=tolerance * 1024
         )

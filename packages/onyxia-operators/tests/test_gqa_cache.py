@@ -35,9 +35,7 @@ def _feeds(batch: int, seq: int, past: int, heads: int, kv: int, seqlens: list[i
 
 
 def _model(feeds: dict, attrs: dict, dim_params: dict | None = None) -> object:
-    return make_model(
-        "GroupQueryAttention", feeds, attrs, domain="com.microsoft", num_outputs=3, dim_params=dim_params
-    )
+    return make_model("GroupQueryAttention", feeds, attrs, domain="com.microsoft", num_outputs=3, dim_params=dim_params)
 
 
 def _valid_rows(present: np.ndarray, seqlens: np.ndarray, capacity: int | None) -> np.ndarray:

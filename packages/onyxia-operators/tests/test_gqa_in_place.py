@@ -71,7 +71,9 @@ def test_gqa_appends_in_place(dtype: type) -> None:
     model = _model(dtype)
     compiled = _compile_aliased(model)
     past_ids = {compiled.tensor_by_name(name).id for name in PAST}
-    bound = {b.buffer.tensor for op in compiled.operations for s in op.steps if isinstance(s, Dispatch) for b in s.bindings}
+    bound = {
+        b.buffer.tensor for op in compiled.operations for s in op.steps if isinstance(s, Dispatch) for b in s.bindings
+    }
     assert not past_ids & bound, "an in-place step must not bind the past buffers (they are the present ones)"
     executor = runtime().load_model(compiled)
     executor.keep_resident(list(PAST))

@@ -63,7 +63,9 @@ class GroupQueryAttentionOp:
 
     def plan(self, ctx: PlanCtx) -> None:
         require_dtype(ctx, ctx.input_dtype(GqaInput.QUERY), FLOATS)
-        layout = cache_layout(ctx, (ctx.shares_storage(GqaInput.PAST_KEY, 1), ctx.shares_storage(GqaInput.PAST_VALUE, 2)))
+        layout = cache_layout(
+            ctx, (ctx.shares_storage(GqaInput.PAST_KEY, 1), ctx.shares_storage(GqaInput.PAST_VALUE, 2))
+        )
         if dims_product([layout.batch, layout.seq]) == 0:
             return  # empty output; the caches keep their past
         cache = plan_kv_cache(ctx, layout)

@@ -50,7 +50,9 @@ def plan_kv_cache(ctx: PlanCtx, layout: CacheLayout) -> list[BufferRef]:
         _write_cache(ctx, layout, ext)
         _shift_window(ctx, layout, ext)
         return ext
-    present = [ctx.output(i) if ctx.has_output(i) else _scratch(ctx, layout, layout.rows, f"present{i}") for i in (1, 2)]
+    present = [
+        ctx.output(i) if ctx.has_output(i) else _scratch(ctx, layout, layout.rows, f"present{i}") for i in (1, 2)
+    ]
     _write_cache(ctx, layout, present)
     return present
 
@@ -67,7 +69,13 @@ def _write_cache(ctx: PlanCtx, layout: CacheLayout, dst: list[BufferRef]) -> Non
     n = dims_product([layout.batch, heads.kv, rows, heads.size])
     rotary_defs, rotary_dims, rotary_reads = rotary_plan(ctx, heads)
     past = [ctx.input(GqaInput.PAST_KEY), ctx.input(GqaInput.PAST_VALUE)] if copies_past else []
-    names = ["NEW_K", "NEW_V", "SEQLENS", *(["PAST_K", "PAST_V"] if past else []), *(["COS", "SIN"] * bool(rotary_reads))]
+    names = [
+        "NEW_K",
+        "NEW_V",
+        "SEQLENS",
+        *(["PAST_K", "PAST_V"] if past else []),
+        *(["COS", "SIN"] * bool(rotary_reads)),
+    ]
     defs = {
         **type_defs(T=ctx.input_dtype(GqaInput.KEY), SEQLENS_T=ctx.input_dtype(GqaInput.SEQLENS_K)),
         **binding_defs([*names, "DST_K", "DST_V"]),
@@ -88,7 +96,9 @@ def _shift_window(ctx: PlanCtx, layout: CacheLayout, ext: list[BufferRef]) -> No
         return
     heads = layout.heads
     n = dims_product([layout.batch, heads.kv, layout.past, heads.size])
-    present = [ctx.output(i) if ctx.has_output(i) else _scratch(ctx, layout, layout.past, f"present{i}") for i in (1, 2)]
+    present = [
+        ctx.output(i) if ctx.has_output(i) else _scratch(ctx, layout, layout.past, f"present{i}") for i in (1, 2)
+    ]
     defs = {
         **type_defs(T=ctx.input_dtype(GqaInput.KEY), SEQLENS_T=ctx.input_dtype(GqaInput.SEQLENS_K)),
         "WORKGROUP_SIZE": _WORKGROUP,

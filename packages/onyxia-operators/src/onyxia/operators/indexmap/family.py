@@ -97,4 +97,3 @@ def emit_index_map(ctx: PlanCtx, m: IndexMap, output: BufferRef) -> None:
     }
     shader = ctx.compile_shader("indexmap", _SOURCE, defs, dims)  # type: ignore[arg-type]
     ctx.dispatch(shader, [ctx.input(0)], [output], ceil_div(n, WORKGROUP_SIZE))
-

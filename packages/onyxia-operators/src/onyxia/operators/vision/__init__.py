@@ -1,4 +1,4 @@
-"""Vision operators: Conv and ConvTranspose, the pools, and Resize on NCHW images.
+"""Vision operators: Conv, ConvTranspose and the pools over 1 to 3 spatial axes, and Resize on NCHW images.
 
 Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operator helpers only (no
 onnx, wgpu or onyxia.runtime). The window arithmetic all of them share lives in `geometry`.
