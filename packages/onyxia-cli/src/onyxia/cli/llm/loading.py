@@ -82,7 +82,7 @@ def _in_place_pairs(graph: IrGraph, signature: LlmSignature, registry: Any) -> l
         present = graph.tensor_by_name(pair.present)
         producer = graph.tensor_producer(present.id) if present is not None else None
         operator = registry.get(producer.domain, producer.op_type, producer.opset) if producer else None
-        if getattr(operator, "appends_in_place", False) and not pair.windowed:
+        if getattr(operator, "appends_in_place", False):
             pairs.append((pair.past, pair.present))
     return pairs
 

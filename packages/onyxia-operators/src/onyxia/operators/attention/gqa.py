@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from onyxia.core import BufferRef, FoldCtx, InferenceCtx, PlanCtx, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product, shape_of
@@ -45,7 +46,7 @@ _DECODE_WORKGROUP = 64  # invocations splitting one query row's keys
 @dataclass(frozen=True)
 class GroupQueryAttentionOp:
     name: str = "GroupQueryAttention"
-    appends_in_place: bool = True  # with present aliased to past, plan() writes only the new rows
+    appends_in_place: ClassVar[bool] = True  # with present aliased to past, plan() writes only the new rows
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         reject_unsupported(ctx)

@@ -204,14 +204,18 @@ fn main(
                     }
                 }
             }
+#ifdef INT8
+            var row_scale = array<f32, #{ROWS}>();
+            for (var r = 0u; r < #{ROWS}u; r++) {
+                row_scale[r] = a_scales[(m0 + r) * #{NB} + blk];  // rows past M read clamped, never stored
+            }
+#endif
             for (var g = 0u; g < #{CG}u; g++) {
                 let s = scales4(n0 + 4u * g, blk);
                 let z = zero_points4(n0 + 4u * g, blk);
                 for (var r = 0u; r < #{ROWS}u; r++) {
 #ifdef INT8
-                    // rows past M read a clamped scale; their sums are never stored
-                    let combined = s * a_scales[(m0 + r) * #{NB} + blk];
-                    acc[r * #{CG}u + g] += combined * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+                    acc[r * #{CG}u + g] += (s * row_scale[r]) * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
 #else
                     acc[r * #{CG}u + g] += s * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
 #endif
