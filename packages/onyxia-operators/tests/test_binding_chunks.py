@@ -84,7 +84,12 @@ def test_matmul_under_the_limit_is_one_whole_binding() -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "shape", "axis"),
-    [(np.float32, (1000, 40), 0), (np.float16, (1000, 48), 0), (np.int64, (1000, 4, 10), 0), (np.float32, (1, 1000, 40), 1)],
+    [
+        (np.float32, (1000, 40), 0),
+        (np.float16, (1000, 48), 0),
+        (np.int64, (1000, 4, 10), 0),
+        (np.float32, (1, 1000, 40), 1),
+    ],
     ids=str,
 )
 def test_gather_big_table_in_row_ranges(dtype: type, shape: tuple[int, ...], axis: int) -> None:
@@ -100,5 +105,8 @@ def test_gather_big_table_in_row_ranges(dtype: type, shape: tuple[int, ...], axi
 
 def test_a_row_over_the_limit_is_a_planning_error() -> None:
     model = make_model("MatMul", {"a": _random((1, 4), np.float32), "b": _random((4, 20000), np.float32)})
-    with binding_limit(LIMIT), pytest.raises(PlanningError, match=r"'MatMul_0' \(MatMul\): input 1: rows are 80000 bytes.*\(2 rows\) exceeds"):
+    with (
+        binding_limit(LIMIT),
+        pytest.raises(PlanningError, match=r"'MatMul_0' \(MatMul\): input 1: rows are 80000 bytes.*\(2 rows\) exceeds"),
+    ):
         compile_model(model)

@@ -21,7 +21,9 @@ RNG = np.random.default_rng(3)
 REGISTRY = core_operator_registry()
 
 
-def _lm_head(perm: list[int] | None = None, w_dims: list[int] | None = None, k: int = 4) -> tuple[GraphBuilder, TensorDef]:
+def _lm_head(
+    perm: list[int] | None = None, w_dims: list[int] | None = None, k: int = 4
+) -> tuple[GraphBuilder, TensorDef]:
     """x[seq, k] @ Transpose(w, perm); the default is the tied lm head, w [6, 4] with perm [1, 0]."""
     perm, w_dims = (perm, w_dims) if w_dims else ([1, 0], [6, 4])
     b = GraphBuilder("lm_head")
@@ -96,7 +98,9 @@ def _model(x: np.ndarray, w: np.ndarray, perm: list[int], *, w_initializer: bool
 
 
 @pytest.mark.parametrize("w_initializer", [True, False], ids=["folded-transpose", "runtime-weight"])
-@pytest.mark.parametrize(("x_shape", "w_shape", "perm"), [((5, 33), (70, 33), [1, 0]), ((2, 5, 33), (2, 70, 33), [0, 2, 1])])
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "perm"), [((5, 33), (70, 33), [1, 0]), ((2, 5, 33), (2, 70, 33), [0, 2, 1])]
+)
 def test_outputs_unchanged(x_shape: tuple, w_shape: tuple, perm: list[int], w_initializer: bool) -> None:
     x, w = RNG.standard_normal(x_shape).astype(np.float32), RNG.standard_normal(w_shape).astype(np.float32)
     model = _model(x, w, perm, w_initializer=w_initializer)

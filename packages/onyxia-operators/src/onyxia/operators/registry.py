@@ -5,13 +5,13 @@ from __future__ import annotations
 from onyxia.core import OperatorRegistry
 from onyxia.operators.attention import MICROSOFT
 from onyxia.operators.elementwise import BINARY, UNARY, VARIADIC
+from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.generate import GENERATE
 from onyxia.operators.indexing import INDEXING
 from onyxia.operators.indexmap import INDEXMAP
 from onyxia.operators.matmul import MATMUL, MATMUL_ONYXIA
 from onyxia.operators.movement import MOVEMENT
 from onyxia.operators.normalization import NORMALIZATION, NORMALIZATION_MS
-from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.passes import default_passes
 from onyxia.operators.quantized import QUANTIZED, QUANTIZED_MS
 from onyxia.operators.reduction import REDUCTION

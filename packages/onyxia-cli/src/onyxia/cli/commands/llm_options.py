@@ -23,7 +23,7 @@ __all__ = ["DEMO_MODEL_DIR", "add_llm_arguments", "open_session", "sampling_from
 
 DEMO_MODEL_DIR = "fortune-gemma3"
 _DEMO_SAMPLING = {"temperature": 0.8, "top_k": 40}
-_PHASES = ("parsing", "compiling", "uploading weights")
+_PHASES = ("parsing", "compiling", "uploading weights", "warming up")
 
 
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:

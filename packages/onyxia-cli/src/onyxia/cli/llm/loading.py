@@ -62,7 +62,10 @@ def build_session(
             dims = [static.get(str(d), 1) if not isinstance(d, int) else d for d in pair.past_dims]
             executor.write_input(pair.past, np.zeros(dims, pair.dtype.numpy))
     adapter = str(runtime.adapter_info.get("device") or runtime.adapter_info.get("description") or "unknown")
-    return cls(found, tokenizer, executor, signature, limit, aliased, adapter)
+    session = cls(found, tokenizer, executor, signature, limit, aliased, adapter)
+    progress("warming up")
+    session.warm_up()
+    return session
 
 
 def _max_length(model_limit: int | None, requested: int | None, where: Path) -> int:

@@ -85,6 +85,16 @@ class LlmSession:
         return build_session(cls, model_dir, precision, max_length, runtime, progress or (lambda _: None))
 
     # ----- generation --------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        """Run a two-token prefill and one decode step, then forget them.
+
+        Drivers (lavapipe among them) compile a pipeline's machine code at its first dispatch; doing
+        that here keeps it out of the first prompt's time to first token."""
+        self.reset()
+        self._forward([0, 0], [NEXT_TOKEN])
+        self._forward([0], [NEXT_TOKEN])
+        self.reset()
+
     def reset(self) -> None:
         """Forget the conversation: the next prompt is prefilled from position 0."""
         self.position = 0

@@ -169,7 +169,6 @@ class MatMulNBitsOp(OperatorBase):
         dims = {
             "M": m,
             "K": layout.k,
-            "KP": layout.n_blocks * layout.block_size,
             "N": layout.n,
             "NP": -(-layout.n // _COLUMN_PAD) * _COLUMN_PAD,
             "NB": layout.n_blocks,
@@ -177,6 +176,8 @@ class MatMulNBitsOp(OperatorBase):
             "WPC": layout.words_per_column,
             "ZB": (layout.n_blocks + 1) // 2,
         }
+        if int8:
+            dims |= {"KP": layout.n_blocks * layout.block_size, "MP": _rows_padded(m)}
         decode = _at_most(m, DECODE_MAX_M)  # 1, 0, or an expression evaluated per run
         for kernel, share in ((DECODE, decode), (PREFILL, 1 - decode)):  # type: ignore[operator]
             if share == 0:
@@ -199,6 +200,11 @@ def _dispatch(ctx: PlanCtx, kernel: Kernel, share: SymbolicDim, reads: list, def
     ctx.dispatch(shader, reads, [ctx.output(0)], (groups, 1, ceil_div(dims["M"], kernel.rows)))
 
 
+def _rows_padded(m: SymbolicDim) -> SymbolicDim:
+    """M rounded up to 4: the int8 path stores A's scales block-major, 4 rows to a vec4."""
+    return ceil_div(m, 4) * 4  # type: ignore[operator]
+
+
 def _int8_activations(ctx: PlanCtx, layout: _Layout, weights_known: bool) -> bool:
     """Whether onnxruntime's CPU kernel runs this node with int8 activations (MLAS CompInt8).
 
@@ -215,13 +221,13 @@ def _quantize_activations(ctx: PlanCtx, layout: _Layout, m: SymbolicDim) -> tupl
     """Dispatch matmul_nbits_quantize.wgsl: A's int8 values (as f32) and their per-block scales."""
     row_blocks = m * layout.n_blocks  # type: ignore[operator]
     quantized = ctx.alloc_scratch(row_blocks * layout.block_size * 4, "quantized_a")
-    scales = ctx.alloc_scratch(row_blocks * 4, "a_scales")
+    scales = ctx.alloc_scratch(layout.n_blocks * _rows_padded(m) * 4, "a_scales")
     defs = {
         **type_defs(A_T=ctx.input_dtype(_A)),
         "BLOCK_SIZE": layout.block_size,
         "WORKGROUP_SIZE": QUANTIZE_WORKGROUP_SIZE,
     }
-    dims = {"K": layout.k, "NB": layout.n_blocks, "ROW_BLOCKS": row_blocks}
+    dims = {"K": layout.k, "NB": layout.n_blocks, "ROW_BLOCKS": row_blocks, "MP": _rows_padded(m)}
     source = load_wgsl(__package__, "matmul_nbits_quantize.wgsl")
     shader = ctx.compile_shader("MatMulNBits/quantize", source, defs, dims)
     ctx.dispatch(shader, [ctx.input(_A)], [quantized, scales], ceil_div(row_blocks, QUANTIZE_WORKGROUP_SIZE))

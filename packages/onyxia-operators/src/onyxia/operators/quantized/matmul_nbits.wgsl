@@ -11,7 +11,7 @@
 // which (more than the weight reads) bounds the speed on lavapipe; ROWS > 1 (prefill) shares each weight unpack.
 //
 // Bindings: 0 a [M, K] (A_T; vec4s with A_VEC4; INT8: qa [M, KP] f32 vec4s), 1 b, 2 scales [N * NB] (A_T), then zp
-//   when ZP != none, bias [N] when BIAS, a_scales [M * NB] (f32) when INT8, then y [M, N] (A_T) at #{ZP_BINDING},
+//   when ZP != none, bias [N] when BIAS, a_scales [NB, MP] (f32 vec4s) when INT8, then y [M, N] (A_T) at #{ZP_BINDING},
 //   #{BIAS_BINDING}, #{A_SCALES_BINDING}, #{Y_BINDING}.
 //   b: a compile-time B repacked word-major, vec4<u32> at [word][column / 4] (columns padded to NP), each word
 //   8 nibbles low first; B_WIDENED: a runtime uint8 B as the graph stores it, [N, WPC * 4] bytes, one per u32.
@@ -28,7 +28,8 @@
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
 //       WORKGROUP_SIZE
-// Dims: M (rows, literal or immediate), K, KP (INT8 only), N, NP (N rounded up to the repack's column padding, a
+// Dims: M (rows, literal or immediate), K, KP and MP (INT8: NB * block size, M rounded up to 4), N, NP (N rounded
+//       up to the repack's column padding, a
 //       multiple of 4 * CG), NB (blocks per column), WPB (words per
 //       block), WPC (words per column), ZB (zero-point bytes per column).
 #ifdef F16
@@ -60,7 +61,7 @@ enable f16;
 @group(0) @binding(#{BIAS_BINDING}) var<storage, read> bias: array<#{A_T}>;
 #endif
 #ifdef INT8
-@group(0) @binding(#{A_SCALES_BINDING}) var<storage, read> a_scales: array<f32>;
+@group(0) @binding(#{A_SCALES_BINDING}) var<storage, read> a_scales: array<vec4<f32>>;
 #endif
 @group(0) @binding(#{Y_BINDING}) var<storage, read_write> y: array<#{A_T}>;
 
@@ -205,17 +206,17 @@ fn main(
                 }
             }
 #ifdef INT8
-            var row_scale = array<f32, #{ROWS}>();
-            for (var r = 0u; r < #{ROWS}u; r++) {
-                row_scale[r] = a_scales[(m0 + r) * #{NB} + blk];  // rows past M read clamped, never stored
-            }
+            // one load for the block's ROWS rows (ROWS divides 4, so they share a vec4); rows past M read
+            // the padding, and their sums are never stored
+            let row_scale = a_scales[(blk * #{MP} + m0) / 4u];
+            let row0 = m0 % 4u;
 #endif
             for (var g = 0u; g < #{CG}u; g++) {
                 let s = scales4(n0 + 4u * g, blk);
                 let z = zero_points4(n0 + 4u * g, blk);
                 for (var r = 0u; r < #{ROWS}u; r++) {
 #ifdef INT8
-                    acc[r * #{CG}u + g] += (s * row_scale[r]) * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+                    acc[r * #{CG}u + g] += (s * row_scale[row0 + r]) * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
 #else
                     acc[r * #{CG}u + g] += s * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
 #endif

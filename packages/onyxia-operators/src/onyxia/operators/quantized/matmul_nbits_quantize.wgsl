@@ -7,11 +7,11 @@
 // (|sum| <= 256 * 127 * 15 < 2^24) and it can keep its float dot products.
 //
 // One thread per (row, block). Bindings: 0 a [M, K] (A_T), 1 qa [M, NB * BLOCK_SIZE] (f32, the tail zeroed),
-//   2 sa [M, NB] (f32).
+//   2 sa [NB, MP] (f32; block-major, so the GEMM reads 4 rows' scales as one vec4).
 // Defs: A_T             f32 | f16; F16 flag when f16 (MLAS widens f16 activations to f32 first: exact)
 //       BLOCK_SIZE      elements per block (a power of two, 16 .. 256)
 //       WORKGROUP_SIZE
-// Dims: K, NB (blocks per row), ROW_BLOCKS (M * NB)
+// Dims: K, NB (blocks per row), ROW_BLOCKS (M * NB), MP (M rounded up to a multiple of 4)
 #ifdef F16
 enable f16;
 #endif
@@ -75,7 +75,8 @@ fn main(
         return;
     }
     let m = i / #{NB};
-    let k0 = (i % #{NB}) * #{BLOCK_SIZE}u;
+    let blk = i % #{NB};
+    let k0 = blk * #{BLOCK_SIZE}u;
     let count = min(#{BLOCK_SIZE}u, #{K} - k0);
     let src = m * #{K} + k0;
     var amax = 0.0;
@@ -83,7 +84,7 @@ fn main(
         amax = max(amax, abs(f32(a[src + j])));
     }
     let inverse = select(0.0, div_rn(127.0, amax), amax != 0.0);
-    sa[i] = div_rn(amax, 127.0);
+    sa[blk * #{MP} + m] = div_rn(amax, 127.0);
     let dst = i * #{BLOCK_SIZE}u;
     for (var j = 0u; j < #{BLOCK_SIZE}u; j++) {
         var q = 0.0;
