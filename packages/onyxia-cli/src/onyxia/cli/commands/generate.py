@@ -13,21 +13,27 @@ import sys
 from rich.console import Console
 
 from onyxia.cli.commands.llm_options import add_llm_arguments, open_session, sampling_from
+from onyxia.core import InputError
 
 __all__ = ["add_parser", "run"]
 
 NAME = "generate"
+DEMO_PROMPT = "Life is"  # fortune-gemma3 writes fortune cookies; prompts should not end in a space
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(NAME, help="generate text from a prompt with an LLM directory")
     add_llm_arguments(parser)
-    parser.add_argument("--prompt", required=True, help="the prompt text")
+    parser.add_argument("--prompt", default=None, help=f"the prompt text (the demo model's default: {DEMO_PROMPT!r})")
     parser.add_argument("--stats", choices=("text", "json"), default="text", help="how to report speed figures")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    if args.prompt is None:
+        if args.model_dir is not None:
+            raise InputError("generate: --prompt is required with a MODEL_DIR (only the built-in demo has a default)")
+        args.prompt = DEMO_PROMPT
     errors = Console(file=sys.stderr, highlight=False)
     session = open_session(args, errors)
     params = sampling_from(args)

@@ -6,9 +6,11 @@
 // The int8 values are stored as integer-valued f32, so the GEMM's f32 sums of qa * nibble stay exact integers
 // (|sum| <= 256 * 127 * 15 < 2^24) and it can keep its float dot products.
 //
-// One thread per (row, block). Bindings: 0 a [M, K] (A_T), 1 qa [M, NB * BLOCK_SIZE] (f32, the tail zeroed),
-//   2 sa [NB, MP] (f32; block-major, so the GEMM reads 4 rows' scales as one vec4).
+// One thread per (row, block), reading and writing vec4s (4 elements; K % 4 == 0 with A_VEC4, else scalar reads
+// of a). Bindings: 0 a [M, K] (A_T), 1 qa [M, NB * BLOCK_SIZE] (f32 vec4s, the tail zeroed), 2 sa [NB, MP] (f32;
+//   block-major, so the GEMM reads 4 rows' scales as one vec4).
 // Defs: A_T             f32 | f16; F16 flag when f16 (MLAS widens f16 activations to f32 first: exact)
+//       A_VEC4          flag: K % 4 == 0, so a's 4-element groups are aligned vec4s
 //       BLOCK_SIZE      elements per block (a power of two, 16 .. 256)
 //       WORKGROUP_SIZE
 // Dims: K, NB (blocks per row), ROW_BLOCKS (M * NB), MP (M rounded up to a multiple of 4)
@@ -17,8 +19,12 @@ enable f16;
 #endif
 #import onyxia::indexing
 
+#ifdef A_VEC4
+@group(0) @binding(0) var<storage, read> a: array<vec4<#{A_T}>>;
+#else
 @group(0) @binding(0) var<storage, read> a: array<#{A_T}>;
-@group(0) @binding(1) var<storage, read_write> qa: array<f32>;
+#endif
+@group(0) @binding(1) var<storage, read_write> qa: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> sa: array<f32>;
 
 // x / y correctly rounded, for positive normal x and y with a normal quotient (else WGSL's division).
@@ -64,6 +70,21 @@ fn div_rn(x: f32, y: f32) -> f32 {
     return bitcast<f32>((u32(e) << 23u) | (q & 0x7fffffu));
 }
 
+// Elements k .. k + 3 of a (flat index, k % 4 == 0); zero at and past `end`.
+fn a_four(k: u32, end: u32) -> vec4<f32> {
+#ifdef A_VEC4
+    return select(vec4<f32>(0.0), vec4<f32>(a[k / 4u]), k < end);  // end - k is a multiple of 4
+#else
+    var v = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        if (k + j < end) {
+            v[j] = f32(a[k + j]);
+        }
+    }
+    return v;
+#endif
+}
+
 @compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -77,20 +98,17 @@ fn main(
     let m = i / #{NB};
     let blk = i % #{NB};
     let k0 = blk * #{BLOCK_SIZE}u;
-    let count = min(#{BLOCK_SIZE}u, #{K} - k0);
     let src = m * #{K} + k0;
-    var amax = 0.0;
-    for (var j = 0u; j < count; j++) {
-        amax = max(amax, abs(f32(a[src + j])));
+    let end = src + min(#{BLOCK_SIZE}u, #{K} - k0);
+    var amax4 = vec4<f32>(0.0);
+    for (var j = 0u; j < #{BLOCK_SIZE}u; j += 4u) {
+        amax4 = max(amax4, abs(a_four(src + j, end)));
     }
+    let amax = max(max(amax4.x, amax4.y), max(amax4.z, amax4.w));
     let inverse = select(0.0, div_rn(127.0, amax), amax != 0.0);
     sa[blk * #{MP} + m] = div_rn(amax, 127.0);
-    let dst = i * #{BLOCK_SIZE}u;
-    for (var j = 0u; j < #{BLOCK_SIZE}u; j++) {
-        var q = 0.0;
-        if (j < count) {
-            q = round(f32(a[src + j]) * inverse);  // WGSL round is half to even, like MLAS's roundscale
-        }
-        qa[dst + j] = q;
+    let dst = i * #{BLOCK_SIZE}u / 4u;
+    for (var j = 0u; j < #{BLOCK_SIZE}u; j += 4u) {
+        qa[dst + j / 4u] = round(a_four(src + j, end) * inverse);  // WGSL round is half to even, like MLAS's
     }
 }
