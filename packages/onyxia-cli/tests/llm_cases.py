@@ -13,8 +13,11 @@ DATA = Path(__file__).parent / "data"
 FIXTURES = [
     ("gemma3-tiny", "fp32", "expected_fp32.json", 1e-4),
     ("gemma3-tiny", "fp16", "expected_fp16.json", 2e-2),
-    ("gemma3-tiny", "q4", "expected_q4_acc0.json", 1e-4),
-    ("gemma3-tiny", "q4f16", "expected_q4f16_acc0.json", 2e-2),
+    # 4-bit files run as stored (MatMulNBits accuracy_level 4, int8 activations). Rounding A to int8 is
+    # discontinuous, so float-order differences of 1e-7 upstream can move a logit by ~1e-2: onnxruntime
+    # itself on this machine differs from these files by 6.3e-3 (q4, prompt 'long') and 7.7e-3 (q4f16)
+    ("gemma3-tiny", "q4", "expected_q4.json", 1e-2),
+    ("gemma3-tiny", "q4f16", "expected_q4f16.json", 5e-2),
     ("gemma3-tiny-genai/fp32", None, "expected_ort.json", 1e-4),
     ("gemma3-tiny-genai/fp32-fullkv", None, "expected_ort.json", 1e-4),
     ("gemma3-tiny-optimum", None, "expected.json", 1e-4),

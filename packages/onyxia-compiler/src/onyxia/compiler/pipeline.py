@@ -62,10 +62,8 @@ class CompilerPipeline:
         planner = PlanningPass(dims)
         stages = self.passes(dims)
         for stage in Stage:
-            group = [p for p in stages if p.stage == stage]
-            if stage == Stage.PLANNING:
-                group = [*group, planner]
-            self._run_stage(stage, group, work, history)
+            self._run_stage(stage, [p for p in stages if p.stage == stage], work, history)
+        self._run_pass(planner, work, history)  # once, after the PLANNING passes (view aliasing) settle
         assert planner.compiled is not None
         return planner.compiled
 

@@ -26,6 +26,7 @@ from onyxia.core.errors import (
     SymbolicError,
     UnsupportedOpError,
 )
+from onyxia.core.fixed_point import FixedPoint
 from onyxia.core.ir import GraphError, IrGraph, IrNode, TensorDef, TensorKind
 from onyxia.core.operator import Operator, OperatorBase, TensorType
 from onyxia.core.passes import Pass, Stage
@@ -69,6 +70,7 @@ __all__ = [
     "DataType",
     "DeviceError",
     "Dispatch",
+    "FixedPoint",
     "FoldCtx",
     "GraphBuilder",
     "GraphError",

@@ -15,6 +15,7 @@ from typing import Union
 import numpy as np
 
 from onyxia.core.dtypes import DataType
+from onyxia.core.errors import PlanningError
 from onyxia.core.shapes import dims_product
 from onyxia.core.symbolic import SymbolicDim
 from onyxia.core.values import TensorValue
@@ -175,15 +176,43 @@ class CompiledModel:
     dims: dict[str, int] = field(default_factory=dict)
     required_features: set[str] = field(default_factory=set)
     constraints: list[tuple[SymbolicDim, SymbolicDim, str]] = field(default_factory=list)
-    # output tensor id -> input tensor id: one buffer serves both (state updated in place)
+    # output tensor id -> input tensor id: one buffer serves both (state updated in place, or a view);
+    # chains (a view of a view) are allowed and resolve to the last tensor's buffer
     aliases: dict[int, int] = field(default_factory=dict)
     metadata: dict[str, str] = field(default_factory=dict)
+    # buffers whose lifetimes never overlap, each group served by one GPU buffer sized for its largest
+    # member under the current dims; members are storage roots (never a tensor in `aliases`' keys)
+    buffer_groups: list[tuple[BufferRef, ...]] = field(default_factory=list)
 
     def tensor_by_name(self, name: str) -> PlanTensor:
         for t in self.tensors.values():
             if t.name == name:
                 return t
         raise KeyError(name)
+
+    def storage_owners(self) -> dict[BufferRef, BufferRef]:
+        """Each buffer ref served by another ref's GPU buffer -> that owner.
+
+        Alias chains are followed to their root (a Reshape of an Unsqueeze of `x` lives in `x`'s
+        buffer), then a root in a buffer group is served by the group's first member."""
+        owners: dict[BufferRef, BufferRef] = {}
+        for out in self.aliases:
+            chain, root = [out], self.aliases[out]
+            while root in self.aliases:
+                if root in chain:
+                    names = [self.tensors[t].name if t in self.tensors else str(t) for t in chain]
+                    raise PlanningError(f"tensor aliases form a cycle through {names}")
+                chain.append(root)
+                root = self.aliases[root]
+            owners[BufferRef(tensor=out)] = BufferRef(tensor=root)
+        grouped = {member: group[0] for group in self.buffer_groups for member in group[1:]}
+        for ref, owner in owners.items():
+            owners[ref] = grouped.get(owner, owner)
+        for member, owner in grouped.items():
+            if member in owners:
+                raise PlanningError(f"buffer group member {member} is an alias of {owners[member]}, not a storage root")
+            owners[member] = owner
+        return owners
 
     @property
     def symbols(self) -> set[str]:

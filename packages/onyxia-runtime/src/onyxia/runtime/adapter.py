@@ -18,6 +18,7 @@ from onyxia.core.errors import DeviceError
 from onyxia.core.plan import CompiledModel
 from onyxia.runtime.device import WGPU_ERRORS, DeviceContext, wgpu_boundary
 from onyxia.runtime.executor import PlanExecutor
+from onyxia.runtime.profiling import TIMESTAMP_FEATURE
 
 __all__ = ["BACKENDS", "Runtime", "describe_adapter", "select_adapter"]
 
@@ -77,9 +78,12 @@ class Runtime:
 
     `use_immediates=None` uses immediates where the adapter has them; False forces the uniform
     fallback (so both paths can be tested on one machine); True makes their absence an error.
+    `profiling=True` also asks for 'timestamp-query' where the adapter has it (`PlanExecutor.profile_run`).
     """
 
-    def __init__(self, *, backend: str | None = None, use_immediates: bool | None = None) -> None:
+    def __init__(
+        self, *, backend: str | None = None, use_immediates: bool | None = None, profiling: bool = False
+    ) -> None:
         backend = backend if backend is not None else (os.environ.get("ONYXIA_BACKEND") or None)
         self.adapter = select_adapter(backend)
         self.adapter_info: dict[str, object] = dict(self.adapter.info)
@@ -87,7 +91,7 @@ class Runtime:
         if use_immediates and not has_immediates:
             raise DeviceError(f"use_immediates=True, but adapter {describe_adapter(self.adapter)} lacks 'immediates'")
         immediates = has_immediates if use_immediates is None else use_immediates
-        self.ctx = _open_device(self.adapter, immediates)
+        self.ctx = _open_device(self.adapter, immediates, (TIMESTAMP_FEATURE,) if profiling else ())
         self.features: frozenset[str] = self.ctx.features
         log.info("runtime on %s, features %s", describe_adapter(self.adapter), sorted(self.features))
 
@@ -111,8 +115,8 @@ class Runtime:
         return PlanExecutor(self.ctx, compiled, dims, max_dims)
 
 
-def _open_device(adapter: wgpu.GPUAdapter, immediates: bool) -> DeviceContext:
-    features = [f for f in _USEFUL_FEATURES if f in adapter.features]
+def _open_device(adapter: wgpu.GPUAdapter, immediates: bool, extra: tuple[str, ...] = ()) -> DeviceContext:
+    features = [f for f in (*_USEFUL_FEATURES, *extra) if f in adapter.features]
     limits = {name: adapter.limits[name] for name in _PASSED_LIMITS if name in adapter.limits}
     if immediates:
         features.append("immediates")

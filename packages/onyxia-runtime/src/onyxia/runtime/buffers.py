@@ -1,4 +1,9 @@
-"""GPU buffers of one executor: one per plan tensor and scratch buffer, plus the readback staging.
+"""GPU buffers of one executor: one per storage owner, plus the readback staging.
+
+A plan tensor or scratch buffer owns its buffer unless the plan says otherwise: a view or in-place
+state is served by the buffer of the tensor it aliases (chains resolved to the root), and members
+of a buffer group (lifetimes that never overlap) by the group's first member. A shared buffer is
+sized for its largest member under the current dims.
 
 Buffers only ever grow. A dims change that needs more room reallocates (with headroom, so a
 sequence length creeping up one token at a time does not reallocate every step) and the executor
@@ -11,6 +16,7 @@ weights never change size.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import numpy as np
 import wgpu
@@ -45,17 +51,32 @@ class BufferPool:
         self.names = names
         self.buffers: dict[BufferRef, wgpu.GPUBuffer] = {}
         self.staging: wgpu.GPUBuffer | None = None
-        self.aliases: dict[BufferRef, BufferRef] = {}  # a ref served by another ref's buffer
+        # a ref served by another ref's buffer -> that owner, resolved (`CompiledModel.storage_owners`)
+        self.aliases: dict[BufferRef, BufferRef] = {}
         self.preserved: set[BufferRef] = set()  # state whose contents must survive growth
 
+    def owner(self, ref: BufferRef) -> BufferRef:
+        """The ref whose buffer serves `ref` (itself unless aliased or in a buffer group)."""
+        return self.aliases.get(ref, ref)
+
     def get(self, ref: BufferRef) -> wgpu.GPUBuffer:
-        return self.buffers[self.aliases.get(ref, ref)]
+        return self.buffers[self.owner(ref)]
+
+    def ensure_all(self, sizes: Mapping[BufferRef, int]) -> None:
+        """`ensure` every ref of `sizes`; a shared buffer is sized once, for its largest member, so
+        a small member first does not cost a reallocation when a larger one follows."""
+        needed: dict[BufferRef, int] = {}
+        for ref, nbytes in sizes.items():
+            owner = self.owner(ref)
+            needed[owner] = max(needed.get(owner, 0), nbytes)
+        for owner, nbytes in needed.items():
+            self.ensure(owner, nbytes)
 
     def ensure(self, ref: BufferRef, nbytes: int) -> bool:
         """Make `ref` hold at least `nbytes` (padded); True when a new buffer replaced the old one.
 
         Growing a preserved (resident state) buffer copies its contents over."""
-        ref = self.aliases.get(ref, ref)
+        ref = self.owner(ref)
         needed = padded_nbytes(nbytes)
         current = self.buffers.get(ref)
         if current is not None and current.size >= needed:

@@ -15,6 +15,7 @@ buffer instead, without touching the program.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Collection, Mapping
 
 import numpy as np
@@ -37,6 +38,7 @@ from onyxia.runtime.layout import (
     referenced_symbols,
 )
 from onyxia.runtime.pipelines import PipelineCache
+from onyxia.runtime.profiling import DispatchTime, DispatchTimer, RunProfile, encode_timed
 from onyxia.runtime.program import DispatchState, Program, build_program, commit_dispatch, encode, prepare_dispatch
 
 __all__ = ["PlanExecutor"]
@@ -65,7 +67,7 @@ class PlanExecutor:
         self._symbols = referenced_symbols(compiled, self._flat)
         self._inputs = InputBinder(compiled)
         self._pool = BufferPool(ctx, self.stats, self._names)
-        self._pool.aliases = {BufferRef(tensor=o): BufferRef(tensor=i) for o, i in compiled.aliases.items()}
+        self._pool.aliases = compiled.storage_owners()  # views, in-place state and buffer groups
         self._carries: list[tuple[BufferRef, BufferRef]] = []
         pipelines = PipelineCache(ctx, compiled.shaders, self.stats)
         self._states: list[DispatchState | None] = [
@@ -91,6 +93,15 @@ class PlanExecutor:
     def dims(self) -> dict[str, int]:
         """The dims the executor is currently set up for (a copy)."""
         return dict(self._dims)
+
+    @property
+    def gpu_bytes(self) -> int:
+        """Bytes of every GPU buffer this executor holds (storage and staging; a buffer shared by
+        several refs counts once)."""
+        buffers = {id(b): b for b in self._pool.buffers.values()}
+        if self._pool.staging is not None:
+            buffers[id(self._pool.staging)] = self._pool.staging
+        return sum(int(b.size) for b in buffers.values())
 
     @property
     def input_names(self) -> list[str]:
@@ -119,7 +130,7 @@ class PlanExecutor:
             if src not in outputs:
                 raise InputError(f"carry(): '{src}' is not an output; the outputs are {sorted(outputs)}")
             src_ref, dst_ref = self._ref(src), self._ref(dst)
-            if self._pool.aliases.get(src_ref) != dst_ref:
+            if self._pool.owner(src_ref) != self._pool.owner(dst_ref):
                 self._carries.append((src_ref, dst_ref))
         if self._layout is not None:
             self._refresh_carries(self._layout)
@@ -205,6 +216,59 @@ class PlanExecutor:
         else:
             self._dims, self._layout = merged, None
 
+    def profile_run(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None = None) -> RunProfile:
+        """`run()` with GPU timestamps around each dispatch, plus the host time `run()` spends before submit.
+
+        A separate path, so `run()` itself never pays for profiling; the device needs 'timestamp-query'
+        (`Runtime(profiling=True)`). Same effects as `run()`; its outputs are in the profile."""
+        started = time.perf_counter_ns()
+        bound, uploads = self._inputs.bind(inputs, self._dims)
+        changed = {k: v for k, v in bound.items() if self._dims.get(k) != v}
+        if changed or self._layout is None:
+            self.update_dimensions(changed)
+        if self._layout is None:
+            raise InputError(f"profile_run(): dims {sorted(self._symbols - self._dims.keys())} have no value")
+        for ref, array in uploads:
+            self._pool.write(ref, array)
+        for buffer, offset, data in self._writes:
+            self.ctx.queue.write_buffer(buffer, offset, data)
+        wanted = self._select_outputs(outputs)
+        prepared = time.perf_counter_ns()
+        scratch = self.ctx.device.create_command_encoder()  # timed like run()'s encode, never submitted
+        encode(scratch, self._program)
+        scratch.finish()
+        encoded = time.perf_counter_ns()
+        labels = self._dispatch_labels(self._layout)
+        timer = DispatchTimer(self.ctx, len(labels))
+        with wgpu_boundary(DeviceError, "profile_run(): encoding or submitting the plan"):
+            encoder = self.ctx.device.create_command_encoder()
+            encode_timed(encoder, self._program, timer)
+            for src, dst, size in self._carry_copies:
+                encoder.copy_buffer_to_buffer(src, 0, dst, 0, size)
+            read = [entry for entry in self._readback if entry[0] in wanted]
+            for _, buffer, offset, size in read:
+                encoder.copy_buffer_to_buffer(buffer, 0, self._pool.staging, offset, size)
+            timer.resolve(encoder)
+            self.ctx.queue.submit([encoder.finish()])
+        raw = self._pool.read_staging(max(offset + size for _, _, offset, size in read)) if read else b""
+        result = {name: from_gpu(dt, raw, off, shape) for name, dt, off, shape in self._outputs if name in wanted}
+        times = [DispatchTime(node, op, ns) for (node, op), ns in zip(labels, timer.read())]
+        return RunProfile(result, times, prepared - started, encoded - prepared)
+
+    def _dispatch_labels(self, layout: DimsLayout) -> list[tuple[str, str]]:
+        """(node, op type) of each dispatch the program encodes, in program order."""
+        op_types = {op.name: op.op_type for op in self.compiled.operations}
+        labels = [
+            (fs.node, op_types.get(fs.node, "?"))
+            for fs, values in zip(self._flat, layout.steps)
+            if isinstance(values, DispatchValues) and values.workgroups is not None
+        ]
+        if len(labels) != self._program.dispatches:
+            raise DeviceError(
+                f"profile_run(): {len(labels)} live dispatches, the program has {self._program.dispatches}"
+            )
+        return labels
+
     def release(self) -> None:
         """Destroy this executor's buffers now instead of waiting for garbage collection."""
         self._pool.release()
@@ -214,8 +278,7 @@ class PlanExecutor:
     def _apply(self, dims: dict[str, int]) -> None:
         layout = evaluate_layout(self.compiled, self._flat, dims, self.ctx, self._names)
         self._layout = None  # a commit that fails half way must not leave a stale program in use
-        for ref, nbytes in layout.buffer_bytes.items():
-            self._pool.ensure(ref, nbytes)
+        self._pool.ensure_all(layout.buffer_bytes)
         for ref, array in layout.symbolic.items():
             self._pool.write(ref, array)
         for state, values in zip(self._states, layout.steps):
@@ -251,8 +314,7 @@ class PlanExecutor:
     def _preallocate(self, max_dims: dict[str, int]) -> None:
         """Size every buffer (staging too) for the largest dims up front, so growth never reallocates."""
         sizes = buffer_sizes(self.compiled, {**self._dims, **max_dims})
-        for ref, nbytes in sizes.items():
-            self._pool.ensure(ref, nbytes)
+        self._pool.ensure_all(sizes)
         outputs = {BufferRef(tensor=t) for t in self.compiled.outputs}
         self._pool.ensure_staging(sum(_staged(sizes[ref]) for ref in outputs))
 

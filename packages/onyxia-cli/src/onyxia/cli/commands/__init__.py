@@ -1,7 +1,7 @@
 """One module per subcommand; each has `add_parser(subparsers)` and `run(args, console) -> int`."""
 
-from onyxia.cli.commands import chat, generate, inspect, run, validate
+from onyxia.cli.commands import bench, chat, generate, inspect, run, validate
 
-COMMANDS = (inspect, validate, run, generate, chat)
+COMMANDS = (inspect, validate, run, generate, chat, bench)
 
 __all__ = ["COMMANDS"]

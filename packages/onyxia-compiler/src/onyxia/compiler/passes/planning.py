@@ -1,12 +1,15 @@
 """Turn every node that still needs the GPU into steps; folded nodes emit nothing.
 
 The result is a pure-data `CompiledModel` (no GPU needed to build it), kept on the pass as
-`compiled` for the pipeline to return.
+`compiled` for the pipeline to return. Intermediates whose lifetimes never overlap are put in
+shared buffer groups (`onyxia.compiler.storage`); ``ONYXIA_SHARE_BUFFERS=0`` turns that off, to
+measure it or to rule it out when a result looks wrong.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 from onyxia.core import (
     CompiledModel,
@@ -18,6 +21,7 @@ from onyxia.core import (
     PlanningError,
     Stage,
 )
+from onyxia.compiler.storage import share_buffers
 
 __all__ = ["PlanningPass"]
 
@@ -54,6 +58,8 @@ class PlanningPass:
             builder.operations.append(ctx.op)
         metadata = {"graph": graph.name, **graph.metadata}
         self.compiled = builder.finish(self.dims, metadata)
+        if os.environ.get("ONYXIA_SHARE_BUFFERS", "1") != "0":
+            self.compiled.buffer_groups = share_buffers(self.compiled)
         log.info(
             "%s: %d ops planned, %d folded nodes skipped, %d dispatches, %d shaders",
             self.name,

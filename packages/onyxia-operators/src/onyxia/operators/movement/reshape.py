@@ -1,8 +1,9 @@
 """`MovementOp`: Reshape, Squeeze, Unsqueeze, Flatten and Identity, one row each.
 
 None of them moves an element: the output is the input's buffer under new dims. So the family
-plans one buffer copy (no shader) and folds with a numpy reshape, which also carries symbolic
-values (object arrays of dims) through ``Unsqueeze``/``Reshape`` in shape-computation chains.
+plans no step when `BufferAliasingPass` made the output a view of the input, else one buffer copy
+(no shader), and folds with a numpy reshape, which also carries symbolic values (object arrays
+of dims) through ``Unsqueeze``/``Reshape`` in shape-computation chains.
 Rows differ only in their shape rule (`shape_rules`) and in the opsets they serve (axes moved
 from an attribute to an input in opset 13), so keys carry version ranges and rows their names.
 """
@@ -49,6 +50,9 @@ class MovementOp:
     def plan(self, ctx: PlanCtx) -> None:
         dtype = ctx.input_dtype(0)
         require_dtype(ctx, dtype, ALL_GPU)
+        if ctx.shares_storage(0, 0):  # a view (BufferAliasingPass): the runtime serves both from one buffer
+            ctx.input(0), ctx.output(0)  # registered, so the plan keeps the alias
+            return
         size = dims_product(ctx.output_dims(0)) * dtype.gpu_numpy.itemsize
         if dtype.gpu_numpy.itemsize % 4:
             # buffer copies move whole 4-byte words; buffers are padded to 4 bytes, so an odd f16 count rounds up

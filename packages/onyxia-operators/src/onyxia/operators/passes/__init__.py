@@ -1,12 +1,32 @@
-"""Rewrites the operators package ships with the ops they produce; `register_builtin` puts
-`default_passes()` on the registry, and `CompilerPipeline` runs them in their stage."""
+"""Rewrites the operators package ships with the ops they produce, the cleanups that follow them and
+the view aliasing that planning honours; `register_builtin` puts `default_passes()` on the registry,
+and `CompilerPipeline` runs them in their stage."""
 
-from onyxia.core import Pass
+from onyxia.core import FixedPoint, Pass
+from onyxia.operators.passes.alias_buffers import BufferAliasingPass
+from onyxia.operators.passes.eliminate_common_subexpressions import CommonSubexpressionEliminationPass
+from onyxia.operators.passes.eliminate_dead_code import DeadCodeEliminationPass
 from onyxia.operators.passes.fold_transpose_into_matmul import FoldTransposeIntoMatMul
 
-__all__ = ["FoldTransposeIntoMatMul", "default_passes"]
+__all__ = [
+    "BufferAliasingPass",
+    "CommonSubexpressionEliminationPass",
+    "DeadCodeEliminationPass",
+    "FoldTransposeIntoMatMul",
+    "cleanup_passes",
+    "default_passes",
+]
+
+
+def cleanup_passes() -> FixedPoint:
+    """DCE and CSE settled together: a merge can leave a dead chain, a removal can expose a duplicate."""
+    return FixedPoint([DeadCodeEliminationPass(), CommonSubexpressionEliminationPass()], name="Cleanup")
 
 
 def default_passes() -> list[Pass]:
-    """Fresh instances, in the order they run within their stage."""
-    return [FoldTransposeIntoMatMul()]
+    """Fresh instances, in the order they run within their stage.
+
+    Rewrites first, then the cleanup: CSE merging two Transposes would give the merged one two
+    consumers, which FoldTransposeIntoMatMul (like most fusions) declines. Aliasing is PLANNING,
+    after every rewrite."""
+    return [FoldTransposeIntoMatMul(), cleanup_passes(), BufferAliasingPass()]

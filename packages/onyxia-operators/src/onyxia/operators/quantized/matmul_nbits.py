@@ -195,6 +195,8 @@ def _dispatch(ctx: PlanCtx, kernel: Kernel, share: SymbolicDim, reads: list, def
         "SPLIT": kernel.split,
         "WORKGROUP_SIZE": kernel.workgroup_size,
     }
+    # the int8 path reads a workgroup's rows' scales as one vec4 (see matmul_nbits.wgsl)
+    assert not defs.get("INT8") or 4 % kernel.rows == 0, f"{kernel.label}: rows must divide 4"
     shader = ctx.compile_shader(kernel.label, source, kernel_defs, dims)
     groups = ceil_div(dims["N"], kernel.columns_per_workgroup) * share  # type: ignore[operator]
     ctx.dispatch(shader, reads, [ctx.output(0)], (groups, 1, ceil_div(dims["M"], kernel.rows)))

@@ -1,0 +1,125 @@
+"""One bench run: synthesize (or reuse) the model, measure copy bandwidth, run every engine per precision.
+
+Engines run one after another, each in its own child process (so host peak RSS is the engine's own), on
+the same model file and the same prompt ids; the document this returns is what `--json` writes.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from onyxia.cli.bench.bound import Bandwidth, copy_bandwidth, decode_step_bytes
+from onyxia.cli.bench.config import GemmaConfig
+from onyxia.cli.bench.hf_files import BOS
+from onyxia.cli.bench.report import ONYXIA, bound_figures, ratios
+from onyxia.cli.bench.runners import ENGINES, run_engine
+from onyxia.cli.bench.synth import default_cache_dir, synthesize
+from onyxia.core import OnyxiaError
+
+__all__ = ["BenchOptions", "prompt_ids", "run_bench"]
+
+REPORT_VERSION = 1
+_FIRST_ORDINARY_ID = 7  # after Gemma's special tokens 0-6
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    size: str = "270m"
+    precisions: tuple[str, ...] = ("fp32", "q4")
+    engines: tuple[str, ...] = ENGINES
+    prompt_tokens: int = 32
+    decode_tokens: int = 64
+    prefill_tokens: int = 128
+    profile: bool = False
+    profile_steps: int = 4
+    timeout_s: float = 3600.0
+
+    def config(self) -> GemmaConfig:
+        return GemmaConfig.tiny() if self.size == "tiny" else GemmaConfig.gemma3_270m()
+
+
+def prompt_ids(count: int, vocab_size: int) -> list[int]:
+    """<bos> then a fixed spread of ordinary ids: the same prompt for every engine and every run."""
+    span = vocab_size - _FIRST_ORDINARY_ID
+    return [BOS] + [_FIRST_ORDINARY_ID + (7919 * i) % span for i in range(1, count)]
+
+
+def run_bench(options: BenchOptions, say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    config = options.config()
+    started = time.perf_counter()
+    model = synthesize(config, precisions=options.precisions)
+    say(f"model: {model.directory} ({'written: ' + ', '.join(model.written) if model.written else 'cached'})")
+    bandwidth, adapter = _bandwidth(say)
+    if bandwidth is not None:
+        say(f"copy bandwidth: {bandwidth.gbps:.2f} GB/s (read + write) on {adapter}")
+    doc: dict[str, Any] = {
+        "version": REPORT_VERSION,
+        "settings": {k: v for k, v in asdict(options).items() if k != "timeout_s"},
+        "model": {"directory": str(model.directory), "config": config.to_dict()},
+        "system": _system(adapter),
+        "bandwidth": None if bandwidth is None else {**asdict(bandwidth), "adapter": adapter},
+        "precisions": {},
+    }
+    for precision in options.precisions:
+        doc["precisions"][precision] = _run_precision(options, model.models[precision], precision, bandwidth, say)
+    doc["wall_s"] = time.perf_counter() - started
+    return doc
+
+
+def _run_precision(
+    options: BenchOptions, model_path: Path, precision: str, bandwidth: Bandwidth | None, say: Callable[[str], None]
+) -> dict[str, Any]:
+    config = options.config()
+    spec = {
+        "model_path": str(model_path),
+        "model_dir": str(model_path.parent.parent),
+        "precision": precision,
+        "prompt_ids": prompt_ids(options.prompt_tokens, config.vocab_size),
+        "prefill_ids": prompt_ids(options.prefill_tokens, config.vocab_size),
+        "decode_tokens": options.decode_tokens,
+        "profile": options.profile,
+        "profile_steps": options.profile_steps,
+    }
+    cache = default_cache_dir(config).parent
+    engines: dict[str, dict[str, Any]] = {}
+    for engine in options.engines:
+        say(f"{precision}: running {engine}")
+        engines[engine] = run_engine(engine, spec, cache, options.timeout_s)
+        say(f"{precision}: {engine} {engines[engine].get('status')}")
+    part: dict[str, Any] = {"model_file": str(model_path), "engines": engines, "ratios": ratios(engines)}
+    if bandwidth is not None:
+        position = options.prompt_tokens + options.decode_tokens // 2  # the decode steps' mean cache length
+        step = decode_step_bytes(model_path, position)
+        part["bound"] = bound_figures(step, bandwidth, engines.get(ONYXIA))
+    return part
+
+
+def _bandwidth(say: Callable[[str], None]) -> tuple[Bandwidth | None, str | None]:
+    """Copy bandwidth on this process's adapter (released before the engines start), or None and why."""
+    try:
+        from onyxia.runtime import Runtime
+
+        runtime = Runtime()
+        measured = copy_bandwidth(runtime)
+    except OnyxiaError as e:  # no adapter: the bound is left out, the engines still run
+        say(f"copy bandwidth not measured: {type(e).__name__}: {e}")
+        return None, None
+    adapter = str(runtime.adapter_info.get("device") or runtime.adapter_info.get("description"))
+    del runtime
+    return measured, adapter
+
+
+def _system(adapter: str | None) -> dict[str, Any]:
+    return {
+        "adapter": adapter,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+    }

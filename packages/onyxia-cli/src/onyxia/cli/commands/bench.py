@@ -1,0 +1,80 @@
+"""`onyxia bench`: Onyxia against onnxruntime (CPU EP, WebGPU EP) on a synthetic Gemma-3-270m-shaped model.
+
+Same model file, same prompt, each engine in its own process: decode tok/s, prefill time, time to first
+token, load+compile time, host peak RSS, GPU buffer bytes, and Onyxia / peer ratios; then the decode bound
+(bytes read per step over the measured copy bandwidth) and, with ``--profile``, Onyxia's top ops by GPU
+time. ``--json OUT`` writes everything. Exit status 1 when an engine failed (an unavailable one is reported,
+not a failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from onyxia.core import InputError
+
+__all__ = ["add_parser", "run"]
+
+NAME = "bench"
+_PRECISIONS = {"fp32": ("fp32",), "q4": ("q4",), "both": ("fp32", "q4")}
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from onyxia.cli.bench.runners import ENGINES
+
+    parser = subparsers.add_parser(NAME, help="benchmark against onnxruntime on a synthetic Gemma 3 model")
+    parser.add_argument("--size", choices=("270m", "tiny"), default="270m", help="model shape (tiny: for tests)")
+    parser.add_argument("--precision", choices=sorted(_PRECISIONS), default="both")
+    parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma list from {', '.join(ENGINES)}")
+    parser.add_argument("--json", type=Path, default=None, metavar="OUT", help="write every figure as JSON")
+    parser.add_argument("--profile", action="store_true", help="also profile Onyxia's decode step per op")
+    parser.add_argument("--prompt-tokens", type=int, default=32, help="prompt before decoding (time to first token)")
+    parser.add_argument("--decode-tokens", type=int, default=64, help="decode steps timed")
+    parser.add_argument("--prefill-tokens", type=int, default=128, help="tokens of the timed prefill")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per engine and precision")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from onyxia.cli.bench.report import print_report
+    from onyxia.cli.bench.suite import BenchOptions, run_bench
+
+    options = BenchOptions(
+        size=args.size,
+        precisions=_PRECISIONS[args.precision],
+        engines=_engines(args.engines),
+        prompt_tokens=_positive("--prompt-tokens", args.prompt_tokens),
+        decode_tokens=_positive("--decode-tokens", args.decode_tokens),
+        prefill_tokens=_positive("--prefill-tokens", args.prefill_tokens),
+        profile=args.profile,
+        timeout_s=args.timeout,
+    )
+    errors = Console(file=sys.stderr, highlight=False)
+    doc = run_bench(options, say=lambda line: errors.print(f"[dim]{line}[/]"))
+    print_report(doc, console)
+    if args.json is not None:
+        args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        console.print(f"[dim]wrote {args.json}[/]")
+    failed = [e for part in doc["precisions"].values() for e in part["engines"].values() if e["status"] == "failed"]
+    return 1 if failed else 0
+
+
+def _engines(text: str) -> tuple[str, ...]:
+    from onyxia.cli.bench.runners import ENGINES
+
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in ENGINES]
+    if unknown or not names:
+        raise InputError(f"--engines: unknown {unknown or 'empty list'}; choose from {', '.join(ENGINES)}")
+    return names
+
+
+def _positive(flag: str, value: int) -> int:
+    if value < 1:
+        raise InputError(f"{flag} must be at least 1, got {value}")
+    return value
