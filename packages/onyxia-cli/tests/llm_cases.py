@@ -9,7 +9,7 @@ from typing import Any
 
 DATA = Path(__file__).parent / "data"
 
-# (directory, precision, expected file, prefill logits tolerance)
+# (directory, precision, expected file, prefill logits tolerance[, MatMulNBits accuracy_level override])
 FIXTURES = [
     ("gemma3-tiny", "fp32", "expected_fp32.json", 1e-4),
     ("gemma3-tiny", "fp16", "expected_fp16.json", 2e-2),
@@ -18,6 +18,9 @@ FIXTURES = [
     # itself on this machine differs from these files by 6.3e-3 (q4, prompt 'long') and 7.7e-3 (q4f16)
     ("gemma3-tiny", "q4", "expected_q4.json", 1e-2),
     ("gemma3-tiny", "q4f16", "expected_q4f16.json", 5e-2),
+    # the same files with onnxruntime's accuracy_level override 0 (float activations): no int8 rounding
+    ("gemma3-tiny", "q4", "expected_q4_acc0.json", 1e-4, 0),
+    ("gemma3-tiny", "q4f16", "expected_q4f16_acc0.json", 2e-2, 0),
     ("gemma3-tiny-genai/fp32", None, "expected_ort.json", 1e-4),
     ("gemma3-tiny-genai/fp32-fullkv", None, "expected_ort.json", 1e-4),
     ("gemma3-tiny-optimum", None, "expected.json", 1e-4),
@@ -25,7 +28,11 @@ FIXTURES = [
 
 
 def fixture_id(case: tuple[Any, ...]) -> str:
-    return f"{case[0]}:{case[1] or 'file'}"
+    return f"{case[0]}:{case[1] or 'file'}" + (f":acc{case[4]}" if len(case) > 4 else "")
+
+
+def case_session(case: tuple[Any, ...]) -> Any:
+    return session(case[0], case[1], case[4] if len(case) > 4 else None)
 
 
 def expected(directory: str, name: str) -> dict[str, Any]:
@@ -33,7 +40,7 @@ def expected(directory: str, name: str) -> dict[str, Any]:
 
 
 @cache
-def session(directory: str, precision: str | None) -> Any:
+def session(directory: str, precision: str | None, accuracy_level: int | None = None) -> Any:
     from onyxia.cli.llm import LlmSession
 
-    return LlmSession.from_pretrained(DATA / directory, precision, max_length=160)
+    return LlmSession.from_pretrained(DATA / directory, precision, max_length=160, accuracy_level=accuracy_level)

@@ -4,13 +4,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from llm_cases import FIXTURES, expected, fixture_id, session
+from llm_cases import FIXTURES, case_session, expected, fixture_id
 
 
 @pytest.mark.parametrize("case", FIXTURES, ids=fixture_id)
 def test_greedy_tokens_match_onnxruntime(case: tuple[Any, ...]) -> None:
-    directory, precision, name, _ = case
-    llm = session(directory, precision)
+    directory, _, name = case[:3]
+    llm = case_session(case)
     for prompt in expected(directory, name)["prompts"]:
         llm.reset()
         got = list(llm.generate_ids(prompt["prompt_ids"], len(prompt["greedy_ids"])))
@@ -19,8 +19,8 @@ def test_greedy_tokens_match_onnxruntime(case: tuple[Any, ...]) -> None:
 
 @pytest.mark.parametrize("case", FIXTURES, ids=fixture_id)
 def test_prefill_logits_match_onnxruntime(case: tuple[Any, ...]) -> None:
-    directory, precision, name, tolerance = case
-    llm = session(directory, precision)
+    directory, _, name, tolerance = case[:4]
+    llm = case_session(case)
     for prompt in expected(directory, name)["prompts"]:
         llm.reset()
         logits = llm.next_token_logits(prompt["prompt_ids"])

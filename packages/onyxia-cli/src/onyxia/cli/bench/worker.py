@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EngineUnavailable", "OrtRunner", "main", "measure"]
+__all__ = ["EngineUnavailable", "OrtRunner", "main", "measure", "peak_rss_bytes"]
 
 ORT_PROVIDERS = {"ort-cpu": "CPUExecutionProvider", "ort-webgpu": "WebGpuExecutionProvider"}
 
@@ -50,8 +50,24 @@ def measure(runner: Any, spec: dict[str, Any]) -> dict[str, Any]:
     result["prefill_s"] = time.perf_counter() - started
     result["prefill_tok_s"] = len(spec["prefill_ids"]) / result["prefill_s"]
     result.update(runner.extras())
-    result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    result["peak_rss_bytes"] = peak_rss_bytes()
     return result
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set: VmHWM where /proc has it, else ru_maxrss.
+
+    Linux keeps ru_maxrss across execve, so a child forked from a big parent starts at the parent's
+    size; VmHWM belongs to the address space exec created and so counts only this engine."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 class OrtRunner:

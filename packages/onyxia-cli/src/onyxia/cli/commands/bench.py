@@ -18,15 +18,14 @@ from rich.console import Console
 
 from onyxia.core import InputError
 
-__all__ = ["add_parser", "run"]
+__all__ = ["ENGINES", "add_parser", "run"]
 
 NAME = "bench"
 _PRECISIONS = {"fp32": ("fp32",), "q4": ("q4",), "both": ("fp32", "q4")}
+ENGINES = ("onyxia", "ort-cpu", "ort-webgpu")  # = bench.runners.ENGINES; literal so the parser imports no onnx
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from onyxia.cli.bench.runners import ENGINES
-
     parser = subparsers.add_parser(NAME, help="benchmark against onnxruntime on a synthetic Gemma 3 model")
     parser.add_argument("--size", choices=("270m", "tiny"), default="270m", help="model shape (tiny: for tests)")
     parser.add_argument("--precision", choices=sorted(_PRECISIONS), default="both")
@@ -65,8 +64,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _engines(text: str) -> tuple[str, ...]:
-    from onyxia.cli.bench.runners import ENGINES
-
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     unknown = [n for n in names if n not in ENGINES]
     if unknown or not names:

@@ -32,6 +32,7 @@ def build_session(
     max_length: int | None,
     runtime: Any,
     progress: Callable[[str], None],
+    accuracy_level: int | None = None,
 ) -> Any:
     from onyxia.compiler import CompilerPipeline
     from onyxia.onnx import load_and_parse_model
@@ -46,6 +47,9 @@ def build_session(
     signature = read_signature(graph, str(found.model_path))
     limit = _max_length(found.max_position_embeddings, max_length, found.model_path)
     registry = core_operator_registry()
+    if accuracy_level is not None:
+        for node in graph.nodes_of("MatMulNBits", "com.microsoft"):
+            node.attributes["accuracy_level"] = accuracy_level
     logits_for_last_position(graph, signature.logits)
     add_next_token(graph, signature.logits)
     static = _static_dims(graph, signature, found.config)

@@ -79,10 +79,15 @@ class LlmSession:
         *,
         runtime: object | None = None,
         progress: Progress | None = None,
+        accuracy_level: int | None = None,
     ) -> LlmSession:
+        """`accuracy_level` overrides every MatMulNBits node's, like onnxruntime's session option
+        (0: float activations; 4: int8 activations, what the 4-bit exports ask for)."""
         from onyxia.cli.llm.loading import build_session
 
-        return build_session(cls, model_dir, precision, max_length, runtime, progress or (lambda _: None))
+        return build_session(
+            cls, model_dir, precision, max_length, runtime, progress or (lambda _: None), accuracy_level
+        )
 
     # ----- generation --------------------------------------------------------------------------
     def warm_up(self) -> None:
