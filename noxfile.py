@@ -344,3 +344,17 @@ def conformance(session: nox.Session) -> None:
             *session.posargs,
             env=env,
         )
+
+
+# ----- session: benchmark (appended; self-contained; not in the default list: minutes on lavapipe) ----
+@nox.session
+def bench(session: nox.Session) -> None:
+    """`onyxia bench` on the synthetic Gemma-3-270m model, fp32 and q4, against onnxruntime CPU and WebGPU EPs.
+
+    Writes bench.json in the repository root (`nox -s bench -- --profile` passes options through). The
+    model (about 1.8 GB) and onnxruntime-webgpu's venv are cached under ~/.cache/onyxia/bench."""
+    _install(session, "onyxia-cli[bench]")
+    _check_installed(session, "onyxia-cli[bench]")
+    out = ROOT / "bench.json"
+    args = ["--size", "270m", "--precision", "both", "--json", str(out), *session.posargs]
+    session.run("onyxia", "bench", *args, env={"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"})

@@ -4,7 +4,7 @@ import sys
 import numpy as np
 import pytest
 
-from onyxia.compiler import CompilerPipeline, PassError, compile
+from onyxia.compiler import CompilerPipeline, PassError, PlanningPass, compile
 from onyxia.core import (
     DataType,
     GraphBuilder,
@@ -139,3 +139,28 @@ def test_registry_passes_run_by_default() -> None:
     registry.passes.append(_Recorder("from_registry", Stage.OPTIMIZATION, log))
     CompilerPipeline(registry).add_pass(_Recorder("added", Stage.OPTIMIZATION, log)).compile(_add_graph().graph)
     assert log == ["from_registry", "added"]
+
+
+def test_planning_passes_settle_before_the_planner_runs_once(
+    registry: OperatorRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PLANNING-stage pass (view aliasing) may need two rounds; planning the model is done once, after."""
+    log: list[str] = []
+    planned = PlanningPass.run
+
+    def run(self: PlanningPass, graph: IrGraph, registry: OperatorRegistry) -> bool:
+        log.append("Planning")
+        return planned(self, graph, registry)
+
+    monkeypatch.setattr(PlanningPass, "run", run)
+    CompilerPipeline(registry).add_pass(_Recorder("plan_a", Stage.PLANNING, log, changes=1)).compile(_add_graph().graph)
+    assert log == ["plan_a", "plan_a", "Planning"]
+
+
+def test_default_passes_in_order() -> None:
+    """Rewrites, then the DCE + CSE cleanup last in OPTIMIZATION; view aliasing in PLANNING, after all rewrites."""
+    passes = CompilerPipeline(core_operator_registry()).passes({})
+    optimization = [p.name for p in passes if p.stage == Stage.OPTIMIZATION]
+    assert optimization[-1] == "Cleanup", "rewrites go before the cleanup (CSE would give merged nodes two consumers)"
+    assert "FoldTransposeIntoMatMul" in optimization
+    assert [p.name for p in passes if p.stage == Stage.PLANNING] == ["BufferAliasing"]

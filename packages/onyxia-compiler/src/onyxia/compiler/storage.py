@@ -21,8 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from onyxia.core import BufferRef, CompiledModel, CopyBuffer, Dispatch, PlannedOp, TensorRole, WriteBuffer
-from onyxia.core import SymbolicError
+from onyxia.core import (
+    BufferRef,
+    CompiledModel,
+    CopyBuffer,
+    Dispatch,
+    PlannedOp,
+    SymbolicError,
+    TensorRole,
+    WriteBuffer,
+)
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, evaluate_dim
 
 __all__ = ["SAMPLE_DIM", "share_buffers"]
@@ -34,7 +42,7 @@ _Range = tuple[int, int]
 
 def share_buffers(model: CompiledModel) -> list[tuple[BufferRef, ...]]:
     """Groups of storage roots (two or more each) that can use one buffer; see the module docstring."""
-    owners = model.storage_owners()
+    owners = model.storage_owners(groups=False)
     ranges = _live_ranges(model, owners)
     pinned = _pinned(model, owners)
     sizes = _sample_sizes(model, owners)

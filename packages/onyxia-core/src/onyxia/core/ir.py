@@ -91,7 +91,8 @@ class IrGraph:
         self.metadata: dict[str, str] = {}
         # (dim a, dim b, where): equalities shape rules assumed; checked when dims are bound
         self.constraints: list[tuple[Any, Any, str]] = []
-        # output tensor id -> input tensor id whose GPU storage it shares (a KV cache updated in place)
+        # output tensor id -> input tensor id whose GPU storage it shares (a KV cache updated in place,
+        # a Reshape made a view by BufferAliasingPass); printed as "%out shares %in"
         self.aliases: dict[int, int] = {}
         self.inputs: list[int] = []
         self.outputs: list[int] = []
@@ -347,6 +348,7 @@ class IrGraph:
         lines += [f"  {self._fmt_tensor(t)}  # {self._tensors[t].name}" for t in self.inputs]
         lines.append(") {")
         lines += ["  " + self.format_node(n) for n in self._nodes.values()]
+        lines += [f"  %{out} shares %{src}" for out, src in sorted(self.aliases.items())]
         lines.append("  return " + ", ".join(f"%{t}" for t in self.outputs))
         lines.append("}")
         return "\n".join(lines)

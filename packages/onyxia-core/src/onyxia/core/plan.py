@@ -190,11 +190,11 @@ class CompiledModel:
                 return t
         raise KeyError(name)
 
-    def storage_owners(self) -> dict[BufferRef, BufferRef]:
+    def storage_owners(self, *, groups: bool = True) -> dict[BufferRef, BufferRef]:
         """Each buffer ref served by another ref's GPU buffer -> that owner.
 
         Alias chains are followed to their root (a Reshape of an Unsqueeze of `x` lives in `x`'s
-        buffer), then a root in a buffer group is served by the group's first member."""
+        buffer), then (with `groups`) a root in a buffer group is served by the group's first member."""
         owners: dict[BufferRef, BufferRef] = {}
         for out in self.aliases:
             chain, root = [out], self.aliases[out]
@@ -205,7 +205,7 @@ class CompiledModel:
                 chain.append(root)
                 root = self.aliases[root]
             owners[BufferRef(tensor=out)] = BufferRef(tensor=root)
-        grouped = {member: group[0] for group in self.buffer_groups for member in group[1:]}
+        grouped = {member: group[0] for group in self.buffer_groups if groups for member in group[1:]}
         for ref, owner in owners.items():
             owners[ref] = grouped.get(owner, owner)
         for member, owner in grouped.items():

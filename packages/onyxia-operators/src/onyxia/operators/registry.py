@@ -5,6 +5,7 @@ from __future__ import annotations
 from onyxia.core import OperatorRegistry
 from onyxia.operators.attention import MICROSOFT
 from onyxia.operators.elementwise import BINARY, UNARY, VARIADIC
+from onyxia.operators.elementwise.fused import FUSED_ELEMENTWISE
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.generate import GENERATE
 from onyxia.operators.indexing import INDEXING
@@ -41,6 +42,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
     for table in (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS):
         registry.register_family("com.microsoft", table)
     registry.register_family(ONYXIA_DOMAIN, MATMUL_ONYXIA)
+    registry.register_family(ONYXIA_DOMAIN, FUSED_ELEMENTWISE)
     known = {p.name for p in registry.passes}  # registering twice must not run a pass twice
     registry.passes += [p for p in default_passes() if p.name not in known]
     return registry

@@ -2,8 +2,10 @@
 
 Load creates every shader module and pipeline (so a WGSL error surfaces at load, naming the node)
 and uploads weights. A dims change, explicit or bound from input shapes in `run()`, re-evaluates
-the plan's expressions and commits them: buffers grow, affected bind groups are rebuilt, and the
-command program is rebuilt; shader modules and pipelines never are (`stats` proves it). Each
+the expressions that depend on the dims that moved (`IncrementalLayout`; everything on the first
+run or when a buffer must grow) and commits them: buffers grow, affected bind groups are rebuilt,
+and the moved commands are patched in the program; shader modules and pipelines never are
+(`stats` proves it). Each
 `run()` is one command buffer: queued input writes, the program, and the output copies into a
 single staging buffer that is mapped once.
 
@@ -22,12 +24,13 @@ import numpy as np
 import wgpu
 
 from onyxia.core.dtypes import DataType
-from onyxia.core.errors import DeviceError, InputError, PlanningError
+from onyxia.core.errors import DeviceError, InputError, OnyxiaError, PlanningError
 from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, TensorRole, WriteBuffer
 from onyxia.core.values import TensorValue
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.convert import from_gpu, padded_nbytes, storage_bytes, to_gpu
 from onyxia.runtime.device import DeviceContext, ExecutorStats, wgpu_boundary
+from onyxia.runtime.incremental import Delta, IncrementalLayout
 from onyxia.runtime.inputs import InputBinder
 from onyxia.runtime.layout import (
     DimsLayout,
@@ -37,9 +40,18 @@ from onyxia.runtime.layout import (
     flatten_steps,
     referenced_symbols,
 )
+from onyxia.runtime.native_encode import Encoder, native_encoder
 from onyxia.runtime.pipelines import PipelineCache
 from onyxia.runtime.profiling import DispatchTime, DispatchTimer, RunProfile, encode_timed
-from onyxia.runtime.program import DispatchState, Program, build_program, commit_dispatch, encode, prepare_dispatch
+from onyxia.runtime.program import (
+    DispatchState,
+    Program,
+    build_program,
+    commit_dispatch,
+    encode,
+    patch_program,
+    prepare_dispatch,
+)
 
 __all__ = ["PlanExecutor"]
 
@@ -75,6 +87,8 @@ class PlanExecutor:
             for fs in self._flat
         ]
         self._upload_weights()
+        self._incremental = IncrementalLayout(compiled, self._flat, ctx)
+        self._encode: Encoder = native_encoder(ctx.device) or encode
         self._dims: dict[str, int] = {**compiled.dims, **_checked_dims(dims or {})}
         self._layout: DimsLayout | None = None
         self._program = Program()
@@ -171,7 +185,7 @@ class PlanExecutor:
         wanted = self._select_outputs(outputs)
         with wgpu_boundary(DeviceError, "run(): encoding or submitting the plan"):
             encoder = self.ctx.device.create_command_encoder()
-            encode(encoder, self._program)
+            self._encode(encoder, self._program)
             for src, dst, size in self._carry_copies:
                 encoder.copy_buffer_to_buffer(src, 0, dst, 0, size)
             for name, buffer, offset, size in self._readback:
@@ -235,7 +249,7 @@ class PlanExecutor:
         wanted = self._select_outputs(outputs)
         prepared = time.perf_counter_ns()
         scratch = self.ctx.device.create_command_encoder()  # timed like run()'s encode, never submitted
-        encode(scratch, self._program)
+        self._encode(scratch, self._program)
         scratch.finish()
         encoded = time.perf_counter_ns()
         labels = self._dispatch_labels(self._layout)
@@ -276,6 +290,46 @@ class PlanExecutor:
 
     # ----- dims changes ----------------------------------------------------------------------
     def _apply(self, dims: dict[str, int]) -> None:
+        """Commit `dims`: incrementally from the current layout where it can, else in full."""
+        if self._layout is not None:
+            try:
+                delta = self._incremental.update(self._layout, dims)
+            except (OnyxiaError, ArithmeticError):
+                delta = None  # the full path raises again, with the node and tensor named
+            if delta is not None and self._commit_delta(delta, self._layout):
+                self._dims = dims
+                self.stats.dimension_updates += 1
+                return
+        self._apply_full(dims)
+
+    def _commit_delta(self, delta: Delta, before: DimsLayout) -> bool:
+        """Commit what `delta` moved from `before`; False when a buffer had to grow, since reallocation
+        rebinds every dispatch bound to it: the full path does that."""
+        layout, pool = delta.layout, self._pool
+        self._layout = None  # a commit that fails half way must not leave a stale program in use
+        if any(pool.ensure(ref, layout.buffer_bytes[ref]) for ref in delta.buffers):
+            return False
+        for ref in delta.symbolic:
+            pool.write(ref, layout.symbolic[ref])
+        rebuild = False
+        for index in delta.steps:
+            state, values = self._states[index], layout.steps[index]
+            if (
+                state is not None
+                and isinstance(values, DispatchValues)
+                and _rebinds(state, values, before.steps[index])
+            ):
+                commit_dispatch(state, values, pool, self.ctx, self.stats)
+            rebuild |= not patch_program(self._program, index, self._flat[index], state, values, pool)
+        if rebuild:
+            self._program = build_program(self._flat, self._states, layout, pool)
+        if delta.buffers:
+            self._refresh_carries(layout)
+        self._plan_readback(layout)
+        self._layout = layout
+        return True
+
+    def _apply_full(self, dims: dict[str, int]) -> None:
         layout = evaluate_layout(self.compiled, self._flat, dims, self.ctx, self._names)
         self._layout = None  # a commit that fails half way must not leave a stale program in use
         self._pool.ensure_all(layout.buffer_bytes)
@@ -343,6 +397,12 @@ class PlanExecutor:
             ref = BufferRef(tensor=t.id)
             self._pool.ensure(ref, gpu.nbytes)
             self._pool.write(ref, gpu)
+
+
+def _rebinds(state: DispatchState, values: DispatchValues, before: object) -> bool:
+    """Whether `commit_dispatch` has work: ranges moved (no buffer was reallocated on this path), the
+    dispatch comes back from 0 size, or its immediates live in a uniform buffer."""
+    return state.uniform is not None or not isinstance(before, DispatchValues) or before.ranges != values.ranges
 
 
 def _staged(nbytes: int) -> int:

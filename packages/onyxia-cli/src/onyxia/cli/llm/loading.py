@@ -16,13 +16,14 @@ from onyxia.cli.llm.model_dir import resolve_model_dir
 from onyxia.cli.llm.rewrites import add_next_token, alias_kv_cache, logits_for_last_position
 from onyxia.cli.llm.signature import LlmSignature, read_signature
 from onyxia.cli.llm.tokenizer import TextTokenizer
-from onyxia.core import IrGraph, ModelLoadError, SymbolicExpr
+from onyxia.core import DataType, IrGraph, ModelLoadError, SymbolicExpr, TensorKind
 
 __all__ = ["build_session"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_LENGTH = 2048
+_SOURCES = (TensorKind.INPUT, TensorKind.INITIALIZER)
 
 
 def build_session(
@@ -33,10 +34,12 @@ def build_session(
     runtime: Any,
     progress: Callable[[str], None],
     accuracy_level: int | None = None,
+    match_onnxruntime: bool = True,
 ) -> Any:
     from onyxia.compiler import CompilerPipeline
     from onyxia.onnx import load_and_parse_model
     from onyxia.operators import core_operator_registry
+    from onyxia.operators.passes import MatchOnnxruntimeCpuFloat16
     from onyxia.runtime import Runtime
 
     runtime = runtime or Runtime()
@@ -55,7 +58,10 @@ def build_session(
     static = _static_dims(graph, signature, found.config)
     aliased = alias_kv_cache(graph, _in_place_pairs(graph, signature, registry), static)
     progress("compiling")
-    compiled = CompilerPipeline(registry).compile(graph, static)
+    pipeline = CompilerPipeline(registry)
+    if match_onnxruntime and any(t.dtype == DataType.FLOAT16 and t.kind in _SOURCES for t in graph.tensors):
+        pipeline.add_pass(MatchOnnxruntimeCpuFloat16())  # float32 where onnxruntime's CPU EP has no f16 kernel
+    compiled = pipeline.compile(graph, static)
     progress("uploading weights")
     max_dims = {name: limit for name in compiled.symbols}
     executor = runtime.load_model(compiled, static, max_dims=max_dims)

@@ -68,6 +68,7 @@ class LlmSession:
         self.history: list[int] = []
         self.stats = GenerationStats()
         self._window = model_dir.config.get("sliding_window")
+        self._symbols: set[str] = executor.compiled.symbols  # type: ignore[attr-defined]  # walks every tensor
 
     # ----- construction ------------------------------------------------------------------------
     @classmethod
@@ -80,13 +81,25 @@ class LlmSession:
         runtime: object | None = None,
         progress: Progress | None = None,
         accuracy_level: int | None = None,
+        match_onnxruntime: bool = True,
     ) -> LlmSession:
         """`accuracy_level` overrides every MatMulNBits node's, like onnxruntime's session option
-        (0: float activations; 4: int8 activations, what the 4-bit exports ask for)."""
+        (0: float activations; 4: int8 activations, what the 4-bit exports ask for).
+
+        `match_onnxruntime` (float16 models only) computes in float32 where onnxruntime's CPU EP does,
+        lacking a float16 kernel (residual Adds, Gelu, the lm head), so tokens equal onnxruntime's;
+        False computes every op in the dtype the graph gives it (`MatchOnnxruntimeCpuFloat16`)."""
         from onyxia.cli.llm.loading import build_session
 
         return build_session(
-            cls, model_dir, precision, max_length, runtime, progress or (lambda _: None), accuracy_level
+            cls,
+            model_dir,
+            precision,
+            max_length,
+            runtime,
+            progress or (lambda _: None),
+            accuracy_level,
+            match_onnxruntime,
         )
 
     # ----- generation --------------------------------------------------------------------------
@@ -208,4 +221,4 @@ class LlmSession:
             length = self._window if pair.windowed else past
             shape = tuple(1 if i == 0 else (length if i == 2 else d) for i, d in enumerate(pair.past_dims))
             bind_names(pair.past_dims, shape, dims)  # type: ignore[arg-type]
-        return feeds, {k: v for k, v in dims.items() if k in self.executor.compiled.symbols}  # type: ignore[attr-defined]
+        return feeds, {k: v for k, v in dims.items() if k in self._symbols}

@@ -2,8 +2,9 @@
 
 The result is a pure-data `CompiledModel` (no GPU needed to build it), kept on the pass as
 `compiled` for the pipeline to return. Intermediates whose lifetimes never overlap are put in
-shared buffer groups (`onyxia.compiler.storage`); ``ONYXIA_SHARE_BUFFERS=0`` turns that off, to
-measure it or to rule it out when a result looks wrong.
+shared buffer groups (`onyxia.compiler.storage`), after `ComputePassBatchingPass` has ordered the
+operations so that lifetimes are those of the final order. ``ONYXIA_SHARE_BUFFERS=0`` and
+``ONYXIA_BATCH_PASSES=0`` turn either off, to measure it or to rule it out when a result looks wrong.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 
+from onyxia.compiler.passes.compute_pass_batching import ComputePassBatchingPass
+from onyxia.compiler.storage import share_buffers
 from onyxia.core import (
     CompiledModel,
     IrGraph,
@@ -21,7 +24,6 @@ from onyxia.core import (
     PlanningError,
     Stage,
 )
-from onyxia.compiler.storage import share_buffers
 
 __all__ = ["PlanningPass"]
 
@@ -58,6 +60,8 @@ class PlanningPass:
             builder.operations.append(ctx.op)
         metadata = {"graph": graph.name, **graph.metadata}
         self.compiled = builder.finish(self.dims, metadata)
+        if os.environ.get("ONYXIA_BATCH_PASSES", "1") != "0":
+            ComputePassBatchingPass().run(self.compiled)
         if os.environ.get("ONYXIA_SHARE_BUFFERS", "1") != "0":
             self.compiled.buffer_groups = share_buffers(self.compiled)
         log.info(

@@ -4,15 +4,24 @@ and `CompilerPipeline` runs them in their stage."""
 
 from onyxia.core import FixedPoint, Pass
 from onyxia.operators.passes.alias_buffers import BufferAliasingPass
+from onyxia.operators.passes.cancel_transposes import CancelTransposes
 from onyxia.operators.passes.eliminate_common_subexpressions import CommonSubexpressionEliminationPass
 from onyxia.operators.passes.eliminate_dead_code import DeadCodeEliminationPass
 from onyxia.operators.passes.fold_transpose_into_matmul import FoldTransposeIntoMatMul
+from onyxia.operators.passes.fuse_elementwise import ElementwiseFusionPass, FuseElementwise
+from onyxia.operators.passes.fuse_residual_rms_norm import FuseResidualRmsNorm
+from onyxia.operators.passes.match_onnxruntime_cpu_float16 import MatchOnnxruntimeCpuFloat16
 
 __all__ = [
     "BufferAliasingPass",
+    "CancelTransposes",
     "CommonSubexpressionEliminationPass",
     "DeadCodeEliminationPass",
+    "ElementwiseFusionPass",
     "FoldTransposeIntoMatMul",
+    "FuseElementwise",
+    "FuseResidualRmsNorm",
+    "MatchOnnxruntimeCpuFloat16",
     "cleanup_passes",
     "default_passes",
 ]
@@ -27,6 +36,14 @@ def default_passes() -> list[Pass]:
     """Fresh instances, in the order they run within their stage.
 
     Rewrites first, then the cleanup: CSE merging two Transposes would give the merged one two
-    consumers, which FoldTransposeIntoMatMul (like most fusions) declines. Aliasing is PLANNING,
+    consumers, which FoldTransposeIntoMatMul (like most fusions) declines. FuseElementwise is the last
+    rewrite: it swallows the single elementwise nodes other rules match. Aliasing is PLANNING,
     after every rewrite."""
-    return [FoldTransposeIntoMatMul(), cleanup_passes(), BufferAliasingPass()]
+    return [
+        CancelTransposes(),
+        FoldTransposeIntoMatMul(),
+        FuseResidualRmsNorm(),
+        FuseElementwise(),
+        cleanup_passes(),
+        BufferAliasingPass(),
+    ]

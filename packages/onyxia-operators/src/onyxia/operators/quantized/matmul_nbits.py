@@ -7,10 +7,12 @@ absent, else two 4-bit zero points per byte (uint8) or floats of the scales' dty
 
 Numerics follow onnxruntime's CPU kernel (1.31), which picks them per node (`_int8_activations`):
 - ``accuracy_level`` 4 (the Gemma and genai int4 fixtures): MLAS's CompInt8 path. Each row of A is
-  quantized to int8 per block (scale amax / 127, round half to even; matmul_nbits_quantize.wgsl), and
-  each block adds (scale_a * scale_b) * sum_k qa_k (q_k - zp) with an exact integer sum; MLAS's
-  order of the float sums is not reproduced (about 1e-7 relative). An f16 A is widened first and the
-  f32 result rounded once, as onnxruntime does on x86.
+  quantized to int8 per block (scale amax / 127, round half to even; onyxia::quant), and each block
+  adds (scale_a * scale_b) * sum_k qa_k (q_k - zp) with an exact integer sum; MLAS's order of the
+  float sums is not reproduced (about 1e-7 relative). An f16 A is widened first and the f32 result
+  rounded once, as onnxruntime does on x86. The prefill kernel reads A quantized by a dispatch of
+  matmul_nbits_quantize.wgsl; a decode workgroup quantizes its one row itself, in workgroup memory
+  (`Q_SHARED`), so a decode step costs one dispatch, not two.
 - Levels 0-3, and level 4 where onnxruntime falls back to dequantizing B: products and sums in f32
   whatever the activation dtype (level 0's numerics).
 
@@ -18,32 +20,32 @@ One shader, two specialisations (`Kernel`): DECODE, one row per thread (M = 1, t
 generated token), and PREFILL, 4 rows per thread sharing each weight unpack. Each thread owns 4
 adjacent columns of a word-major repacked B (see the shader). With a symbolic M both are planned,
 and the one on the wrong side of DECODE_MAX_M dispatches zero workgroups at run time.
+`plan_products` also serves the com.onyxia groups (matmul_nbits_group), several weights per dispatch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from onyxia.core import (
     BufferRef,
-    DataType,
     InferenceCtx,
-    NodeCtx,
     OperatorBase,
     PlanCtx,
+    PlanningError,
     SymbolicDim,
     TensorType,
-    UnsupportedOpError,
     ceil_div,
     load_wgsl,
     shape_of,
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
+from onyxia.operators.quantized.matmul_nbits_layout import SINGLE, A, Layout, Slot, nbits_layout, unsupported
 from onyxia.operators.quantized.packing import PackedInput, bind_packed
-from onyxia.operators.typesets import FLOATS
 
-__all__ = ["DECODE", "DECODE_MAX_M", "PREFILL", "Kernel", "MatMulNBitsOp", "unsupported"]
+__all__ = ["DECODE", "DECODE_MAX_M", "PREFILL", "Kernel", "MatMulNBitsOp", "plan_products", "unsupported"]
 
 
 @dataclass(frozen=True)
@@ -72,76 +74,7 @@ DECODE_MAX_M = 1  # rows up to which DECODE runs (one row per workgroup z); PREF
 QUANTIZE_WORKGROUP_SIZE = 64
 _INT8_MAX_BLOCK_SIZE = 256  # MLAS has CompInt8 kernels for block sizes 16 .. 256
 _COLUMN_PAD = 8  # the repacked B's columns are padded to a multiple of every kernel's 4 * column_groups
-_A, _B, _SCALES, _ZERO_POINTS, _G_IDX, _BIAS = range(6)
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """The weight geometry, from the attributes (checked against the inputs)."""
-
-    k: int
-    n: int
-    block_size: int
-    zero_points: str  # "none" | "packed" | "float": the shader's ZP def
-
-    @property
-    def n_blocks(self) -> int:
-        return -(-self.k // self.block_size)
-
-    @property
-    def words_per_column(self) -> int:
-        return self.n_blocks * self.block_size // 8
-
-
-def unsupported(ctx: NodeCtx, message: str) -> UnsupportedOpError:
-    node = ctx.node
-    return UnsupportedOpError(f"node '{node.name}' ({node.op_type}, domain {node.domain or 'ai.onnx'}): {message}")
-
-
-def _layout(ctx: NodeCtx) -> _Layout:
-    bits = ctx.attr_int("bits", 4)
-    if bits != 4:
-        raise unsupported(ctx, f"attribute 'bits' = {bits} is not implemented (supported: 4)")
-    if ctx.has_input(_G_IDX):
-        raise unsupported(ctx, "input 4 (g_idx, act-order GPTQ) is not implemented; re-quantize without act-order")
-    k, n, block_size = ctx.attr_int("K"), ctx.attr_int("N"), ctx.attr_int("block_size")
-    if block_size < 16 or block_size & (block_size - 1):
-        raise ctx.error(f"attribute 'block_size' = {block_size}; expected a power of two >= 16")
-    dtype = ctx.input_dtype(_A)
-    if dtype not in FLOATS:
-        raise unsupported(ctx, f"input 0 (A) dtype {dtype.name.lower()} is not implemented (supported: float, float16)")
-    zero_points = "none"
-    if ctx.has_input(_ZERO_POINTS):
-        zero_points = "packed" if ctx.input_dtype(_ZERO_POINTS) == DataType.UINT8 else "float"
-    layout = _Layout(k, n, block_size, zero_points)
-    _check_inputs(ctx, layout, dtype)
-    return layout
-
-
-def _check_inputs(ctx: NodeCtx, layout: _Layout, dtype: DataType) -> None:
-    k_dim = ctx.input_dims(_A)[-1] if ctx.input_rank(_A) else None
-    if isinstance(k_dim, int) and k_dim != layout.k:
-        raise ctx.error(f"input 0 (A) has last dim {k_dim}; expected attribute K = {layout.k}")
-    expected = {
-        _B: (layout.n * layout.n_blocks * layout.block_size // 2, "N * ceil(K / block_size) * block_size / 2"),
-        _SCALES: (layout.n * layout.n_blocks, "N * ceil(K / block_size)"),
-        _BIAS: (layout.n, "N"),
-    }
-    if layout.zero_points == "packed":
-        expected[_ZERO_POINTS] = (layout.n * ((layout.n_blocks + 1) // 2), "N * ceil(ceil(K / block_size) / 2)")
-    elif layout.zero_points == "float":
-        expected[_ZERO_POINTS] = (layout.n * layout.n_blocks, "N * ceil(K / block_size)")
-    for i, (numel, formula) in expected.items():
-        if not ctx.has_input(i):
-            continue
-        found = dims_product(ctx.input_dims(i))
-        if isinstance(found, int) and found != numel:
-            raise ctx.error(f"input {i} has {found} elements; expected {formula} = {numel}")
-        want = DataType.UINT8 if i == _B else dtype
-        if i == _ZERO_POINTS and layout.zero_points == "packed":
-            continue
-        if ctx.input_dtype(i) != want:
-            raise ctx.error(f"input {i} has dtype {ctx.input_dtype(i).name.lower()}; expected {want.name.lower()}")
+_SHARED_BYTES = 16384  # WebGPU's default maxComputeWorkgroupStorageSize: the decode row quantized in place
 
 
 def _at_most(m: SymbolicDim, limit: int) -> SymbolicDim:
@@ -156,37 +89,78 @@ class MatMulNBitsOp(OperatorBase):
     name: str = "MatMulNBits"
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
-        layout = _layout(ctx)
-        dims = ctx.input_dims(_A)
-        return [TensorType(ctx.input_dtype(_A), shape_of([*dims[:-1], layout.n]))]
+        nbits_layout(ctx, [Slot(*SINGLE, ctx.attr_int("N"))])
+        dims = ctx.input_dims(A)
+        return [TensorType(ctx.input_dtype(A), shape_of([*dims[:-1], ctx.attr_int("N")]))]
 
     def plan(self, ctx: PlanCtx) -> None:
-        layout = _layout(ctx)
-        m = dims_product(ctx.input_dims(_A)[:-1])
-        weights = bind_packed(ctx, _B, columns=layout.n, pad=_COLUMN_PAD)  # word-major: see matmul_nbits.wgsl
-        int8 = _int8_activations(ctx, layout, weights.known)
-        reads, defs = _bindings(ctx, layout, weights, _quantize_activations(ctx, layout, m) if int8 else None)
-        dims = {
-            "M": m,
-            "K": layout.k,
-            "N": layout.n,
-            "NP": -(-layout.n // _COLUMN_PAD) * _COLUMN_PAD,
-            "NB": layout.n_blocks,
-            "WPB": layout.block_size // 8,
-            "WPC": layout.words_per_column,
-            "ZB": (layout.n_blocks + 1) // 2,
-        }
-        if int8:
-            dims |= {"KP": layout.n_blocks * layout.block_size, "MP": _rows_padded(m)}
-        decode = _at_most(m, DECODE_MAX_M)  # 1, 0, or an expression evaluated per run
-        for kernel, share in ((DECODE, decode), (PREFILL, 1 - decode)):  # type: ignore[operator]
-            if share == 0:
-                continue
-            _dispatch(ctx, kernel, share, reads, defs, dims)
+        slot = Slot(*SINGLE, ctx.attr_int("N"))
+        plan_products(ctx, nbits_layout(ctx, [slot]), [slot])
 
 
-def _dispatch(ctx: PlanCtx, kernel: Kernel, share: SymbolicDim, reads: list, defs: dict, dims: dict) -> None:
-    """`kernel` over all of y; `share` (0 or 1 at run time) zeroes the dispatch when the other kernel runs."""
+def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], gelu: str | None = None) -> None:
+    """Dispatch A times each slot's weights into output s (with `gelu`: one output, gelu(A @ w0) * (A @ w1))."""
+    m = dims_product(ctx.input_dims(A)[:-1])
+    weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=_COLUMN_PAD) for slot in slots]
+    if len(slots) > 1 and not all(w.known and not _widened_zero_points(ctx, layout, s) for w, s in zip(weights, slots)):
+        raise PlanningError(f"node '{ctx.node.name}' ({ctx.node.op_type}): grouped weights must be compile-time data")
+    if gelu is not None and (len(slots) != 2 or layout.bias):
+        raise PlanningError(f"node '{ctx.node.name}' ({ctx.node.op_type}): a gated product has two weights, no bias")
+    int8 = _int8_activations(ctx, layout, all(w.known for w in weights))
+    decode = _at_most(m, DECODE_MAX_M)  # 1, 0, or an expression evaluated per run
+    shared = int8 and _fits_workgroup(layout)  # the decode kernel quantizes its row itself
+    quantized = None
+    if int8 and (not shared or decode != 1):
+        quantized = _quantize_activations(ctx, layout, m, (1 - decode) if shared else 1)  # type: ignore[operator]
+    slot_reads, defs = _slot_bindings(ctx, layout, slots, weights)
+    dims: dict[str, SymbolicDim] = {
+        "M": m,
+        "K": layout.k,
+        "NB": layout.n_blocks,
+        "WPB": layout.block_size // 8,
+        "WPC": layout.words_per_column,
+        "ZB": (layout.n_blocks + 1) // 2,
+    }
+    for s, slot in enumerate(slots):
+        dims |= {f"N{s}": slot.n, f"NP{s}": -(-slot.n // _COLUMN_PAD) * _COLUMN_PAD}
+    if int8:
+        kp = layout.n_blocks * layout.block_size
+        dims |= {"KP": kp, "KP4": kp // 4, "MP": _rows_padded(m)}
+    if gelu is not None:
+        defs |= {"GATED": True, "GELU": gelu}
+    outputs = [ctx.output(0)] if gelu is not None else [ctx.output(s) for s in range(len(slots))]
+    for kernel, share in ((DECODE, decode), (PREFILL, 1 - decode)):  # type: ignore[operator]
+        if share == 0:
+            continue
+        a_reads, a_names, a_defs = _a_bindings(ctx, layout, quantized, int8 and shared and kernel.rows == 1)
+        names = [*a_names, *slot_reads, *(f"Y{s}" for s in range(len(outputs)))]
+        kernel_defs = {**defs, **a_defs, **{f"BIND_{name}": i for i, name in enumerate(names)}}
+        groups = _workgroups(kernel, slots, gelu is not None, dims, kernel_defs)
+        reads = [*a_reads, *slot_reads.values()]
+        _dispatch(ctx, kernel, groups * share, reads, outputs, kernel_defs, dims)  # type: ignore[operator]
+
+
+def _widened_zero_points(ctx: PlanCtx, layout: Layout, slot: Slot) -> bool:
+    return layout.zero_points == "packed" and bind_packed(ctx, slot.zero_points).widened
+
+
+def _workgroups(kernel: Kernel, slots: Sequence[Slot], gated: bool, dims: dict, defs: dict) -> SymbolicDim:
+    """Column workgroups over every slot (slot s starts at G<s>), or over slot 0's columns when gated."""
+    per_slot = [ceil_div(slot.n, kernel.columns_per_workgroup) for slot in slots]
+    if gated:
+        return per_slot[0]
+    first = 0
+    for s, count in enumerate(per_slot):
+        if s:
+            defs[f"SLOT{s}"] = True
+            dims[f"G{s}"] = first
+        first += count  # type: ignore[operator]
+    return first
+
+
+def _dispatch(
+    ctx: PlanCtx, kernel: Kernel, groups: SymbolicDim, reads: list, writes: list, defs: dict, dims: dict
+) -> None:
     source = load_wgsl(__package__, "matmul_nbits.wgsl")
     kernel_defs = {
         **defs,
@@ -198,8 +172,7 @@ def _dispatch(ctx: PlanCtx, kernel: Kernel, share: SymbolicDim, reads: list, def
     # the int8 path reads a workgroup's rows' scales as one vec4 (see matmul_nbits.wgsl)
     assert not defs.get("INT8") or 4 % kernel.rows == 0, f"{kernel.label}: rows must divide 4"
     shader = ctx.compile_shader(kernel.label, source, kernel_defs, dims)
-    groups = ceil_div(dims["N"], kernel.columns_per_workgroup) * share  # type: ignore[operator]
-    ctx.dispatch(shader, reads, [ctx.output(0)], (groups, 1, ceil_div(dims["M"], kernel.rows)))
+    ctx.dispatch(shader, reads, writes, (groups, 1, ceil_div(dims["M"], kernel.rows)))
 
 
 def _rows_padded(m: SymbolicDim) -> SymbolicDim:
@@ -207,7 +180,12 @@ def _rows_padded(m: SymbolicDim) -> SymbolicDim:
     return ceil_div(m, 4) * 4  # type: ignore[operator]
 
 
-def _int8_activations(ctx: PlanCtx, layout: _Layout, weights_known: bool) -> bool:
+def _fits_workgroup(layout: Layout) -> bool:
+    """Whether a decode workgroup can hold its quantized row and block scales (f32 each)."""
+    return 4 * (layout.n_blocks * layout.block_size + layout.n_blocks) <= _SHARED_BYTES
+
+
+def _int8_activations(ctx: PlanCtx, layout: Layout, weights_known: bool) -> bool:
     """Whether onnxruntime's CPU kernel runs this node with int8 activations (MLAS CompInt8).
 
     It asks for CompInt8 at accuracy_level 4 when MLAS has the kernel (block sizes 16 .. 256), but
@@ -219,13 +197,16 @@ def _int8_activations(ctx: PlanCtx, layout: _Layout, weights_known: bool) -> boo
     return level == 4 and layout.block_size <= _INT8_MAX_BLOCK_SIZE and layout.zero_points != "float" and weights_known
 
 
-def _quantize_activations(ctx: PlanCtx, layout: _Layout, m: SymbolicDim) -> tuple[BufferRef, BufferRef]:
-    """Dispatch matmul_nbits_quantize.wgsl: A's int8 values (as f32) and their per-block scales."""
+def _quantize_activations(
+    ctx: PlanCtx, layout: Layout, m: SymbolicDim, share: SymbolicDim
+) -> tuple[BufferRef, BufferRef]:
+    """Dispatch matmul_nbits_quantize.wgsl (`share`: 0 or 1 at run time): A's int8 values (as f32) and
+    their per-block scales."""
     row_blocks = m * layout.n_blocks  # type: ignore[operator]
     quantized = ctx.alloc_scratch(row_blocks * layout.block_size * 4, "quantized_a")
     scales = ctx.alloc_scratch(layout.n_blocks * _rows_padded(m) * 4, "a_scales")
     defs = {
-        **type_defs(A_T=ctx.input_dtype(_A)),
+        **type_defs(A_T=ctx.input_dtype(A)),
         "BLOCK_SIZE": layout.block_size,
         "WORKGROUP_SIZE": QUANTIZE_WORKGROUP_SIZE,
     }
@@ -234,38 +215,47 @@ def _quantize_activations(ctx: PlanCtx, layout: _Layout, m: SymbolicDim) -> tupl
     dims = {"K": layout.k, "NB": layout.n_blocks, "ROW_BLOCKS": row_blocks, "MP": _rows_padded(m)}
     source = load_wgsl(__package__, "matmul_nbits_quantize.wgsl")
     shader = ctx.compile_shader("MatMulNBits/quantize", source, defs, dims)
-    ctx.dispatch(shader, [ctx.input(_A)], [quantized, scales], ceil_div(row_blocks, QUANTIZE_WORKGROUP_SIZE))
+    groups = ceil_div(row_blocks, QUANTIZE_WORKGROUP_SIZE) * share  # type: ignore[operator]
+    ctx.dispatch(shader, [ctx.input(A)], [quantized, scales], groups)
     return quantized, scales
 
 
-def _bindings(
-    ctx: PlanCtx, layout: _Layout, weights: PackedInput, int8: tuple[BufferRef, BufferRef] | None
-) -> tuple[list, dict[str, object]]:
-    """Read bindings in the shader's order, and the defs naming their slots and storage forms;
-    `int8`: the quantized A and its scales, read instead of A."""
-    reads = [int8[0] if int8 else ctx.input(_A), weights.buffer, ctx.input(_SCALES)]
-    defs = {**type_defs(A_T=ctx.input_dtype(_A)), "ZP": layout.zero_points}
-    if weights.widened:
+def _a_bindings(
+    ctx: PlanCtx, layout: Layout, quantized: tuple[BufferRef, BufferRef] | None, in_place: bool
+) -> tuple[list[BufferRef], list[str], dict[str, object]]:
+    """A's bindings, their names and the defs they set: A quantized in the workgroup (`in_place`, the
+    decode kernel at level 4), A quantized by the quantize dispatch, or A as floats."""
+    if in_place:
+        return [ctx.input(A)], ["A"], {"INT8": True, "Q_SHARED": True, **({"QA_VEC4": True} if layout.k % 4 == 0 else {})}
+    if quantized is not None:
+        return list(quantized), ["A", "A_SCALES"], {"INT8": True}
+    return [ctx.input(A)], ["A"], {}
+
+
+def _slot_bindings(
+    ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], weights: Sequence[PackedInput]
+) -> tuple[dict[str, BufferRef], dict[str, object]]:
+    """Each slot's read bindings by binding name (B0, SCALES0, ...), and the defs naming their forms."""
+    reads: dict[str, BufferRef] = {}
+    defs: dict[str, object] = {**type_defs(A_T=ctx.input_dtype(A)), "ZP": layout.zero_points}
+    if weights[0].widened:
         defs["B_WIDENED"] = True
     if layout.k % layout.block_size:
         defs["K_TAIL"] = True
     if layout.k % 8 == 0:
         defs["A_VEC4"] = True  # rows start on 8-element boundaries: read a as vec4s
-    if layout.zero_points == "packed":
-        zero_points = bind_packed(ctx, _ZERO_POINTS)
-        reads.append(zero_points.buffer)
-        if zero_points.widened:
-            defs["ZP_WIDENED"] = True
-    elif layout.zero_points == "float":
-        reads.append(ctx.input(_ZERO_POINTS))
-    defs["ZP_BINDING"] = len(reads) - 1
-    if ctx.has_input(_BIAS):
-        reads.append(ctx.input(_BIAS))
+    if layout.bias:
         defs["BIAS"] = True
-    defs["BIAS_BINDING"] = len(reads) - 1
-    if int8:
-        reads.append(int8[1])
-        defs["INT8"] = True
-    defs["A_SCALES_BINDING"] = len(reads) - 1
-    defs["Y_BINDING"] = len(reads)
+    for s, (slot, packed) in enumerate(zip(slots, weights)):
+        reads[f"B{s}"] = packed.buffer
+        reads[f"SCALES{s}"] = ctx.input(slot.scales)
+        if layout.zero_points == "packed":
+            zero_points = bind_packed(ctx, slot.zero_points)
+            reads[f"ZP{s}"] = zero_points.buffer
+            if zero_points.widened:
+                defs["ZP_WIDENED"] = True
+        elif layout.zero_points == "float":
+            reads[f"ZP{s}"] = ctx.input(slot.zero_points)
+        if layout.bias:
+            reads[f"BIAS{s}"] = ctx.input(slot.bias)
     return reads, defs

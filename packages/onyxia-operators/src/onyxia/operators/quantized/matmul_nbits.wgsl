@@ -2,7 +2,9 @@
 // dequantised in the shader and accumulated in f32 (onnxruntime's accuracy_level 0 numerics). With INT8, `a` holds
 // matmul_nbits_quantize.wgsl's int8 values qa (as integer-valued f32) and a_scales their per-block scales sa, and
 // a block adds (sa * s) * (sum_k qa_k q_k - z * sum_k qa_k): the sums are exact integers, the int32 dot products of
-// onnxruntime's CompInt8 kernel (accuracy_level 4), which applies sa * s per block too.
+// onnxruntime's CompInt8 kernel (accuracy_level 4), which applies sa * s per block too. With Q_SHARED (the decode
+// kernel, one row per workgroup) the workgroup quantizes its row of A itself into workgroup memory, with the same
+// onyxia::quant math, so a decode step needs no quantize dispatch.
 //
 // Each thread owns 4 * CG adjacent columns and ROWS rows and walks the K blocks (SPLIT > 1: SPLIT threads share a
 // column group, taking blocks t, t + SPLIT, ..., and add their sums through workgroup memory). Per block it
@@ -10,101 +12,321 @@
 // sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k). The columns of a thread share each load of a,
 // which (more than the weight reads) bounds the speed on lavapipe; ROWS > 1 (prefill) shares each weight unpack.
 //
-// Bindings: 0 a [M, K] (A_T; vec4s with A_VEC4; INT8: qa [M, KP] f32 vec4s), 1 b, 2 scales [N * NB] (A_T), then zp
-//   when ZP != none, bias [N] when BIAS, a_scales [NB, MP] (f32 vec4s) when INT8, then y [M, N] (A_T) at #{ZP_BINDING},
-//   #{BIAS_BINDING}, #{A_SCALES_BINDING}, #{Y_BINDING}.
+// Slots (com.onyxia MatMulNBitsGroup): one dispatch computes up to 4 products of the same A (q/k/v, gate/up),
+// slot s with its own b, scales, zp, bias and y, over workgroups G<s> .. G<s+1> - 1 (G0 = 0), so a workgroup
+// never straddles two weights. The accessors switch on the slot and main calls `product` with a constant slot
+// per case: after inlining each case reads its own bindings, with no branch per load. GATED
+// (GatedMatMulNBits): slots 0 and 1 cover the same columns and one output y0 = gelu(a @ w0) * (a @ w1), rounded
+// through A_T where the unfused Gelu and Mul would store.
+//
+// Bindings (numbers from the BIND_* defs): a, [a_scales with INT8 and not Q_SHARED], then per slot s: b<s>,
+//   scales<s> [N * NB] (A_T), [zp<s> when ZP != none], [bias<s> [N] when BIAS]; then y<s> [M, N<s>] (A_T; y0
+//   only with GATED).
+//   a [M, K] (A_T; vec4s with A_VEC4; INT8: qa [M, KP] f32 vec4s; Q_SHARED: A_T, vec4s with QA_VEC4).
 //   b: a compile-time B repacked word-major, vec4<u32> at [word][column / 4] (columns padded to NP), each word
-//   8 nibbles low first; B_WIDENED: a runtime uint8 B as the graph stores it, [N, WPC * 4] bytes, one per u32.
+//   8 nibbles low first; B_WIDENED (slot 0 only): a runtime uint8 B as the graph stores it, [N, WPC * 4] bytes,
+//   one per u32.
 // Defs: A_T             f32 | f16 (activations, scales, float zero points, bias and output share it)
 //       F16             flag: A_T is f16
 //       ZP              none (zero point 8) | packed (4-bit, two per byte, ZB bytes per column) | float (A_T)
 //       B_WIDENED       flag: see b above
 //       ZP_WIDENED      flag: packed zero points from a runtime uint8 tensor, one byte per u32 (else 4 per word)
-//       BIAS            flag: a bias input
+//       BIAS            flag: a bias input per slot
 //       K_TAIL          flag: K % BLOCK_SIZE != 0, so reads of a past K give 0 (the padded last block)
 //       A_VEC4          flag: K % 8 == 0, so a row's 8 elements per word are two aligned vec4 loads
 //       INT8            flag: a is int8-quantized per block (accuracy_level 4), rows padded to KP = NB * block size
+//       Q_SHARED        flag (with INT8, ROWS 1): quantize the row in the workgroup; QA_VEC4 flag: K % 4 == 0
+//       SLOT1, SLOT2, SLOT3  flags: those slots exist
+//       GATED           flag (with SLOT1): y0 = gelu(product 0) * product 1; GELU: none | tanh (Gelu's approximate)
 //       ROWS            rows per thread (1 for decode)
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
 //       WORKGROUP_SIZE
-// Dims: M (rows, literal or immediate), K, KP and MP (INT8: NB * block size, M rounded up to 4), N, NP (N rounded
-//       up to the repack's column padding, a
-//       multiple of 4 * CG), NB (blocks per column), WPB (words per
-//       block), WPC (words per column), ZB (zero-point bytes per column).
+// Dims: M (rows, literal or immediate), K, KP and MP (INT8: NB * block size, M rounded up to 4), KP4 (Q_SHARED:
+//       KP / 4), N<s> and NP<s> per slot (NP: N rounded up to the repack's column padding, a multiple of 4 * CG),
+//       G1 .. G3 (first workgroup of each slot), NB (blocks per column), WPB (words per block), WPC (words per
+//       column), ZB (zero-point bytes per column).
 #ifdef F16
 enable f16;
 #endif
+#ifdef Q_SHARED
+#import onyxia::quant
+#endif
+#ifdef GATED
+#import onyxia::math
+#endif
 
 #ifdef INT8
-@group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;
+#ifdef Q_SHARED
+#ifdef QA_VEC4
+@group(0) @binding(#{BIND_A}) var<storage, read> a: array<vec4<#{A_T}>>;
+#else
+@group(0) @binding(#{BIND_A}) var<storage, read> a: array<#{A_T}>;
+#endif
+#else
+@group(0) @binding(#{BIND_A}) var<storage, read> a: array<vec4<f32>>;
+@group(0) @binding(#{BIND_A_SCALES}) var<storage, read> a_scales: array<vec4<f32>>;
+#endif
 #else
 #ifdef A_VEC4
-@group(0) @binding(0) var<storage, read> a: array<vec4<#{A_T}>>;
+@group(0) @binding(#{BIND_A}) var<storage, read> a: array<vec4<#{A_T}>>;
 #else
-@group(0) @binding(0) var<storage, read> a: array<#{A_T}>;
+@group(0) @binding(#{BIND_A}) var<storage, read> a: array<#{A_T}>;
 #endif
 #endif
+
 #ifdef B_WIDENED
-@group(0) @binding(1) var<storage, read> b: array<u32>;
+@group(0) @binding(#{BIND_B0}) var<storage, read> b0: array<u32>;
 #else
-@group(0) @binding(1) var<storage, read> b: array<vec4<u32>>;
+@group(0) @binding(#{BIND_B0}) var<storage, read> b0: array<vec4<u32>>;
 #endif
-@group(0) @binding(2) var<storage, read> scales: array<#{A_T}>;
+@group(0) @binding(#{BIND_SCALES0}) var<storage, read> scales0: array<#{A_T}>;
 #if ZP == packed
-@group(0) @binding(#{ZP_BINDING}) var<storage, read> zp: array<u32>;
+@group(0) @binding(#{BIND_ZP0}) var<storage, read> zp0: array<u32>;
 #endif
 #if ZP == float
-@group(0) @binding(#{ZP_BINDING}) var<storage, read> zp: array<#{A_T}>;
+@group(0) @binding(#{BIND_ZP0}) var<storage, read> zp0: array<#{A_T}>;
 #endif
 #ifdef BIAS
-@group(0) @binding(#{BIAS_BINDING}) var<storage, read> bias: array<#{A_T}>;
+@group(0) @binding(#{BIND_BIAS0}) var<storage, read> bias0: array<#{A_T}>;
 #endif
-#ifdef INT8
-@group(0) @binding(#{A_SCALES_BINDING}) var<storage, read> a_scales: array<vec4<f32>>;
+@group(0) @binding(#{BIND_Y0}) var<storage, read_write> y0: array<#{A_T}>;
+
+#ifdef SLOT1
+@group(0) @binding(#{BIND_B1}) var<storage, read> b1: array<vec4<u32>>;
+@group(0) @binding(#{BIND_SCALES1}) var<storage, read> scales1: array<#{A_T}>;
+#if ZP == packed
+@group(0) @binding(#{BIND_ZP1}) var<storage, read> zp1: array<u32>;
 #endif
-@group(0) @binding(#{Y_BINDING}) var<storage, read_write> y: array<#{A_T}>;
+#if ZP == float
+@group(0) @binding(#{BIND_ZP1}) var<storage, read> zp1: array<#{A_T}>;
+#endif
+#ifdef BIAS
+@group(0) @binding(#{BIND_BIAS1}) var<storage, read> bias1: array<#{A_T}>;
+#endif
+#ifndef GATED
+@group(0) @binding(#{BIND_Y1}) var<storage, read_write> y1: array<#{A_T}>;
+#endif
+#endif
+
+#ifdef SLOT2
+@group(0) @binding(#{BIND_B2}) var<storage, read> b2: array<vec4<u32>>;
+@group(0) @binding(#{BIND_SCALES2}) var<storage, read> scales2: array<#{A_T}>;
+#if ZP == packed
+@group(0) @binding(#{BIND_ZP2}) var<storage, read> zp2: array<u32>;
+#endif
+#if ZP == float
+@group(0) @binding(#{BIND_ZP2}) var<storage, read> zp2: array<#{A_T}>;
+#endif
+#ifdef BIAS
+@group(0) @binding(#{BIND_BIAS2}) var<storage, read> bias2: array<#{A_T}>;
+#endif
+@group(0) @binding(#{BIND_Y2}) var<storage, read_write> y2: array<#{A_T}>;
+#endif
+
+#ifdef SLOT3
+@group(0) @binding(#{BIND_B3}) var<storage, read> b3: array<vec4<u32>>;
+@group(0) @binding(#{BIND_SCALES3}) var<storage, read> scales3: array<#{A_T}>;
+#if ZP == packed
+@group(0) @binding(#{BIND_ZP3}) var<storage, read> zp3: array<u32>;
+#endif
+#if ZP == float
+@group(0) @binding(#{BIND_ZP3}) var<storage, read> zp3: array<#{A_T}>;
+#endif
+#ifdef BIAS
+@group(0) @binding(#{BIND_BIAS3}) var<storage, read> bias3: array<#{A_T}>;
+#endif
+@group(0) @binding(#{BIND_Y3}) var<storage, read_write> y3: array<#{A_T}>;
+#endif
+
+// ----- per-slot accessors (each `switch` folds away once `slot` is a constant) -----
+
+fn slot_n(slot: u32) -> u32 {
+    var n = #{N0};
+    switch slot {
+#ifdef SLOT1
+        case 1u: { n = #{N1}; }
+#endif
+#ifdef SLOT2
+        case 2u: { n = #{N2}; }
+#endif
+#ifdef SLOT3
+        case 3u: { n = #{N3}; }
+#endif
+        default: {}
+    }
+    return n;
+}
+
+fn slot_np(slot: u32) -> u32 {
+    var np = #{NP0};
+    switch slot {
+#ifdef SLOT1
+        case 1u: { np = #{NP1}; }
+#endif
+#ifdef SLOT2
+        case 2u: { np = #{NP2}; }
+#endif
+#ifdef SLOT3
+        case 3u: { np = #{NP3}; }
+#endif
+        default: {}
+    }
+    return np;
+}
 
 // Word w of columns n0 .. n0 + 3. Columns past N read clamped or padding words whose sums are never stored.
-fn b_words(n0: u32, w: u32) -> vec4<u32> {
+fn b_words(slot: u32, n0: u32, w: u32) -> vec4<u32> {
 #ifdef B_WIDENED
     var words = vec4<u32>(0u);
     for (var c = 0u; c < 4u; c++) {
         let j = 4u * ((n0 + c) * #{WPC} + w);
-        words[c] = b[j] | (b[j + 1u] << 8u) | (b[j + 2u] << 16u) | (b[j + 3u] << 24u);
+        words[c] = b0[j] | (b0[j + 1u] << 8u) | (b0[j + 2u] << 16u) | (b0[j + 3u] << 24u);
     }
     return words;
 #else
-    return b[w * (#{NP} / 4u) + n0 / 4u];
+    let i = w * (slot_np(slot) / 4u) + n0 / 4u;
+    var words: vec4<u32>;
+    switch slot {
+#ifdef SLOT1
+        case 1u: { words = b1[i]; }
+#endif
+#ifdef SLOT2
+        case 2u: { words = b2[i]; }
+#endif
+#ifdef SLOT3
+        case 3u: { words = b3[i]; }
+#endif
+        default: { words = b0[i]; }
+    }
+    return words;
 #endif
 }
 
-fn zero_point(n: u32, blk: u32) -> f32 {
+fn scale_at(slot: u32, i: u32) -> f32 {
+    var s: #{A_T};
+    switch slot {
+#ifdef SLOT1
+        case 1u: { s = scales1[i]; }
+#endif
+#ifdef SLOT2
+        case 2u: { s = scales2[i]; }
+#endif
+#ifdef SLOT3
+        case 3u: { s = scales3[i]; }
+#endif
+        default: { s = scales0[i]; }
+    }
+    return f32(s);
+}
+
+#if ZP == packed
+fn zp_word(slot: u32, i: u32) -> u32 {
+    var word: u32;
+    switch slot {
+#ifdef SLOT1
+        case 1u: { word = zp1[i]; }
+#endif
+#ifdef SLOT2
+        case 2u: { word = zp2[i]; }
+#endif
+#ifdef SLOT3
+        case 3u: { word = zp3[i]; }
+#endif
+        default: { word = zp0[i]; }
+    }
+    return word;
+}
+#endif
+
+#if ZP == float
+fn zp_value(slot: u32, i: u32) -> f32 {
+    var z: #{A_T};
+    switch slot {
+#ifdef SLOT1
+        case 1u: { z = zp1[i]; }
+#endif
+#ifdef SLOT2
+        case 2u: { z = zp2[i]; }
+#endif
+#ifdef SLOT3
+        case 3u: { z = zp3[i]; }
+#endif
+        default: { z = zp0[i]; }
+    }
+    return f32(z);
+}
+#endif
+
+#ifdef BIAS
+fn bias_at(slot: u32, n: u32) -> f32 {
+    var v: #{A_T};
+    switch slot {
+#ifdef SLOT1
+        case 1u: { v = bias1[n]; }
+#endif
+#ifdef SLOT2
+        case 2u: { v = bias2[n]; }
+#endif
+#ifdef SLOT3
+        case 3u: { v = bias3[n]; }
+#endif
+        default: { v = bias0[n]; }
+    }
+    return f32(v);
+}
+#endif
+
+#ifndef GATED
+fn store_y(slot: u32, i: u32, value: #{A_T}) {
+    switch slot {
+#ifdef SLOT1
+        case 1u: { y1[i] = value; }
+#endif
+#ifdef SLOT2
+        case 2u: { y2[i] = value; }
+#endif
+#ifdef SLOT3
+        case 3u: { y3[i] = value; }
+#endif
+        default: { y0[i] = value; }
+    }
+}
+#endif
+
+fn zero_point(slot: u32, n: u32, blk: u32) -> f32 {
 #if ZP == none
     return 8.0;
 #endif
 #if ZP == float
-    return f32(zp[n * #{NB} + blk]);
+    return zp_value(slot, n * #{NB} + blk);
 #endif
 #if ZP == packed
     let byte_index = n * #{ZB} + blk / 2u;
 #ifdef ZP_WIDENED
-    let byte = zp[byte_index];
+    let byte = zp_word(slot, byte_index);
 #else
-    let byte = zp[byte_index / 4u] >> (8u * (byte_index % 4u));
+    let byte = zp_word(slot, byte_index / 4u) >> (8u * (byte_index % 4u));
 #endif
     return f32((byte >> (4u * (blk % 2u))) & 15u);
 #endif
 }
 
-fn scales4(n0: u32, blk: u32) -> vec4<f32> {
+fn scales4(slot: u32, n0: u32, blk: u32) -> vec4<f32> {
     let i = n0 * #{NB} + blk;
-    return vec4<f32>(f32(scales[i]), f32(scales[i + #{NB}]), f32(scales[i + 2u * #{NB}]), f32(scales[i + 3u * #{NB}]));
+    return vec4<f32>(
+        scale_at(slot, i), scale_at(slot, i + #{NB}), scale_at(slot, i + 2u * #{NB}), scale_at(slot, i + 3u * #{NB})
+    );
 }
 
-fn zero_points4(n0: u32, blk: u32) -> vec4<f32> {
-    return vec4<f32>(zero_point(n0, blk), zero_point(n0 + 1u, blk), zero_point(n0 + 2u, blk), zero_point(n0 + 3u, blk));
+fn zero_points4(slot: u32, n0: u32, blk: u32) -> vec4<f32> {
+    return vec4<f32>(
+        zero_point(slot, n0, blk), zero_point(slot, n0 + 1u, blk), zero_point(slot, n0 + 2u, blk),
+        zero_point(slot, n0 + 3u, blk)
+    );
 }
+
+// ----- activations -----
 
 // Eight consecutive values (elements k0 .. k0 + 3 and k0 + 4 .. k0 + 7).
 struct Eight {
@@ -112,11 +334,56 @@ struct Eight {
     hi: vec4<f32>,
 }
 
+#ifdef Q_SHARED
+var<workgroup> shared_qa: array<vec4<f32>, #{KP4}>;
+var<workgroup> shared_sa: array<f32, #{NB}>;
+
+// Elements k .. k + 3 of a (flat index, k % 4 == 0); zero at and past `end` (as matmul_nbits_quantize.wgsl).
+fn a_four(k: u32, end: u32) -> vec4<f32> {
+#ifdef QA_VEC4
+    return select(vec4<f32>(0.0), vec4<f32>(a[k / 4u]), k < end);  // end - k is a multiple of 4
+#else
+    var v = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        if (k + j < end) {
+            v[j] = f32(a[k + j]);
+        }
+    }
+    return v;
+#endif
+}
+
+// Row m of A quantized per block into shared_qa / shared_sa (the workgroup's threads take a block each).
+fn quantize_row(m: u32, lid: u32) {
+    let block_size = #{WPB} * 8u;
+    for (var blk = lid; blk < #{NB}; blk += #{WORKGROUP_SIZE}u) {
+        let k0 = blk * block_size;
+        let src = m * #{K} + k0;
+        let end = src + min(block_size, #{K} - k0);
+        var amax4 = vec4<f32>(0.0);
+        for (var j = 0u; j < block_size; j += 4u) {
+            amax4 = max(amax4, abs(a_four(src + j, end)));
+        }
+        let block = int8_block(max(max(amax4.x, amax4.y), max(amax4.z, amax4.w)));
+        shared_sa[blk] = block.y;
+        for (var j = 0u; j < block_size; j += 4u) {
+            shared_qa[(k0 + j) / 4u] = int8_round(a_four(src + j, end), block.x);
+        }
+    }
+    workgroupBarrier();
+}
+#endif
+
 // Row m's elements k0 .. k0 + 7; zero past K (the padded tail of the last block must not contribute).
 fn a_eight(m: u32, k0: u32) -> Eight {
 #ifdef INT8
+#ifdef Q_SHARED
+    let i = k0 / 4u;  // the workgroup's own row (ROWS 1), tail zeroed by quantize_row
+    return Eight(shared_qa[i], shared_qa[i + 1u]);
+#else
     let i = (m * #{KP} + k0) / 4u;  // whole blocks, the tail zeroed by the quantize pass
     return Eight(a[i], a[i + 1u]);
+#endif
 #else
 #ifdef A_VEC4
 #ifdef K_TAIL
@@ -149,23 +416,144 @@ fn dot8(x: Eight, q: Eight) -> f32 {
     return dot(x.lo, q.lo) + dot(x.hi, q.hi);
 }
 
-fn store4(m: u32, n0: u32, value: vec4<f32>) {
+// ----- the product -----
+
+const COLUMNS: u32 = 4u * #{CG}u;  // columns per thread: CG groups of 4
+const THREADS: u32 = #{WORKGROUP_SIZE}u / #{SPLIT}u;  // threads with distinct columns per workgroup
+const CELLS: u32 = #{ROWS}u * #{CG}u;
+#if SPLIT != 1
+var<workgroup> partial: array<vec4<f32>, #{WORKGROUP_SIZE}u * CELLS>;
+#endif
+
+// This thread's sums for rows m0 .. m0 + ROWS - 1 and columns n0 .. n0 + COLUMNS - 1 of slot `slot`, over
+// blocks t, t + SPLIT, ...: acc[r * CG + g] holds columns n0 + 4 g .. n0 + 4 g + 3 of row m0 + r (constant-bound
+// loops unroll, so these arrays live in registers).
+fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
+    var acc = array<vec4<f32>, CELLS>();
+    if (n0 >= slot_n(slot)) {
+        return acc;
+    }
+    for (var blk = t; blk < #{NB}; blk += #{SPLIT}u) {
+        // zeroed explicitly: a `var` declared without initializer in a loop body kept the previous
+        // iteration's value here (wgpu 0.32 on lavapipe), though WGSL says it starts at zero
+        var dot_q = array<vec4<f32>, CELLS>();
+        var sum_a = array<f32, #{ROWS}>();
+        for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
+            var q: array<Eight, COLUMNS>;
+            for (var g = 0u; g < #{CG}u; g++) {
+                let words = b_words(slot, n0 + 4u * g, w);
+                for (var c = 0u; c < 4u; c++) {
+                    q[4u * g + c] = unpack_nibbles(words[c]);
+                }
+            }
+            for (var r = 0u; r < #{ROWS}u; r++) {
+                // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
+                let x = a_eight(m0 + r, w * 8u);
+                sum_a[r] += dot(x.lo + x.hi, vec4<f32>(1.0));
+                for (var g = 0u; g < #{CG}u; g++) {
+                    let j = 4u * g;
+                    dot_q[r * #{CG}u + g] += vec4<f32>(dot8(x, q[j]), dot8(x, q[j + 1u]), dot8(x, q[j + 2u]), dot8(x, q[j + 3u]));
+                }
+            }
+        }
+#ifdef INT8
+#ifdef Q_SHARED
+        let row_scale = vec4<f32>(shared_sa[blk]);  // ROWS 1: row0 is 0
+        let row0 = 0u;
+#else
+        // one load for the block's ROWS rows (ROWS divides 4, so they share a vec4); rows past M read
+        // the padding, and their sums are never stored
+        let row_scale = a_scales[(blk * #{MP} + m0) / 4u];
+        let row0 = m0 % 4u;
+#endif
+#endif
+        for (var g = 0u; g < #{CG}u; g++) {
+            let s = scales4(slot, n0 + 4u * g, blk);
+            let z = zero_points4(slot, n0 + 4u * g, blk);
+            for (var r = 0u; r < #{ROWS}u; r++) {
+#ifdef INT8
+                acc[r * #{CG}u + g] += (s * row_scale[row0 + r]) * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+#else
+                acc[r * #{CG}u + g] += s * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+#endif
+            }
+        }
+    }
+    return acc;
+}
+
+// The SPLIT threads of a column group add their sums (thread t = 0 gets the total); call in uniform control flow.
+fn split_sum(sums: array<vec4<f32>, CELLS>, lid: u32) -> array<vec4<f32>, CELLS> {
+    var acc = sums;
+#if SPLIT != 1
+    for (var i = 0u; i < CELLS; i++) {
+        partial[lid * CELLS + i] = acc[i];
+    }
+    workgroupBarrier();
+    for (var j = 1u; j < #{SPLIT}u; j++) {
+        for (var i = 0u; i < CELLS; i++) {
+            acc[i] += partial[(lid + j) * CELLS + i];
+        }
+    }
+    workgroupBarrier();
+#endif
+    return acc;
+}
+
+#ifndef GATED
+fn store4(slot: u32, m: u32, n0: u32, value: vec4<f32>) {
+    let n_cols = slot_n(slot);
     for (var c = 0u; c < 4u; c++) {
         let n = n0 + c;
-        if (n < #{N}) {
+        if (n < n_cols) {
 #ifdef BIAS
-            y[m * #{N} + n] = #{A_T}(value[c] + f32(bias[n]));
+            store_y(slot, m * n_cols + n, #{A_T}(value[c] + bias_at(slot, n)));
 #else
-            y[m * #{N} + n] = #{A_T}(value[c]);
+            store_y(slot, m * n_cols + n, #{A_T}(value[c]));
 #endif
         }
     }
 }
 
-const COLUMNS: u32 = 4u * #{CG}u;  // columns per thread: CG groups of 4
-const THREADS: u32 = #{WORKGROUP_SIZE}u / #{SPLIT}u;  // threads with distinct columns per workgroup
-#if SPLIT != 1
-var<workgroup> partial: array<vec4<f32>, #{WORKGROUP_SIZE}u * #{ROWS}u * #{CG}u>;
+fn product(slot: u32, n0: u32, m0: u32, lid: u32) {
+    let t = lid % #{SPLIT}u;
+    let acc = split_sum(accumulate(slot, n0, m0, t), lid);
+    if (t != 0u) {
+        return;
+    }
+    for (var r = 0u; r < #{ROWS}u; r++) {
+        for (var g = 0u; g < #{CG}u; g++) {
+            if (m0 + r < #{M} && n0 + 4u * g < slot_n(slot)) {
+                store4(slot, m0 + r, n0 + 4u * g, acc[r * #{CG}u + g]);
+            }
+        }
+    }
+}
+#else
+// gelu(gate) * up with the unfused graph's roundings: each product, then the Gelu, stored as A_T (no BIAS)
+fn gated(gate: f32, up: f32) -> #{A_T} {
+    let activated = #{A_T}(gelu_#{GELU}(f32(#{A_T}(gate))));
+    return activated * #{A_T}(up);
+}
+
+fn gated_product(n0: u32, m0: u32, lid: u32) {
+    let t = lid % #{SPLIT}u;
+    let gate = split_sum(accumulate(0u, n0, m0, t), lid);
+    let up = split_sum(accumulate(1u, n0, m0, t), lid);
+    if (t != 0u) {
+        return;
+    }
+    for (var r = 0u; r < #{ROWS}u; r++) {
+        for (var g = 0u; g < #{CG}u; g++) {
+            for (var c = 0u; c < 4u; c++) {
+                let n = n0 + 4u * g + c;
+                if (m0 + r < #{M} && n < #{N0}) {
+                    y0[(m0 + r) * #{N0} + n] = gated(gate[r * #{CG}u + g][c], up[r * #{CG}u + g][c]);
+                }
+            }
+        }
+    }
+}
 #endif
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})
@@ -174,75 +562,47 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    // x (and y, when the runtime splits a long x) count column groups; z counts row groups
-    let n0 = ((wid.x + wid.y * nwg.x) * THREADS + lid / #{SPLIT}u) * COLUMNS;
-    let t = lid % #{SPLIT}u;
+    // x (and y, when the runtime splits a long x) count column groups over all slots; z counts row groups
+    let group = wid.x + wid.y * nwg.x;
     let m0 = wid.z * #{ROWS}u;
-    // acc[r * CG + g]: rows m0 + r, columns n0 + 4 g .. n0 + 4 g + 3 (constant-bound loops unroll, so
-    // these arrays live in registers)
-    var acc = array<vec4<f32>, #{ROWS}u * #{CG}u>();
-    if (n0 < #{N}) {
-        for (var blk = t; blk < #{NB}; blk += #{SPLIT}u) {
-            // zeroed explicitly: a `var` declared without initializer in a loop body kept the previous
-            // iteration's value here (wgpu 0.32 on lavapipe), though WGSL says it starts at zero
-            var dot_q = array<vec4<f32>, #{ROWS}u * #{CG}u>();
-            var sum_a = array<f32, #{ROWS}>();
-            for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
-                var q: array<Eight, 4u * #{CG}u>;
-                for (var g = 0u; g < #{CG}u; g++) {
-                    let words = b_words(n0 + 4u * g, w);
-                    for (var c = 0u; c < 4u; c++) {
-                        q[4u * g + c] = unpack_nibbles(words[c]);
-                    }
-                }
-                for (var r = 0u; r < #{ROWS}u; r++) {
-                    // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
-                    let x = a_eight(m0 + r, w * 8u);
-                    sum_a[r] += dot(x.lo + x.hi, vec4<f32>(1.0));
-                    for (var g = 0u; g < #{CG}u; g++) {
-                        let j = 4u * g;
-                        dot_q[r * #{CG}u + g] += vec4<f32>(dot8(x, q[j]), dot8(x, q[j + 1u]), dot8(x, q[j + 2u]), dot8(x, q[j + 3u]));
-                    }
-                }
-            }
-#ifdef INT8
-            // one load for the block's ROWS rows (ROWS divides 4, so they share a vec4); rows past M read
-            // the padding, and their sums are never stored
-            let row_scale = a_scales[(blk * #{MP} + m0) / 4u];
-            let row0 = m0 % 4u;
+#ifdef Q_SHARED
+    quantize_row(m0, lid);
 #endif
-            for (var g = 0u; g < #{CG}u; g++) {
-                let s = scales4(n0 + 4u * g, blk);
-                let z = zero_points4(n0 + 4u * g, blk);
-                for (var r = 0u; r < #{ROWS}u; r++) {
-#ifdef INT8
-                    acc[r * #{CG}u + g] += (s * row_scale[row0 + r]) * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+#ifdef GATED
+    gated_product((group * THREADS + lid / #{SPLIT}u) * COLUMNS, m0, lid);
 #else
-                    acc[r * #{CG}u + g] += s * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
-#endif
-                }
-            }
-        }
-    }
-#if SPLIT != 1
-    for (var i = 0u; i < #{ROWS}u * #{CG}u; i++) {
-        partial[lid * #{ROWS}u * #{CG}u + i] = acc[i];
-    }
-    workgroupBarrier();
-    if (t != 0u) {
-        return;
-    }
-    for (var j = 1u; j < #{SPLIT}u; j++) {
-        for (var i = 0u; i < #{ROWS}u * #{CG}u; i++) {
-            acc[i] += partial[(lid + j) * #{ROWS}u * #{CG}u + i];
-        }
+    var slot = 0u;
+    var first = 0u;
+#ifdef SLOT1
+    if (group >= #{G1}) {
+        slot = 1u;
+        first = #{G1};
     }
 #endif
-    for (var r = 0u; r < #{ROWS}u; r++) {
-        for (var g = 0u; g < #{CG}u; g++) {
-            if (m0 + r < #{M} && n0 + 4u * g < #{N}) {
-                store4(m0 + r, n0 + 4u * g, acc[r * #{CG}u + g]);
-            }
-        }
+#ifdef SLOT2
+    if (group >= #{G2}) {
+        slot = 2u;
+        first = #{G2};
     }
+#endif
+#ifdef SLOT3
+    if (group >= #{G3}) {
+        slot = 3u;
+        first = #{G3};
+    }
+#endif
+    let n0 = ((group - first) * THREADS + lid / #{SPLIT}u) * COLUMNS;
+    switch slot {
+#ifdef SLOT1
+        case 1u: { product(1u, n0, m0, lid); }
+#endif
+#ifdef SLOT2
+        case 2u: { product(2u, n0, m0, lid); }
+#endif
+#ifdef SLOT3
+        case 3u: { product(3u, n0, m0, lid); }
+#endif
+        default: { product(0u, n0, m0, lid); }
+    }
+#endif
 }

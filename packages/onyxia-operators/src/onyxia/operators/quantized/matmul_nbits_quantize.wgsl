@@ -1,8 +1,6 @@
 // MatMulNBits at accuracy_level 4: quantize each row of A to int8 per block, as onnxruntime's CPU kernel does
-// (MLAS QuantizeARow_CompInt8, the CompInt8 path), before matmul_nbits.wgsl with INT8 multiplies:
-//   amax = max |a| over the block's elements (the padded tail past K counts as 0)
-//   qa[k] = round_half_even(a[k] * (127 / amax))   (0 when amax is 0)
-//   sa = amax / 127
+// (MLAS QuantizeARow_CompInt8, the CompInt8 path; the math is onyxia::quant), before matmul_nbits.wgsl with INT8
+// multiplies. The prefill kernel reads its output; a decode workgroup quantizes its own row instead (Q_SHARED).
 // The int8 values are stored as integer-valued f32, so the GEMM's f32 sums of qa * nibble stay exact integers
 // (|sum| <= 256 * 127 * 15 < 2^24) and it can keep its float dot products.
 //
@@ -18,6 +16,7 @@
 enable f16;
 #endif
 #import onyxia::indexing
+#import onyxia::quant
 
 #ifdef A_VEC4
 @group(0) @binding(0) var<storage, read> a: array<vec4<#{A_T}>>;
@@ -26,49 +25,6 @@ enable f16;
 #endif
 @group(0) @binding(1) var<storage, read_write> qa: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> sa: array<f32>;
-
-// x / y correctly rounded, for positive normal x and y with a normal quotient (else WGSL's division).
-// WGSL allows 2.5 ULP for `/`; a quotient one ULP off would move qa[k] by 1 whenever a[k] * (127 / amax)
-// lies that close to a half, so the int8 values would no longer be onnxruntime's. Long division of the
-// 24-bit significands gives 24 quotient bits plus a guard bit; the remainder is the sticky bit.
-fn div_rn(x: f32, y: f32) -> f32 {
-    let bx = bitcast<u32>(x);
-    let by = bitcast<u32>(y);
-    let ex = i32(bx >> 23u);
-    let ey = i32(by >> 23u);
-    if (ex == 0 || ey == 0 || ex >= 255 || ey >= 255) {
-        return x / y;
-    }
-    let my = (by & 0x7fffffu) | 0x800000u;
-    var r = (bx & 0x7fffffu) | 0x800000u;
-    var e = ex - ey + 127;
-    if (r < my) {
-        r <<= 1u;
-        e -= 1;
-    }
-    var q = 0u;
-    for (var i = 0u; i < 25u; i++) {
-        q <<= 1u;
-        if (r >= my) {
-            r -= my;
-            q |= 1u;
-        }
-        r <<= 1u;
-    }
-    let guard = q & 1u;
-    q >>= 1u;
-    if (guard == 1u && (r != 0u || (q & 1u) == 1u)) {
-        q += 1u;
-    }
-    if (q == 0x1000000u) {
-        q >>= 1u;
-        e += 1;
-    }
-    if (e <= 0 || e >= 255) {
-        return x / y;
-    }
-    return bitcast<f32>((u32(e) << 23u) | (q & 0x7fffffu));
-}
 
 // Elements k .. k + 3 of a (flat index, k % 4 == 0); zero at and past `end`.
 fn a_four(k: u32, end: u32) -> vec4<f32> {
@@ -105,10 +61,10 @@ fn main(
         amax4 = max(amax4, abs(a_four(src + j, end)));
     }
     let amax = max(max(amax4.x, amax4.y), max(amax4.z, amax4.w));
-    let inverse = select(0.0, div_rn(127.0, amax), amax != 0.0);
-    sa[blk * #{MP} + m] = div_rn(amax, 127.0);
+    let block = int8_block(amax);
+    sa[blk * #{MP} + m] = block.y;
     let dst = i * #{BLOCK_SIZE}u / 4u;
     for (var j = 0u; j < #{BLOCK_SIZE}u; j += 4u) {
-        qa[dst + j / 4u] = round(a_four(src + j, end) * inverse);  // WGSL round is half to even, like MLAS's
+        qa[dst + j / 4u] = int8_round(a_four(src + j, end), block.x);
     }
 }

@@ -1,0 +1,52 @@
+// A fused chain of elementwise ops (com.onyxia::FusedElementwise): out_y[i] = the members, applied in order.
+// Bindings: 0 .. OUT_BINDING-1 in_<j> (read, declared by READS), OUT_BINDING out_y (write).
+// Defs: READS          the read bindings' declarations, one per input the members read on the GPU
+//       MEMBERS        one WGSL fn m<k> per member; its body is the member row's `expression`
+//       LOADS          `let v<j> = in_<j>[index];`, each input loaded once
+//       CALLS          `let t<k> = m<k>(...);` per member, in order; RESULT the last one (`t<last>`)
+//       Y_T            output storage type; OUT_BINDING the output's binding index
+//       BROADCAST      flag: some input is broadcast, so inputs are indexed through strides
+//                      (absent: every input has the output's shape and is read at `i`)
+//       RANK, INPUTS, STRIDE_COUNT  output rank, read-binding count and their product (with BROADCAST)
+//       F16            flag: some operand, intermediate or output is f16
+//       WORKGROUP_SIZE
+// Dims: N output elements; with BROADCAST, OUT_DIMS (RANK) and STRIDES (INPUTS x RANK, row-major: input j's
+//       strides at j * RANK; 0 marks an axis the input is broadcast over).
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::indexing
+#import onyxia::math
+
+#{READS}
+@group(0) @binding(#{OUT_BINDING}) var<storage, read_write> out_y: array<#{Y_T}>;
+
+#{MEMBERS}
+
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
+    if (i >= #{N}) {
+        return;
+    }
+#ifdef BROADCAST
+    var out_dims = array<u32, #{RANK}>(#{OUT_DIMS});
+    var strides = array<u32, #{STRIDE_COUNT}>(#{STRIDES});
+    var idx: array<u32, #{INPUTS}>;  // zero-initialised
+    var rem = i;
+    for (var d = i32(#{RANK}) - 1; d >= 0; d--) {
+        let coord = rem % out_dims[d];
+        rem = rem / out_dims[d];
+        for (var j = 0u; j < #{INPUTS}u; j++) {
+            idx[j] += coord * strides[j * #{RANK}u + u32(d)];
+        }
+    }
+#endif
+#{LOADS}
+#{CALLS}
+    out_y[i] = #{RESULT};
+}

@@ -1,0 +1,258 @@
+"""A dims change re-evaluates only what depends on the dims that moved.
+
+An LLM decode step moves ``past_sequence_length`` and ``total_sequence_length`` by one; about a
+tenth of a decoder's steps (attention, the cache append) read them. `IncrementalLayout` keeps, per
+set of changed dims, the buffers, steps, constraints and outputs that depend on it, and evaluates
+their expressions through Python compiled once per item (``lambda d: ((d['n'] + 63) // 64, 1, 1)``)
+instead of walking `SymbolicExpr` trees. A step is also re-checked when a buffer it binds changed
+size, since its range checks read that size.
+
+`update` mirrors `layout.evaluate_layout` on the affected items and returns None whenever its own
+checks fail (a violated constraint, a range out of bounds, a negative size) and raises what the
+compiled code raises (a zero division): the executor then takes the full path, which raises with
+the message that names node and tensor. So this module only
+has to be right about values, never about error text. Buffers that must grow are the executor's
+to notice (`BufferPool.ensure` says so); it then commits the full path too.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from numbers import Integral
+
+import numpy as np
+
+from onyxia.core.errors import InputError
+from onyxia.core.plan import BufferRef, CompiledModel, CopyBuffer, Dispatch, TensorRole
+from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
+from onyxia.runtime.convert import padded_nbytes, to_gpu
+from onyxia.runtime.device import DeviceContext
+from onyxia.runtime.layout import CopyValues, DimsLayout, DispatchValues, FlatStep, StepValues, split_workgroups
+
+__all__ = ["Delta", "IncrementalLayout", "compile_dims"]
+
+Compiled = Callable[[Mapping[str, int]], tuple]
+_OPS = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%"}  # SymbolicExpr's / and % are Python's // and %
+
+
+def _source(dim: SymbolicDim | None) -> str:
+    if dim is None:
+        return "None"
+    if isinstance(dim, Integral):
+        return repr(int(dim))
+    if dim.is_name:
+        return f"d[{str(dim.args[0])!r}]"  # repr: a dim name can never break out of the string literal
+    a, b = (_source(x) for x in dim.args)  # type: ignore[arg-type]
+    return f"({a} {_OPS[dim.op]} {b})"
+
+
+def compile_dims(items: Sequence[object]) -> Compiled:
+    """A function of the dims mapping returning `items` (dims, None, or nested tuples/lists of them) as
+    tuples of ints; equal to `evaluate_dim` on each whenever every name is bound (a zero division
+    raises ZeroDivisionError, a missing name KeyError)."""
+
+    def nested(x: object) -> str:
+        if isinstance(x, (tuple, list)):
+            return "(" + "".join(f"{nested(v)}, " for v in x) + ")"
+        return _source(x)  # type: ignore[arg-type]
+
+    return eval(f"lambda d: {nested(items)}", {"__builtins__": {}})
+
+
+def _names(items: object) -> frozenset[str]:
+    if isinstance(items, (tuple, list)):
+        return frozenset().union(*(_names(x) for x in items))
+    return frozenset(items.names()) if isinstance(items, SymbolicExpr) else frozenset()
+
+
+@dataclass(frozen=True)
+class _Item:
+    key: object  # flat step index, BufferRef, output tensor id or constraint index
+    symbols: frozenset[str]
+    fn: Compiled
+
+
+@dataclass(frozen=True)
+class _StepItem(_Item):
+    """A step, with what turning its numbers into values needs, looked up once."""
+
+    step: Dispatch | CopyBuffer
+    where: str = ""
+    words: tuple[int, ...] = ()  # immediates block index of each field
+    pack: Callable[..., bytes] = bytes
+    blank: tuple[int, ...] = ()  # the immediates block with every word 0
+
+
+@dataclass
+class Delta:
+    """`layout` for the new dims, and what moved: buffer sizes, SYMBOLIC tensors, flat step values."""
+
+    layout: DimsLayout
+    buffers: list[BufferRef] = field(default_factory=list)
+    symbolic: list[BufferRef] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Affected:
+    buffers: tuple[_Item, ...]
+    steps: tuple[_Item, ...]
+    constraints: tuple[_Item, ...]
+    outputs: tuple[_Item, ...]
+    symbolic: tuple[_Item, ...]
+
+
+class IncrementalLayout:
+    """Dependency index of one plan; `update` turns a committed layout into the layout for new dims."""
+
+    def __init__(self, plan: CompiledModel, flat: list[FlatStep], ctx: DeviceContext) -> None:
+        self.plan, self.flat, self.ctx = plan, flat, ctx
+        self._buffers = [_item(BufferRef(tensor=t.id), t.nbytes) for t in plan.tensors.values()]
+        self._buffers += [_item(BufferRef(scratch=s.id), s.size) for op in plan.operations for s in op.scratch]
+        self._steps = [_step_item(i, fs) for i, fs in enumerate(flat) if isinstance(fs.step, (Dispatch, CopyBuffer))]
+        self._constraints = [_item(i, (a, b)) for i, (a, b, _) in enumerate(plan.constraints)]
+        self._outputs = [_item(tid, tuple(plan.tensors[tid].dims)) for tid in dict.fromkeys(plan.outputs)]
+        self._symbolic = [
+            _item(t.id, tuple(np.asarray(t.data).flat))
+            for t in plan.tensors.values()
+            if t.role is TensorRole.SYMBOLIC and t.data is not None
+        ]
+        self._reads: dict[BufferRef, list[int]] = {}  # buffer -> flat steps whose checks read its size
+        for i, fs in enumerate(flat):
+            for ref in _step_buffers(fs):
+                self._reads.setdefault(ref, []).append(i)
+        self._cache: dict[frozenset[str], _Affected] = {}
+
+    def update(self, base: DimsLayout, dims: Mapping[str, int]) -> Delta | None:
+        """What `dims` change relative to `base` (the committed layout), or None where the full path
+        must run instead."""
+        changed = frozenset(k for k in dims.keys() | base.dims.keys() if dims.get(k) != base.dims.get(k))
+        affected = self._affected(changed)
+        for item in affected.constraints:
+            a, b = item.fn(dims)
+            if a != b or a < 0:
+                return None
+        delta = Delta(DimsLayout(dict(dims), dict(base.buffer_bytes), list(base.steps), dict(base.symbolic), {}))
+        layout = delta.layout
+        for item in affected.buffers:
+            (nbytes,) = item.fn(dims)
+            if nbytes < 0:
+                return None
+            if nbytes != layout.buffer_bytes[item.key]:  # type: ignore[index]
+                layout.buffer_bytes[item.key] = nbytes  # type: ignore[index]
+                delta.buffers.append(item.key)  # type: ignore[arg-type]
+        layout.output_shapes = dict(base.output_shapes)
+        for item in affected.outputs:
+            shape = item.fn(dims)
+            if min(shape, default=0) < 0:
+                return None
+            layout.output_shapes[item.key] = shape  # type: ignore[index]
+        for item in affected.symbolic:
+            ref = BufferRef(tensor=item.key)  # type: ignore[arg-type]
+            layout.symbolic[ref] = self._symbolic_values(item, dims)
+            delta.symbolic.append(ref)
+        for item in affected.steps:
+            index: int = item.key  # type: ignore[assignment]
+            values = self._step_values(item, item.fn(dims), layout.buffer_bytes)
+            if values is None:
+                return None
+            if values != base.steps[index]:
+                layout.steps[index] = values
+                delta.steps.append(index)
+        return delta
+
+    def _affected(self, changed: frozenset[str]) -> _Affected:
+        if changed not in self._cache:
+            buffers = tuple(b for b in self._buffers if b.symbols & changed)
+            reread = {i for b in buffers for i in self._reads.get(b.key, ())}  # type: ignore[call-overload]
+            steps = tuple(s for s in self._steps if s.symbols & changed or s.key in reread)
+            pick = lambda items: tuple(x for x in items if x.symbols & changed)
+            self._cache[changed] = _Affected(
+                buffers, steps, pick(self._constraints), pick(self._outputs), pick(self._symbolic)
+            )
+        return self._cache[changed]
+
+    def _symbolic_values(self, item: _Item, dims: Mapping[str, int]) -> np.ndarray:
+        t = self.plan.tensors[item.key]  # type: ignore[index]
+        shape = np.asarray(t.data).shape
+        logical = np.array(item.fn(dims), dtype=np.int64).reshape(shape).astype(t.dtype.numpy)
+        return to_gpu(f"SYMBOLIC tensor '{t.name}'", t.dtype, logical, InputError)
+
+    def _step_values(self, item: _StepItem, raw: tuple, sizes: Mapping[BufferRef, int]) -> StepValues:
+        if isinstance(item.step, CopyBuffer):
+            return _copy_values(item.step, raw, sizes)
+        counts, fields, ranges = raw
+        if min(counts) < 0:
+            return None
+        workgroups = split_workgroups(counts, self.ctx.max_workgroups, item.where)
+        if workgroups is None:
+            return DispatchValues(None, b"", ())
+        block = list(item.blank)
+        for word, value in zip(item.words, fields):
+            if not 0 <= value <= 0xFFFFFFFF:
+                return None
+            block[word] = value
+        checked = self._ranges(item.step, ranges, sizes)
+        if checked is None:
+            return None
+        return DispatchValues(workgroups, item.pack(*block), checked)
+
+    def _ranges(self, step: Dispatch, ranges: tuple, sizes: Mapping[BufferRef, int]) -> tuple | None:
+        limit, alignment = self.ctx.max_binding_size, self.ctx.offset_alignment
+        for b, (offset, size) in zip(step.bindings, ranges):
+            if offset < 0 or offset % alignment:
+                return None
+            available = padded_nbytes(sizes[b.buffer])
+            if size is None:
+                if offset > available or (offset == 0 and available > limit):
+                    return None
+            elif size < 0 or padded_nbytes(size) > limit or offset + padded_nbytes(size) > available:
+                return None
+        return tuple((offset, None if size is None else padded_nbytes(size)) for offset, size in ranges)
+
+
+def _copy_values(step: CopyBuffer, raw: tuple, sizes: Mapping[BufferRef, int]) -> CopyValues | None:
+    size, src_offset, dst_offset = raw
+    if min(raw) < 0 or size % 4 or src_offset % 4 or dst_offset % 4:
+        return None
+    for ref, offset in ((step.src, src_offset), (step.dst, dst_offset)):
+        if size and offset + size > padded_nbytes(sizes[ref]):
+            return None
+    return CopyValues(size, src_offset, dst_offset)
+
+
+def _item(key: object, exprs: object) -> _Item:
+    if not isinstance(exprs, tuple):
+        exprs = (exprs,)
+    return _Item(key, _names(exprs), compile_dims(exprs))
+
+
+def _step_item(index: int, fs: FlatStep) -> _StepItem:
+    step = fs.step
+    if isinstance(step, CopyBuffer):
+        exprs: tuple = (step.size, step.src_offset, step.dst_offset)
+        return _StepItem(index, _names(exprs), compile_dims(exprs), step)
+    assert isinstance(step, Dispatch)
+    ranges = tuple((b.offset, b.size) for b in step.bindings)
+    exprs = (tuple(step.workgroups), tuple(f.value for f in fs.fields), ranges)
+    words = fs.immediate_size // 4
+    return _StepItem(
+        index,
+        _names(exprs),
+        compile_dims(exprs),
+        step,
+        f"node '{fs.node}'",
+        tuple(f.offset // 4 for f in fs.fields),
+        struct.Struct(f"={words}I").pack,  # native order, as `layout` packs through numpy
+        (0,) * words,
+    )
+
+
+def _step_buffers(fs: FlatStep) -> list[BufferRef]:
+    if isinstance(fs.step, Dispatch):
+        return [b.buffer for b in fs.step.bindings]
+    if isinstance(fs.step, CopyBuffer):
+        return [fs.step.src, fs.step.dst]
+    return []
