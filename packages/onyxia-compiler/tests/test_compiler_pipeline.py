@@ -158,9 +158,11 @@ def test_planning_passes_settle_before_the_planner_runs_once(
 
 
 def test_default_passes_in_order() -> None:
-    """Rewrites, then the DCE + CSE cleanup last in OPTIMIZATION; view aliasing in PLANNING, after all rewrites."""
+    """Rewrites, then the DCE + CSE cleanup, then elementwise fusion last in OPTIMIZATION; view aliasing in
+    PLANNING, after all rewrites."""
     passes = CompilerPipeline(core_operator_registry()).passes({})
     optimization = [p.name for p in passes if p.stage == Stage.OPTIMIZATION]
-    assert optimization[-1] == "Cleanup", "rewrites go before the cleanup (CSE would give merged nodes two consumers)"
+    assert optimization[-2] == "Cleanup", "rewrites go before the cleanup (CSE would give merged nodes two consumers)"
+    assert optimization[-1] == "FuseElementwise", "fusion last: a duplicated chain merges before it fuses"
     assert "FoldTransposeIntoMatMul" in optimization
     assert [p.name for p in passes if p.stage == Stage.PLANNING] == ["BufferAliasing"]

@@ -9,7 +9,9 @@ the CPU EP did with the node:
 - ``"float16"``: the node is there and no Cast was inserted (a float16 kernel exists);
 - ``"float32"``: Casts named ``InsertedPrecisionFreeCast_*`` wrap it (no float16 kernel);
 - ``"inlined"``: the node is gone, replaced by its ONNX function body (no kernel at all for float16);
-- ``"invalid"``: float16 is not a type the op's schema allows, or the session failed.
+- ``"invalid"``: float16 is not a type the op's schema allows, or the session failed;
+- ``"no float16 input"``: the op's inputs cannot be float16 (And, Not, ConstantOfShape ...), so no
+  Cast is ever inserted before it.
 
 Run ``python packages/onyxia-operators/tests/ort_float16_kernels.py`` to print the table the pass's
 `_FLOAT16_KERNELS` / `_FLOAT32_ONLY` / `_INLINED` sets were copied from; the test
@@ -26,7 +28,7 @@ import numpy as np
 import onnx
 from oracle import make_model
 
-__all__ = ["SPECS", "derive_ort_f16_kernels", "classify"]
+__all__ = ["SPECS", "classify", "derive_ort_f16_kernels", "optimized_model", "spec_model"]
 
 H = np.float16
 MS = "com.microsoft"
@@ -131,35 +133,49 @@ SPECS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
-def classify(optimized: onnx.ModelProto, op_type: str) -> str:
-    """What onnxruntime's InsertCastTransformer did to the model's one `op_type` node."""
-    ops = [n.op_type for n in optimized.graph.node]
-    if op_type not in ops:
-        return "inlined"
-    inserted = any(n.name.startswith("InsertedPrecisionFreeCast_") for n in optimized.graph.node)
-    return "float32" if inserted else "float16"
-
-
-def derive_one(domain: str, op_type: str) -> str:
+def optimized_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The graph onnxruntime's CPU EP runs for `model` with graph optimizations off: what
+    InsertCastTransformer (and function inlining) made of it. Raises if the session fails."""
     import onnxruntime as ort
 
-    spec = dict(SPECS[(domain, op_type)])
-    inputs, attrs = spec.pop("inputs"), spec.pop("attrs")
-    model = make_model(op_type, inputs, attrs, domain=domain, **spec)
     with tempfile.TemporaryDirectory() as tmp:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.optimized_model_filepath = str(Path(tmp, "optimized.onnx"))
         options.log_severity_level = 4
-        try:
-            ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        except Exception:  # float16 is not allowed for this op, or no kernel at all
-            return "invalid"
-        return classify(onnx.load(options.optimized_model_filepath), op_type)
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return onnx.load(options.optimized_model_filepath)
+
+
+def classify(optimized: onnx.ModelProto, op_type: str) -> str:
+    """What onnxruntime's InsertCastTransformer did to the model's one `op_type` node."""
+    if op_type not in [n.op_type for n in optimized.graph.node]:
+        return "inlined"
+    inserted = any(n.name.startswith("InsertedPrecisionFreeCast_") for n in optimized.graph.node)
+    return "float32" if inserted else "float16"
+
+
+def spec_model(domain: str, op_type: str, opset: int | None = None) -> onnx.ModelProto:
+    """The one-node float16 model of SPECS[(domain, op_type)], at `opset` if given."""
+    spec = dict(SPECS[(domain, op_type)])
+    inputs, attrs = spec.pop("inputs"), spec.pop("attrs")
+    spec["opset"] = opset or spec.get("opset", 21)
+    return make_model(op_type, inputs, attrs, domain=domain, **spec)
+
+
+def derive_one(domain: str, op_type: str, opset: int | None = None) -> str:
+    inputs = SPECS[(domain, op_type)]["inputs"].values()
+    if not any(v is not None and v.dtype == np.float16 for v in inputs):
+        return "no float16 input"  # never wrapped, whatever the kernel: casts are only inserted on inputs
+    try:
+        return classify(optimized_model(spec_model(domain, op_type, opset)), op_type)
+    except Exception:  # float16 is not allowed for this op, or no kernel at all
+        return "invalid"
 
 
 def derive_ort_f16_kernels(ops: list[tuple[str, str]] | None = None) -> dict[tuple[str, str], str]:
-    """(domain, op_type) -> "float16" | "float32" | "inlined" | "invalid" for this onnxruntime."""
+    """(domain, op_type) -> "float16" | "float32" | "inlined" | "invalid" | "no float16 input" for this
+    onnxruntime, at opset 21 (the ops' specs may ask for another)."""
     return {op: derive_one(*op) for op in (ops or sorted(SPECS))}
 
 
@@ -168,6 +184,6 @@ if __name__ == "__main__":
 
     table = derive_ort_f16_kernels()
     print(f"onnxruntime {onnxruntime.__version__}")
-    for kind in ("float16", "float32", "inlined", "invalid"):
+    for kind in ("float16", "float32", "inlined", "invalid", "no float16 input"):
         names = [f"({d!r}, {o!r})" for (d, o), k in table.items() if k == kind]
         print(f"{kind} ({len(names)}):\n    " + ",\n    ".join(names))

@@ -8,7 +8,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from oracle import check_model, compile_model
+from oracle import check_model
 
 from onyxia.compiler import ShapeInferencePass
 from onyxia.core import DataType, GraphBuilder, IrGraph, TensorValue
@@ -115,5 +115,4 @@ def test_cleanup_group_settles_dce_and_cse_together() -> None:
 def test_outputs_unchanged() -> None:
     x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
     model = to_onnx(_inferred(_duplicated_chain()))
-    assert [op.op_type for op in compile_model(model, {"seq": 3}).operations] == ["Relu", "Add", "Mul"]
     check_model(model, {"x": x}, dims={"seq": 3})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import numpy as np
-from oracle import check_model, compile_model
+from oracle import check_model
 
 from onyxia.compiler import ShapeInferencePass
 from onyxia.core import DataType, GraphBuilder, IrGraph
@@ -78,5 +78,4 @@ def test_outputs_unchanged() -> None:
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     model = to_onnx(_inferred(_with_dead_chain()))
     assert len(model.graph.node) == 5
-    assert [op.op_type for op in compile_model(model, {"seq": 3}).operations] == ["Relu", "Sigmoid"]
     check_model(model, {"x": x}, dims={"seq": 3})

@@ -12,9 +12,9 @@ from onyxia.operators.indexing import INDEXING
 from onyxia.operators.indexmap import INDEXMAP
 from onyxia.operators.matmul import MATMUL, MATMUL_ONYXIA
 from onyxia.operators.movement import MOVEMENT
-from onyxia.operators.normalization import NORMALIZATION, NORMALIZATION_MS
+from onyxia.operators.normalization import NORMALIZATION, NORMALIZATION_MS, NORMALIZATION_ONYXIA
 from onyxia.operators.passes import default_passes
-from onyxia.operators.quantized import QUANTIZED, QUANTIZED_MS
+from onyxia.operators.quantized import QUANTIZED, QUANTIZED_MS, QUANTIZED_ONYXIA
 from onyxia.operators.reduction import REDUCTION
 from onyxia.operators.vision import VISION
 
@@ -42,6 +42,8 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
     for table in (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS):
         registry.register_family("com.microsoft", table)
     registry.register_family(ONYXIA_DOMAIN, MATMUL_ONYXIA)
+    registry.register_family(ONYXIA_DOMAIN, QUANTIZED_ONYXIA)
+    registry.register_family(ONYXIA_DOMAIN, NORMALIZATION_ONYXIA)
     registry.register_family(ONYXIA_DOMAIN, FUSED_ELEMENTWISE)
     known = {p.name for p in registry.passes}  # registering twice must not run a pass twice
     registry.passes += [p for p in default_passes() if p.name not in known]

@@ -184,11 +184,13 @@ class IncrementalLayout:
         if isinstance(item.step, CopyBuffer):
             return _copy_values(item.step, raw, sizes)
         counts, fields, ranges = raw
-        if min(counts) < 0:
-            return None
-        workgroups = split_workgroups(counts, self.ctx.max_workgroups, item.where)
-        if workgroups is None:
-            return DispatchValues(None, b"", ())
+        limit = self.ctx.max_workgroups
+        if min(counts) <= 0 or max(counts) > limit:  # the common case, (x, y, z) as issued, skips the call
+            if min(counts) < 0:
+                return None
+            counts = split_workgroups(counts, limit, item.where)
+            if counts is None:
+                return DispatchValues(None, b"", ())
         block = list(item.blank)
         for word, value in zip(item.words, fields):
             if not 0 <= value <= 0xFFFFFFFF:
@@ -197,20 +199,24 @@ class IncrementalLayout:
         checked = self._ranges(item.step, ranges, sizes)
         if checked is None:
             return None
-        return DispatchValues(workgroups, item.pack(*block), checked)
+        return DispatchValues(counts, item.pack(*block), checked)
 
     def _ranges(self, step: Dispatch, ranges: tuple, sizes: Mapping[BufferRef, int]) -> tuple | None:
         limit, alignment = self.ctx.max_binding_size, self.ctx.offset_alignment
+        out = []
         for b, (offset, size) in zip(step.bindings, ranges):
+            available = max(4, (sizes[b.buffer] + 3) // 4 * 4)  # padded_nbytes, inlined on this hot path
             if offset < 0 or offset % alignment:
                 return None
-            available = padded_nbytes(sizes[b.buffer])
             if size is None:
                 if offset > available or (offset == 0 and available > limit):
                     return None
-            elif size < 0 or padded_nbytes(size) > limit or offset + padded_nbytes(size) > available:
-                return None
-        return tuple((offset, None if size is None else padded_nbytes(size)) for offset, size in ranges)
+            else:
+                size = max(4, (size + 3) // 4 * 4) if size >= 0 else limit + 1
+                if size > limit or offset + size > available:
+                    return None
+            out.append((offset, size))
+        return tuple(out)
 
 
 def _copy_values(step: CopyBuffer, raw: tuple, sizes: Mapping[BufferRef, int]) -> CopyValues | None:

@@ -46,6 +46,20 @@ def _lm_head(graph: IrGraph, logits: int) -> IrNode | None:
     return node
 
 
+def _first_cast(graph: IrGraph, head: IrNode) -> IrNode:
+    """The first of the Casts feeding `head` alone (exports round the final norm to f16 before it).
+
+    Slicing before them keeps the norm -> f32-to-f16 Cast -> head chain that MatchOnnxruntimeCpuFloat16
+    shortens as onnxruntime does (the head reads the unrounded f32 norm); a Slice in between would stop it."""
+    node = head
+    while (t := node.inputs[0]) is not None and len(graph.tensor_consumers(t)) == 1:
+        producer = graph.tensor_producer(t)
+        if producer is None or producer.op_type != "Cast" or producer.inputs[0] is None:
+            break
+        node = producer
+    return node
+
+
 def logits_for_last_position(graph: IrGraph, logits_name: str) -> bool:
     """Slice the lm head's input to its last position; False (graph unchanged) if no head is found."""
     logits = graph.tensor_by_name(logits_name)
@@ -53,7 +67,8 @@ def logits_for_last_position(graph: IrGraph, logits_name: str) -> bool:
     if head is None or head.inputs[0] is None:
         log.warning("no lm head found before '%s'; logits are computed for every position", logits_name)
         return False
-    hidden = graph.tensor(head.inputs[0])
+    head = _first_cast(graph, head)
+    hidden = graph.tensor(head.inputs[0])  # type: ignore[arg-type]  # set: _first_cast stops at a Cast that has one
     last = graph.add_tensor(f"{hidden.name}/last_position", hidden.dtype, Absent())
     starts = _constant(graph, "onyxia/last_position/starts", [-1])
     ends = _constant(graph, "onyxia/last_position/ends", [2**31 - 1])

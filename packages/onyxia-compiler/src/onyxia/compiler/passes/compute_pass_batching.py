@@ -92,6 +92,8 @@ def _dependencies(plan: CompiledModel) -> list[set[int]]:
             readers.setdefault(r, []).append(index)
         for r in writes:
             writer[r], readers[r] = index, []
+        if not op.steps and index:
+            mine.add(index - 1)  # a view emits nothing: it keeps its place, so the plan still reads in order
         mine.discard(index)
         deps.append(mine)
     return deps

@@ -30,6 +30,7 @@ from onyxia.core import (
     IrNode,
     NodeCtx,
     PlanCtx,
+    TensorDef,
     TensorKind,
     TensorType,
     ceil_div,
@@ -101,11 +102,12 @@ def _body(ctx: NodeCtx) -> tuple[IrGraph, list[IrNode]]:
     node's (dtype, shape, and the value when known)."""
     body = IrGraph(f"{ctx.node.name}/body")
     body.opset_imports = dict(ctx.graph.opset_imports)
-    xs = []
+    xs: list[TensorDef] = []
     for i in range(ctx.num_inputs):
         t = ctx.input_tensor(i)
         xs.append(body.add_tensor(f"x{i}", t.dtype, t.shape, TensorKind.INPUT, value=ctx.input_value(i)))
-    results, members = [], []
+    results: list[TensorDef] = []
+    members: list[IrNode] = []
     for k, step in enumerate(json.loads(ctx.attr_str("body"))):
         refs = [None if not r else xs[int(r[1:])] if r[0] == "x" else results[int(r[1:])] for r in step["inputs"]]
         out = body.add_tensor(f"t{k}", DataType.UNDEFINED, Absent())

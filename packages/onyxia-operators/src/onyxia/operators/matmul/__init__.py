@@ -1,6 +1,11 @@
-"""Matrix products: MatMul (numpy semantics, batched and broadcast) and com.onyxia MatMulTransB
-(b stored transposed), with one tiled shader."""
+"""Matrix products: MatMul (numpy semantics, batched and broadcast), com.onyxia MatMulTransB (b stored
+transposed), with one tiled shader, and the com.onyxia groups MatMulGroup / GatedMatMul (several weights
+of one activation per dispatch)."""
 
-from onyxia.operators.matmul.matmul import MATMUL, MATMUL_ONYXIA, MatMulOp
+from onyxia.operators.matmul.matmul import MATMUL, MatMulOp
+from onyxia.operators.matmul.matmul import MATMUL_ONYXIA as _TRANS_B
+from onyxia.operators.matmul.matmul_group import MATMUL_GROUP, MAX_SLOTS, MatMulGroupOp
 
-__all__ = ["MATMUL", "MATMUL_ONYXIA", "MatMulOp"]
+__all__ = ["MATMUL", "MATMUL_GROUP", "MATMUL_ONYXIA", "MAX_SLOTS", "MatMulGroupOp", "MatMulOp"]
+
+MATMUL_ONYXIA = {**_TRANS_B, **MATMUL_GROUP}  # com.onyxia

@@ -1,6 +1,7 @@
 """Normalisation family and its neighbours: LayerNormalization, RMSNormalization and
 SimplifiedLayerNormalization (RMSNorm), BatchNormalization (inference), and the com.microsoft
-SkipLayerNormalization, SkipSimplifiedLayerNormalization and RotaryEmbedding.
+SkipLayerNormalization, SkipSimplifiedLayerNormalization and RotaryEmbedding, and com.onyxia RmsNormRotary
+(a per-head RMSNorm fused into RotaryEmbedding).
 
 Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operator helpers only
 (no onnx, wgpu or onyxia.runtime). The rotation math lives in the shared WGSL module
@@ -10,6 +11,7 @@ Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operat
 from onyxia.core import Operator
 from onyxia.operators.normalization.batch_norm import BATCH_NORM, BatchNormalizationOp
 from onyxia.operators.normalization.layer_norm import LAYER_NORMS, LAYER_NORMS_MS, NormalizationOp
+from onyxia.operators.normalization.rms_norm_rotary import RMS_NORM_ROTARY, RmsNormRotaryOp
 from onyxia.operators.normalization.rotary import ROTARY, RotaryEmbeddingOp
 
 __all__ = [
@@ -18,11 +20,14 @@ __all__ = [
     "LAYER_NORMS_MS",
     "NORMALIZATION",
     "NORMALIZATION_MS",
+    "NORMALIZATION_ONYXIA",
     "ROTARY",
     "BatchNormalizationOp",
     "NormalizationOp",
+    "RmsNormRotaryOp",
     "RotaryEmbeddingOp",
 ]
 
 NORMALIZATION: dict[str | tuple[str, int, int | None], Operator] = {**LAYER_NORMS, **BATCH_NORM}  # default domain
 NORMALIZATION_MS: dict[str | tuple[str, int, int | None], Operator] = {**LAYER_NORMS_MS, **ROTARY}  # com.microsoft
+NORMALIZATION_ONYXIA: dict[str, Operator] = {**RMS_NORM_ROTARY}  # com.onyxia

@@ -22,7 +22,7 @@ from onyxia.operators.layout import type_defs
 from onyxia.operators.normalization.checks import require_suffix, unsupported_attribute
 from onyxia.operators.typesets import FLOATS, require_dtype
 
-__all__ = ["LAYER_NORMS", "LAYER_NORMS_MS", "NormalizationOp", "normalize_rows"]
+__all__ = ["LAYER_NORMS", "LAYER_NORMS_MS", "NormalizationOp", "normalize_rows", "row_workgroup_size"]
 
 _SOURCE = load_wgsl(__package__, "normalization.wgsl")
 _READ_ORDER = ("x", "skip", "bias", "scale", "beta")
@@ -111,7 +111,7 @@ class NormalizationOp:
             return  # nothing to normalise; the outputs are empty
         types = {f"{role.upper()}_T": ctx.input_dtype(i) for role, i in reads}
         types.update({f"{role.upper()}_T": ctx.output_tensor(i).dtype for role, i in writes})
-        defs: dict[str, object] = {**type_defs(**types), "WORKGROUP_SIZE": _workgroup_size(length)}
+        defs: dict[str, object] = {**type_defs(**types), "WORKGROUP_SIZE": row_workgroup_size(length)}
         defs["EPSILON"] = repr(self._epsilon(ctx))
         if self.rms:
             defs["RMS"] = True
@@ -126,7 +126,7 @@ class NormalizationOp:
         ctx.dispatch(shader, [ctx.input(i) for _, i in reads], [ctx.output(i) for _, i in writes], rows)
 
 
-def _workgroup_size(length: SymbolicDim) -> int:
+def row_workgroup_size(length: SymbolicDim) -> int:
     """One invocation per element up to 256 (a power of two, as the tree reduction needs); symbolic
     row lengths get the largest."""
     if not isinstance(length, int):

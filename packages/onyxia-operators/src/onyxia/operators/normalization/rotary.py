@@ -22,12 +22,12 @@ from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.normalization.checks import require_equal_dim
 from onyxia.operators.typesets import FLOATS, require_dtype
 
-__all__ = ["ROTARY", "RotaryEmbeddingOp", "rotary_numpy"]
+__all__ = ["ROTARY", "RotaryEmbeddingOp", "RotaryGeometry", "rotary_geometry", "rotary_head_size", "rotary_numpy"]
 
 _SOURCE = load_wgsl(__package__, "rotary.wgsl")
 
 
-class _Geometry(NamedTuple):
+class RotaryGeometry(NamedTuple):
     batch: SymbolicDim
     seq: SymbolicDim
     heads: int
@@ -43,18 +43,18 @@ class RotaryEmbeddingOp:
     name: str = "RotaryEmbedding"
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
-        _geometry(ctx)
+        rotary_geometry(ctx)
         return [TensorType(ctx.input_dtype(0), ctx.input_shape(0))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
         if not ctx.all_inputs_have_values():
             return None
         x, pos, cos, sin = ctx.values()
-        y = rotary_numpy(x, pos, cos, sin, _geometry(ctx), bool(ctx.attr_int("interleaved", 0)))  # type: ignore[arg-type]
+        y = rotary_numpy(x, pos, cos, sin, rotary_geometry(ctx), bool(ctx.attr_int("interleaved", 0)))  # type: ignore[arg-type]
         return [y.astype(ctx.output_numpy_dtype(0))]
 
     def plan(self, ctx: PlanCtx) -> None:
-        geo = _geometry(ctx)
+        geo = rotary_geometry(ctx)
         for i, role in ((0, "input"), (2, "cos_cache"), (3, "sin_cache")):
             require_dtype(ctx, ctx.input_dtype(i), FLOATS, f"input {i} ({role})")
         n = dims_product(ctx.input_dims(0))
@@ -81,7 +81,12 @@ class RotaryEmbeddingOp:
         ctx.dispatch(shader, [ctx.input(i) for i in range(4)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
 
 
-def _geometry(ctx: NodeCtx) -> _Geometry:
+def rotary_head_size(hidden: int, cache_width: int, num_heads: int, rotary_embedding_dim: int) -> int:
+    """onnxruntime's head size: twice the cache width unless rotary_embedding_dim is set (then hidden / num_heads)."""
+    return 2 * cache_width if rotary_embedding_dim == 0 else hidden // num_heads
+
+
+def rotary_geometry(ctx: NodeCtx) -> RotaryGeometry:
     """Heads, head size and rotary dim as onnxruntime's `CheckInputs` derives them, validated."""
     dims = ctx.input_dims(0)
     if len(dims) not in (3, 4):
@@ -96,7 +101,7 @@ def _geometry(ctx: NodeCtx) -> _Geometry:
     rotary_attr, heads_attr = ctx.attr_int("rotary_embedding_dim", 0), ctx.attr_int("num_heads", 0)
     if rotary_attr > 0 and heads_attr <= 0:
         raise ctx.error("attribute rotary_embedding_dim is set, so num_heads must be too (as onnxruntime requires)")
-    head = 2 * cache[1] if rotary_attr == 0 else hidden // heads_attr
+    head = rotary_head_size(hidden, cache[1], heads_attr, rotary_attr)
     heads = heads_attr or (hidden // head if head else 0)
     rotary = rotary_attr or head
     if head == 0 or heads * head != hidden or (four_d and dims[3] != head):
@@ -105,7 +110,7 @@ def _geometry(ctx: NodeCtx) -> _Geometry:
         raise ctx.error(f"rotary_embedding_dim {rotary} must be even, <= head size {head}, and <= 2 * cache width")
     seq = dims[2] if four_d else dims[1]
     pos_offset, stride = _position_layout(ctx, dims[0], seq)
-    return _Geometry(dims[0], seq, heads, head, rotary, four_d, pos_offset, stride)
+    return RotaryGeometry(dims[0], seq, heads, head, rotary, four_d, pos_offset, stride)
 
 
 def _position_layout(ctx: NodeCtx, batch: SymbolicDim, seq: SymbolicDim) -> tuple[bool, SymbolicDim]:
@@ -124,7 +129,7 @@ def _position_layout(ctx: NodeCtx, batch: SymbolicDim, seq: SymbolicDim) -> tupl
 
 
 def rotary_numpy(
-    x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, geo: _Geometry, interleaved: bool
+    x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, geo: RotaryGeometry, interleaved: bool
 ) -> np.ndarray:
     """The op in numpy (float32), for folding."""
     batch, seq = x.shape[0], x.shape[2] if geo.four_d else x.shape[1]

@@ -36,14 +36,14 @@ def default_passes() -> list[Pass]:
     """Fresh instances, in the order they run within their stage.
 
     Rewrites first, then the cleanup: CSE merging two Transposes would give the merged one two
-    consumers, which FoldTransposeIntoMatMul (like most fusions) declines. FuseElementwise is the last
-    rewrite: it swallows the single elementwise nodes other rules match. Aliasing is PLANNING,
-    after every rewrite."""
+    consumers, which FoldTransposeIntoMatMul (like most fusions) declines. FuseElementwise comes after
+    the cleanup (a duplicated chain is merged before it is fused, a dead one removed) and after the
+    rewrites that match single elementwise nodes. Aliasing is PLANNING, after every rewrite."""
     return [
         CancelTransposes(),
         FoldTransposeIntoMatMul(),
         FuseResidualRmsNorm(),
-        FuseElementwise(),
         cleanup_passes(),
+        FuseElementwise(),
         BufferAliasingPass(),
     ]

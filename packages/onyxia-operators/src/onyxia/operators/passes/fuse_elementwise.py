@@ -5,9 +5,9 @@ and read back; exporters also leave ``Sub -> Cast``, ``Mul -> Add`` and friends 
 On lavapipe each dispatch costs a fixed overhead and each intermediate a trip through memory, so a chain
 becomes one com.onyxia ``FusedElementwise`` node (see `onyxia.operators.elementwise.fused`).
 
-A cluster grows from its last node (the root: an elementwise node whose output is not the single use of
-another fusable node) up through producers that are themselves fusable and whose output has exactly one
-use, the member reading it (no graph outputs, no shared storage). Fusable: the unary rows (Clip with
+A cluster grows from its last node (the root: an elementwise node whose uses are not all fusable nodes)
+up through producers that are themselves fusable and whose every use is a member (no graph outputs, no
+shared storage): chains, and diamonds such as ``x * Sigmoid(x)`` over an elementwise x. Fusable: the unary rows (Clip with
 known bounds), the binary rows (broadcasting, comparisons, Where) and Cast/CastLike, none already folded.
 Growth stops before the GPU reads would exceed 7 bindings (8 with the output: the portable minimum).
 
@@ -30,7 +30,7 @@ from onyxia.operators.elementwise.fused import FUSABLE, gpu_reads
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.layout import broadcast_strides
 from onyxia.operators.movement.cast import CAST
-from onyxia.operators.passes.rewrite import Decline, Match, RewritePass, Rule, is_folded, sole_use
+from onyxia.operators.passes.rewrite import Decline, Match, RewritePass, Rule, is_folded
 
 __all__ = ["ELEMENTWISE_RULES", "ElementwiseFusionPass", "FuseElementwise"]
 
@@ -76,19 +76,32 @@ def _external_reads(graph: IrGraph, members: list[IrNode]) -> set[int]:
 
 
 def _grow(graph: IrGraph, root: IrNode) -> list[IrNode]:
-    members, stack = [root], [root]
-    while stack:
-        node = stack.pop()
-        for t in node.inputs:
-            p = None if t is None else graph.tensor_producer(t)
-            if p is None or p in members or not _candidate(graph, p) or sole_use(graph, t) is not node:  # type: ignore[arg-type]
-                continue
-            if len(_external_reads(graph, [*members, p])) > MAX_READS:
-                continue
-            members.append(p)
-            stack.append(p)
+    """Members in graph order: producers join while every use of their output is a member's."""
+    members = [root]
+    grew = True
+    while grew:
+        grew = False
+        for node in list(members):
+            for t in node.inputs:
+                p = None if t is None else graph.tensor_producer(t)
+                if p is None or p in members or not _candidate(graph, p) or not _used_only_by(graph, p, members):
+                    continue
+                if len(_external_reads(graph, [*members, p])) <= MAX_READS:
+                    members.append(p)
+                    grew = True
+    if len(members) == 1:
+        return members
     position = {n.id: i for i, n in enumerate(graph.nodes)}
     return sorted(members, key=lambda n: position[n.id])
+
+
+def _used_only_by(graph: IrGraph, node: IrNode, members: list[IrNode]) -> bool:
+    """`node`'s output feeds `members` only: nothing outside the cluster needs it written to memory."""
+    t = node.outputs[0]
+    uses = graph.tensor_consumers(t)  # type: ignore[arg-type]
+    if not uses or graph.is_graph_output(t) or t in graph.aliases or t in graph.aliases.values():  # type: ignore[arg-type]
+        return False
+    return all(n in members for n, _ in uses)
 
 
 def _immediates(graph: IrGraph, root: IrNode, reads: set[int]) -> int:
@@ -104,9 +117,9 @@ def _immediates(graph: IrGraph, root: IrNode, reads: set[int]) -> int:
 def _match(graph: IrGraph, root: IrNode) -> Match | Decline | None:
     if not _candidate(graph, root):
         return None
-    consumer = sole_use(graph, root.outputs[0])  # type: ignore[arg-type]
-    if consumer is not None and _candidate(graph, consumer):
-        return None  # not a root: its consumer's cluster takes it
+    consumers = [n for n, _ in graph.tensor_consumers(root.outputs[0])]  # type: ignore[arg-type]
+    if _used_only_by(graph, root, consumers) and all(_candidate(graph, n) for n in consumers):
+        return None  # not a root: its consumers' cluster takes it (a later sweep, if they fuse apart)
     members = _grow(graph, root)
     if len(members) < 2:
         return None

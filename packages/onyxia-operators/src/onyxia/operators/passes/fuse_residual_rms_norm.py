@@ -9,7 +9,7 @@ Any ``Add(a, b) -> SimplifiedLayerNormalization`` matches (the Gemma shape is th
 and opset 23's RMSNormalization too.
 
 Declines (reason logged, graph unchanged) when:
-- the norm is over anything but the last axis, or stash_type is not 1;
+- the norm is over anything but the last axis (stash_type is always 1: inference refuses the rest);
 - the scale's dtype differs from the sum's (SLN's output takes the scale's dtype, Skip* the input's);
 - neither Add operand has the sum's shape, or the other does not broadcast as a trailing suffix
   (the Skip* shader reads skip at ``index % numel(skip)``);
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 
 _MICROSOFT = "com.microsoft"
 _SKIP_NORM = "SkipSimplifiedLayerNormalization"
-_STASH_FLOAT = 1
 
 
 def _match(graph: IrGraph, norm: IrNode) -> Match | Decline | None:
@@ -47,15 +46,15 @@ def _match(graph: IrGraph, norm: IrNode) -> Match | Decline | None:
     if add is None:
         cast = producer(graph, x, ("Cast",))
         if cast is not None and producer(graph, cast.inputs[0], ("Add",)) is not None:
-            return Decline("the norm reads the sum through a Cast (float16 graph): it would see the unrounded sum", cast)
+            return Decline(
+                "the norm reads the sum through a Cast (float16 graph): it would see the unrounded sum", cast
+            )
         return None
     sum_t = graph.tensor(x)
     rank = len(sum_t.shape.dims) if not isinstance(sum_t.shape, Absent) else 0
     axis = int(norm.attributes.get("axis", -1))
     if rank == 0 or axis not in (-1, rank - 1):
         return Decline(f"axis {axis} is not the last axis of a rank-{rank} input", norm)
-    if int(norm.attributes.get("stash_type", _STASH_FLOAT)) != _STASH_FLOAT:
-        return Decline("stash_type is not 1 (float32 statistics)", norm)
     scale = graph.tensor(norm.inputs[1])  # type: ignore[arg-type]
     if sum_t.dtype not in FLOATS or scale.dtype != sum_t.dtype:
         return Decline(f"sum is {sum_t.dtype.short} and scale {scale.dtype.short}; both must be one float dtype", scale)

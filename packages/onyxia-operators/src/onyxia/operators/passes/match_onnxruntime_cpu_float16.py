@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 
-from onyxia.core import DataType, GraphBuilder, InferenceCtx, IrGraph, IrNode, OperatorRegistry, Stage, TensorDef
+from onyxia.core import DataType, GraphBuilder, InferenceCtx, IrGraph, IrNode, OperatorRegistry, Stage
 from onyxia.operators.passes._onnx_function_bodies import FUNCTION_BODIES
 
 __all__ = ["MatchOnnxruntimeCpuFloat16"]
@@ -100,7 +100,7 @@ class MatchOnnxruntimeCpuFloat16:
             len(inserted),
             removed,
         )
-        return bool(inlined or wrapped)
+        return bool(inlined or wrapped or removed)
 
 
 def _dtype(graph: IrGraph, t: int | None) -> DataType | None:
@@ -173,40 +173,34 @@ def _wrap(graph: IrGraph, node: IrNode, up_casts: dict[int, int]) -> list[IrNode
     """Run `node` in float32: Cast its float16 inputs up (one Cast per tensor, shared through `up_casts`)
     and its float16 outputs back down; returns the Casts it added."""
     casts = []
-    inputs = list(node.inputs)
-    for i, t in enumerate(node.inputs):
-        if t is not None and _dtype(graph, t) == F16:
-            if t not in up_casts:
-                casts.append(_cast(graph, t, graph.add_tensor(INSERTED + _name(graph, t), F32, _shape(graph, t)), node))
-                up_casts[t] = casts[-1].outputs[0]  # type: ignore[assignment]
-            inputs[i] = up_casts[t]
+    for t in dict.fromkeys(t for t in node.inputs if t is not None and _dtype(graph, t) == F16):
+        if t not in up_casts:
+            casts.append(_cast(graph, t, _twin(graph, t), before=node))
+            up_casts[t] = casts[-1].outputs[0]  # type: ignore[assignment]
+    inputs = [up_casts.get(t, t) for t in node.inputs]  # type: ignore[arg-type]
     attributes = dict(node.attributes)
     if attributes.get("dtype") == F16:  # generators (RandomNormalLike, EyeLike) name their output type
         attributes["dtype"] = int(F32)
-    twins = {
-        t: graph.add_tensor(INSERTED + _name(graph, t), F32, _shape(graph, t))
-        for t in node.outputs
-        if t is not None and _dtype(graph, t) == F16
-    }
-    outputs = [twins[t].id if t in twins else t for t in node.outputs]
+    twins = {t: _twin(graph, t) for t in node.outputs if t is not None and _dtype(graph, t) == F16}
+    outputs = [twins.get(t, t) for t in node.outputs]  # type: ignore[arg-type]
     opset = node.opset
     node = graph.replace_node(node, node.op_type, inputs, attributes, domain=node.domain, outputs=outputs)
     node.opset = opset
     after = _next_node(graph, node)
-    return casts + [_cast(graph, twin.id, t, after) for t, twin in twins.items()]
+    return casts + [_cast(graph, twin, t, before=after) for t, twin in twins.items()]
 
 
-def _cast(graph: IrGraph, source: int, target: TensorDef | int, before: IrNode | None) -> IrNode:
-    """An inserted `Cast(source) -> target` to target's dtype, placed before `before` (None: at the end)."""
+def _twin(graph: IrGraph, t: int) -> int:
+    """A float32 tensor shaped like float16 `t`, named as onnxruntime names the arg it inserts."""
+    tensor = graph.tensor(t)
+    return graph.add_tensor(INSERTED + tensor.name, F32, tensor.shape).id
+
+
+def _cast(graph: IrGraph, source: int, target: int, *, before: IrNode | None) -> IrNode:
+    """An inserted `Cast(source) -> target`, named after its float16 side (None `before`: at the end)."""
     to = graph.tensor(target).dtype
-    return graph.add_node(
-        "Cast",
-        [source],
-        [target],
-        {"to": int(to)},
-        name=INSERTED + graph.tensor(target if to == F16 else source).name,
-        before=before,
-    )
+    name = INSERTED + graph.tensor(target if to == F16 else source).name
+    return graph.add_node("Cast", [source], [target], {"to": int(to)}, name=name, before=before)
 
 
 def _remove_round_trips(graph: IrGraph, cast: IrNode, alive: set[int]) -> int:
@@ -267,14 +261,6 @@ _GROUPS = {
 
 def _bits(dtype: DataType) -> int:
     return 1 if dtype == DataType.BOOL else 16 if dtype == DataType.BFLOAT16 else dtype.itemsize * 8
-
-
-def _name(graph: IrGraph, t: int) -> str:
-    return graph.tensor(t).name
-
-
-def _shape(graph: IrGraph, t: int):
-    return graph.tensor(t).shape
 
 
 def _next_node(graph: IrGraph, node: IrNode) -> IrNode | None:

@@ -1,0 +1,115 @@
+"""com.onyxia MatMulGroup and GatedMatMul: several products of one activation in one dispatch.
+
+``MatMulGroup(a, w0, ..., wn-1) -> y0, ..., yn-1`` is ``y_s = a @ w_s`` (n <= 4), each w_s a 2-D [K, N_s]
+weight bound on its own: the `GroupMatMuls` pass makes it from the q/k/v and gate/up projections of a
+decoder layer, which on lavapipe cost a fixed overhead per dispatch each. ``GatedMatMul(a, w_gate, w_up)``
+(attribute `approximate`, as Gelu's) is ``Gelu(a @ w_gate) * (a @ w_up)``: the `FuseMlpGate` pass makes it
+from a gate/up group feeding an MLP's activation, so the gate and the product are never stored.
+
+The shader (matmul_group.wgsl) sums each output exactly as matmul.wgsl does, so a group's outputs equal the
+separate MatMuls'. Decode steps (one row) get a one-row block, so no invocation multiplies clamped rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, PlanningError, SymbolicDim, TensorType, ceil_div
+from onyxia.core import load_wgsl, shape_of
+from onyxia.core.shapes import dims_product
+from onyxia.operators.elementwise.numpy_math import gelu
+from onyxia.operators.layout import type_defs
+from onyxia.operators.typesets import FLOATS
+
+__all__ = ["MATMUL_GROUP", "MAX_SLOTS", "MatMulGroupOp"]
+
+_SOURCE = load_wgsl(__package__, "matmul_group.wgsl")
+MAX_SLOTS = 4  # weights per group: the shader's slots
+# Blocks as MatMulOp's (measured on lavapipe), plus one row for decode steps: a symbolic M plans both and
+# the one on the wrong side dispatches zero workgroups at run time.
+_MANY_ROWS = {"ROWS": 8, "WG_X": 16, "WG_Y": 4}
+_FEW_ROWS = {"ROWS": 4, "WG_X": 64, "WG_Y": 1}
+_ONE_ROW = {"ROWS": 1, "WG_X": 64, "WG_Y": 1}
+_FEW_ROWS_LIMIT = 16
+
+
+@dataclass(frozen=True)
+class MatMulGroupOp:
+    gated: bool = False
+    name: str = "MatMulGroup"
+
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        dtype, rows, ns = _checked(ctx, self.gated)
+        return [TensorType(dtype, shape_of([*rows, n])) for n in ns[: 1 if self.gated else None]]
+
+    def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
+        a, *weights = ctx.values()
+        if a is None or any(w is None for w in weights):
+            return None
+        products = [np.matmul(a.astype(np.float32), w.astype(np.float32)) for w in weights]  # type: ignore[union-attr]
+        if self.gated:
+            approximate = ctx.attr_str("approximate", "none")
+            gate = gelu(products[0].astype(a.dtype), approximate).astype(a.dtype)
+            return [gate * products[1].astype(a.dtype)]
+        return [p.astype(a.dtype) for p in products]
+
+    def plan(self, ctx: PlanCtx) -> None:
+        dtype, rows, ns = _checked(ctx, self.gated)
+        m, k = dims_product(rows), ctx.input_dims(0)[-1]
+        for i in range(1, len(ns) + 1):
+            if len(ctx.chunks(i, ns[i - 1] * dtype.gpu_numpy.itemsize)) > 1:
+                raise PlanningError(
+                    f"node '{ctx.node.name}' ({ctx.node.op_type}): input {i} exceeds one storage binding; "
+                    "GroupMatMuls leaves such weights to MatMul, which splits them"
+                )
+        outputs = 1 if self.gated else len(ns)
+        names = ["A", *(f"W{s}" for s in range(len(ns))), *(f"Y{s}" for s in range(outputs))]
+        defs: dict[str, object] = {**type_defs(T=dtype), **{f"BIND_{name}": i for i, name in enumerate(names)}}
+        defs |= {f"SLOT{s}": True for s in range(1, len(ns))}
+        if self.gated:
+            defs |= {"GATED": True, "GELU": ctx.attr_str("approximate", "none")}
+        dims: dict[str, SymbolicDim] = {"M": m, "K": k, **{f"N{s}": n for s, n in enumerate(ns)}}
+        reads = [ctx.input(i) for i in range(len(ns) + 1)]
+        writes = [ctx.output(s) for s in range(outputs)]
+        for block, share in _blocks(m):
+            per_slot = [ceil_div(n, 4 * block["WG_X"]) for n in ns]
+            starts = {f"G{s}": sum(per_slot[:s]) for s in range(1, len(ns))}  # type: ignore[misc]
+            groups = per_slot[0] if self.gated else sum(per_slot)  # type: ignore[arg-type]
+            shader = ctx.compile_shader("matmul/matmul_group", _SOURCE, {**defs, **block}, {**dims, **starts})
+            ctx.dispatch(shader, reads, writes, (groups * share, ceil_div(m, block["ROWS"] * block["WG_Y"]), 1))
+
+
+def _blocks(m: SymbolicDim) -> list[tuple[dict[str, int], SymbolicDim]]:
+    """(block shape, 0-or-1 share) of each dispatch: one for a static M, decode and rows for a symbolic one."""
+    if isinstance(m, int):
+        return [(_ONE_ROW if m == 1 else _FEW_ROWS if m <= _FEW_ROWS_LIMIT else _MANY_ROWS, 1)]
+    decode = 2 // (m + 1)  # type: ignore[operator]  # 1 for one row, 0 above
+    return [(_ONE_ROW, decode), (_FEW_ROWS, 1 - decode)]
+
+
+def _checked(ctx: NodeCtx, gated: bool) -> tuple[object, list[SymbolicDim], list[int]]:
+    """(dtype, a's leading dims, each weight's N), validated: a [..., K] and 2-D weights [K, N_s]."""
+    count = ctx.num_inputs - 1
+    if not 1 <= count <= MAX_SLOTS or (gated and count != 2):
+        raise ctx.error(f"has {count} weights; expected {'2' if gated else f'1 to {MAX_SLOTS}'}")
+    dtype = ctx.input_dtype(0)
+    if dtype not in FLOATS or ctx.input_rank(0) < 2:
+        raise ctx.error(f"input 0 must be a float tensor of rank >= 2, found {dtype.name.lower()}{ctx.input_shape(0)}")
+    k = ctx.input_dims(0)[-1]
+    ns = []
+    for i in range(1, count + 1):
+        dims = ctx.input_dims(i)
+        if len(dims) != 2 or not isinstance(dims[1], int) or ctx.input_dtype(i) != dtype or dims[0] != k:
+            raise ctx.error(f"input {i} has {ctx.input_dtype(i).name.lower()}{ctx.input_shape(i)}; expected {dtype.name.lower()}[{k}, N]")
+        ns.append(dims[1])
+    if gated and ns[0] != ns[1]:
+        raise ctx.error(f"gate and up weights have {ns[0]} and {ns[1]} columns; expected equal")
+    return dtype, list(ctx.input_dims(0)[:-1]), ns
+
+
+MATMUL_GROUP: dict[str, MatMulGroupOp] = {
+    "MatMulGroup": MatMulGroupOp(),
+    "GatedMatMul": MatMulGroupOp(gated=True, name="GatedMatMul"),
+}

@@ -1,0 +1,68 @@
+// com.onyxia RmsNormRotary: RMS-normalise each head of x, then rotate it as com.microsoft RotaryEmbedding does
+// (Gemma 3 / Qwen 3 q_norm and k_norm before RoPE). One workgroup per head: the sum of squares is reduced exactly
+// as normalization.wgsl reduces a SimplifiedLayerNormalization row of HEAD elements (same workgroup size, same
+// tree), and each normalised value is rounded to Y_T where the unfused norm would store it, so the result equals
+// the unfused norm followed by rotary.wgsl. Every invocation recomputes its rotation partner's normalised value.
+// Bindings: 0 in_x, 1 in_pos (position ids: int64 stored as i32), 2 in_cos, 3 in_sin, 4 in_scale (read),
+//       5 out_y.
+// Defs: X_T, COS_T, SIN_T, SCALE_T, Y_T  WGSL storage types (Y_T: the norm's output type, the scale's); F16 (flag)
+//       WORKGROUP_SIZE (a power of two: SimplifiedLayerNormalization's for a row of HEAD), EPSILON (f32 literal)
+//       INTERLEAVED, POS_OFFSET  as rotary.wgsl
+// Dims (literal when static, immediates when symbolic): HEADS_TOTAL (heads in x: elements / HEAD); HEAD, ROTARY,
+//       ROW, S, BATCH, POS_B_STRIDE, CACHE_W, MAX_POS as rotary.wgsl.
+// Dispatch: HEADS_TOTAL workgroups, 1-D (the runtime may split it into x, y).
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::reduce
+#import onyxia::rotary
+
+@group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
+@group(0) @binding(1) var<storage, read> in_pos: array<i32>;
+@group(0) @binding(2) var<storage, read> in_cos: array<#{COS_T}>;
+@group(0) @binding(3) var<storage, read> in_sin: array<#{SIN_T}>;
+@group(0) @binding(4) var<storage, read> in_scale: array<#{SCALE_T}>;
+@group(0) @binding(5) var<storage, read_write> out_y: array<#{Y_T}>;
+
+// Element d of the head at `base`, normalised and rounded as the norm stores it.
+fn normalized(base: u32, d: u32, inv_std: f32) -> f32 {
+    return f32(#{Y_T}(f32(in_x[base + d]) * inv_std * f32(in_scale[d])));
+}
+
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let head = wid.x + wid.y * nwg.x;
+    if (head >= #{HEADS_TOTAL}) {
+        return;  // uniform: the whole workgroup leaves together
+    }
+    let base = head * #{HEAD};
+    var squares = 0.0;
+    for (var d = lid; d < #{HEAD}; d += #{WORKGROUP_SIZE}u) {
+        let v = f32(in_x[base + d]);
+        squares += v * v;
+    }
+    let inv_std = 1.0 / sqrt(workgroup_sum(lid, squares) / f32(#{HEAD}) + f32(#{EPSILON}));
+    let s = (base / #{ROW}) % #{S};
+#ifdef POS_OFFSET
+    let position = in_pos[0] + i32(s);
+#else
+    let position = in_pos[(base / #{BATCH}) * #{POS_B_STRIDE} + s];
+#endif
+    // An id outside the cache is invalid input; clamping reads a real row instead of out of bounds.
+    let row = u32(clamp(position, 0, i32(#{MAX_POS}) - 1));
+    for (var d = lid; d < #{HEAD}; d += #{WORKGROUP_SIZE}u) {
+        let x = normalized(base, d, inv_std);
+        if (d >= #{ROTARY}) {
+            out_y[base + d] = #{Y_T}(x);  // partial rotary: the tail of the head passes through
+            continue;
+        }
+        let tap = rotary_tap(d, #{ROTARY}, #{INTERLEAVED});
+        let c = row * #{CACHE_W} + tap.cache;
+        let partner = normalized(base, tap.partner, inv_std);
+        out_y[base + d] = #{Y_T}(rotary_apply(x, partner, tap, f32(in_cos[c]), f32(in_sin[c])));
+    }
+}

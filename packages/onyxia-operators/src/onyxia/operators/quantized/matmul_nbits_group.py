@@ -1,0 +1,56 @@
+"""com.onyxia MatMulNBitsGroup and GatedMatMulNBits: several MatMulNBits of one activation in one dispatch.
+
+``MatMulNBitsGroup(A, B0, scales0, zero_points0, bias0, B1, ...) -> Y0, Y1, ...`` computes each
+com.microsoft MatMulNBits ``Y_s = MatMulNBits(A, B_s, scales_s, zero_points_s, bias_s)`` (four inputs per
+weight, any of zero_points / bias empty; attributes K, bits, block_size, accuracy_level as MatMulNBits', and
+`N` the list of each weight's N). Every weight keeps its own bindings; at accuracy_level 4 A is quantized
+once for all of them. ``GatedMatMulNBits`` (two weights, no bias, attribute `approximate` as Gelu's) is
+``Gelu(Y_0) * Y_1``, one output. The `GroupMatMuls` and `FuseMlpGate` passes produce them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onyxia.core import InferenceCtx, NodeCtx, OperatorBase, PlanCtx, TensorType, shape_of
+from onyxia.operators.quantized.matmul_nbits import plan_products
+from onyxia.operators.quantized.matmul_nbits_layout import A, Slot, group_slots, nbits_layout
+
+__all__ = ["MATMUL_NBITS_GROUP", "MatMulNBitsGroupOp"]
+
+MAX_SLOTS = 4  # the shader's slots
+
+
+@dataclass(frozen=True)
+class MatMulNBitsGroupOp(OperatorBase):
+    gated: bool = False
+    name: str = "MatMulNBitsGroup"
+
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        slots = _slots(ctx, self.gated)
+        nbits_layout(ctx, slots)
+        dims = ctx.input_dims(A)[:-1]
+        return [TensorType(ctx.input_dtype(A), shape_of([*dims, s.n])) for s in slots[: 1 if self.gated else None]]
+
+    def plan(self, ctx: PlanCtx) -> None:
+        slots = _slots(ctx, self.gated)
+        gelu = ctx.attr_str("approximate", "none") if self.gated else None
+        plan_products(ctx, nbits_layout(ctx, slots), slots, gelu)
+
+
+def _slots(ctx: NodeCtx, gated: bool) -> list[Slot]:
+    ns = ctx.attr_ints("N")
+    if not 1 <= len(ns) <= MAX_SLOTS or (gated and (len(ns) != 2 or ns[0] != ns[1])):
+        raise ctx.error(f"attribute N = {ns}; expected {'two equal counts' if gated else f'1 to {MAX_SLOTS} counts'}")
+    if ctx.num_inputs > 1 + 4 * len(ns):
+        raise ctx.error(f"has {ctx.num_inputs} inputs; expected at most 1 + 4 * {len(ns)} (A, then B, scales, zero_points, bias per weight)")
+    slots = group_slots(ns)
+    if gated and any(ctx.has_input(s.bias) for s in slots):
+        raise ctx.error("a gated product takes no bias")
+    return slots
+
+
+MATMUL_NBITS_GROUP: dict[str, MatMulNBitsGroupOp] = {
+    "MatMulNBitsGroup": MatMulNBitsGroupOp(),
+    "GatedMatMulNBits": MatMulNBitsGroupOp(gated=True, name="GatedMatMulNBits"),
+}

@@ -1,0 +1,222 @@
+"""Dims changes committed incrementally: the layout and program equal a full re-layout's, results stay
+right, and the full path runs only where a buffer grows. Also the encoders: state skipping, and the
+native encoder against the public one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from runtime_plans import SCALE_WGSL, ElementwiseSpec, build_plan
+
+import onyxia.runtime.executor as executor_module
+from onyxia.core import CompiledModel, DataType, PlanCtx, SymbolicExpr, ceil_div
+from onyxia.core.symbolic import evaluate_dim
+from onyxia.runtime import PlanExecutor, Runtime
+from onyxia.runtime.incremental import compile_dims
+from onyxia.runtime.layout import evaluate_layout
+from onyxia.runtime.native_encode import native_encoder
+from onyxia.runtime.program import Program, build_program, encode
+
+GATHER_WGSL = """
+@group(0) @binding(0) var<storage, read> x: array<i32>;
+@group(0) @binding(1) var<storage, read> w: array<i32>;
+@group(0) @binding(2) var<storage, read_write> y: array<i32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lid: u32) {
+    if (lid < 3u) {
+        y[lid] = w[lid];
+    }
+}
+"""
+
+
+def _scale(ctx: PlanCtx, src: object, dst: object, n: object, expr: str) -> None:
+    defs = {"T": "f32", "OUT_T": "f32", "EXPR": expr, "WG": 64, "HEADER": ""}
+    shader = ctx.compile_shader("scale", SCALE_WGSL, defs, {"N": n})
+    ctx.dispatch(shader, [src], [dst], ceil_div(n, 64))  # type: ignore[arg-type, list-item]
+
+
+def _decode_like_plan() -> CompiledModel:
+    """Two dims like a decoder's: `n` (new tokens, bound by the input) and `p` (past, bound by hand).
+
+    y = 2x; z = y's upper half then x's lower half (two copies, the second 0-size at n = 1);
+    t = [0, 1, ..., p + n - 1] (a buffer that grows with p); s = the SYMBOLIC values [n, p + n, -7]."""
+    spec = ElementwiseSpec()
+    spec.input("x", DataType.FLOAT, ["n"])
+    shape_value = spec.symbolic("shape", ["n", "p + n", -7])
+    spec.output("y", DataType.FLOAT, ["n"])
+    spec.output("z", DataType.FLOAT, ["n"])
+    spec.output("t", DataType.FLOAT, ["p + n"])
+    spec.output("s", DataType.INT64, [3])
+    n, p = SymbolicExpr.name("n"), SymbolicExpr.name("p")
+
+    def plan(ctx: PlanCtx) -> None:
+        _scale(ctx, ctx.input(0), ctx.output(0), n, "x[i] * 2.0")
+        half = n // 2
+        ctx.copy(ctx.output(0), ctx.output(1), (n - half) * 4, half * 4, 0)
+        ctx.copy(ctx.input(0), ctx.output(1), half * 4, 0, (n - half) * 4)
+        _scale(ctx, ctx.input(0), ctx.output(2), p + n, "f32(i)")
+        shader = ctx.compile_shader("gather", GATHER_WGSL, {}, {})
+        ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(3)], 1)
+
+    return build_plan(spec, plan, [shape_value])
+
+
+def _expected(x: np.ndarray, p: int) -> dict[str, np.ndarray]:
+    n, y = len(x), x * 2
+    return {
+        "y": y,
+        "z": np.concatenate([y[n // 2 :], x[: n // 2]]),
+        "t": np.arange(p + n, dtype=np.float32),
+        "s": np.array([n, p + n, -7], np.int64),
+    }
+
+
+def _assert_matches_full_relayout(executor: PlanExecutor) -> None:
+    """White box: the committed layout and program are those a full re-layout would build now."""
+    layout = executor._layout
+    assert layout is not None
+    full = evaluate_layout(executor.compiled, executor._flat, executor.dims, executor.ctx, executor._names)
+    assert layout.steps == full.steps
+    assert layout.buffer_bytes == full.buffer_bytes
+    assert layout.output_shapes == full.output_shapes
+    assert layout.symbolic.keys() == full.symbolic.keys()
+    for ref, array in full.symbolic.items():
+        np.testing.assert_array_equal(layout.symbolic[ref], array)
+    rebuilt = build_program(executor._flat, executor._states, full, executor._pool)
+    assert executor._program.segments == rebuilt.segments
+    assert executor._program.dispatches == rebuilt.dispatches
+
+
+def test_incremental_updates_match_a_full_relayout(any_runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    full_layouts = []
+    original = executor_module.evaluate_layout
+    monkeypatch.setattr(executor_module, "evaluate_layout", lambda *a: full_layouts.append(a) or original(*a))
+    executor = any_runtime.load_model(_decode_like_plan(), dims={"p": 0})
+    modules, pipelines = executor.stats.shader_modules_created, executor.stats.pipelines_created
+    rng = np.random.default_rng(0)
+    # prefill, decode steps (p + 1 each, n = 1: the second copy becomes 0-size), a shrink, growth past
+    # the allocation (full path), decode again, and back to a prefill
+    schedule = [(5, 0), (1, 5), (1, 6), (1, 7), (2, 8), (1, 10), (1, 0), (3, 3000), (1, 3003), (1, 3004), (6, 1)]
+    for n, p in schedule:
+        executor.update_dimensions({"p": p})
+        x = rng.standard_normal(n).astype(np.float32)
+        out = executor.run({"x": x})
+        for name, expected in _expected(x, p).items():
+            np.testing.assert_array_equal(out[name], expected, err_msg=f"{name} at n={n}, p={p}")
+        _assert_matches_full_relayout(executor)
+    assert executor.stats.shader_modules_created == modules
+    assert executor.stats.pipelines_created == pipelines
+    # full re-layouts only for the first dims and where a buffer outgrew its allocation: t at p = 5 and
+    # p = 3000 (set before the run binds the new n), x and y at n = 6
+    assert [a[2] for a in full_layouts] == [{"n": 5, "p": 0}, {"n": 5, "p": 5}, {"n": 1, "p": 3000}, {"n": 6, "p": 1}]
+
+
+def test_preallocated_executor_never_takes_the_full_path(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    executor = runtime.load_model(_decode_like_plan(), dims={"p": 0}, max_dims={"n": 8, "p": 64})
+    executor.run({"x": np.ones(8, np.float32)})
+    bind_groups = executor.stats.bind_groups_created
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("full re-layout on a decode step")
+
+    monkeypatch.setattr(executor_module, "evaluate_layout", refuse)
+    for p in range(8, 40):
+        executor.update_dimensions({"p": p})
+        out = executor.run({"x": np.full(1, p, np.float32)})
+        np.testing.assert_array_equal(out["t"], np.arange(p + 1, dtype=np.float32))
+        np.testing.assert_array_equal(out["s"], [1, p + 1, -7])
+    assert executor.stats.bind_groups_created == bind_groups  # no range moved, no buffer reallocated
+
+
+@pytest.mark.parametrize(
+    "text", ["a", "a + 3", "(a + 63) / 64", "a * b - 7", "(a - b) / 3", "(a - b) % 3", "a % 5 * (b + 1) / 2"]
+)
+def test_compiled_dims_equal_evaluate_dim(text: str) -> None:
+    dim = SymbolicExpr.parse(text)
+    fn = compile_dims([dim, 4, None, (dim, dim)])
+    for a, b in [(0, 0), (1, 9), (10, 3), (64, 65), (1000, 1)]:
+        value = evaluate_dim(dim, {"a": a, "b": b})
+        assert fn({"a": a, "b": b}) == (value, 4, None, (value, value))
+
+
+def test_compiled_dims_raise_like_python() -> None:
+    fn = compile_dims([SymbolicExpr.parse("a / b")])
+    with pytest.raises(ZeroDivisionError):
+        fn({"a": 1, "b": 0})
+    with pytest.raises(KeyError):
+        fn({"a": 1})
+
+
+class _Pass:
+    """A compute pass that records its calls."""
+
+    def __init__(self, calls: list[tuple[object, ...]]) -> None:
+        self.calls = calls
+
+    def __getattr__(self, name: str) -> object:
+        return lambda *args: self.calls.append((name, *args))
+
+
+class _Encoder(_Pass):
+    def begin_compute_pass(self) -> _Pass:
+        self.calls.append(("begin_compute_pass",))
+        return _Pass(self.calls)
+
+
+def test_encode_skips_state_the_pass_already_holds() -> None:
+    a, b, g1, g2 = "pipeline a", "pipeline b", "group 1", "group 2"
+    program = Program(
+        segments=[
+            (
+                True,
+                [
+                    (a, g1, None, b"\x01", 1, 4, 1, 1),
+                    (a, g1, None, b"\x01", 1, 8, 1, 1),
+                    (a, g2, None, b"\x02", 1, 1, 1, 1),
+                ],
+            ),
+            (False, ("src", 0, "dst", 0, 16)),
+            (True, [(a, g2, None, b"\x02", 1, 1, 1, 1), (b, g2, None, b"\x02", 1, 2, 1, 1)]),
+        ],
+        dispatches=5,
+    )
+    calls: list[tuple[object, ...]] = []
+    encode(_Encoder(calls), program)  # type: ignore[arg-type]
+    assert calls == [
+        ("begin_compute_pass",),
+        ("set_pipeline", a),
+        ("set_bind_group", 0, g1),
+        ("set_immediates", 0, b"\x01", 0, 1),
+        ("dispatch_workgroups", 4, 1, 1),
+        ("dispatch_workgroups", 8, 1, 1),  # same pipeline, group and immediates: nothing set again
+        ("set_bind_group", 0, g2),
+        ("set_immediates", 0, b"\x02", 0, 1),
+        ("dispatch_workgroups", 1, 1, 1),
+        ("end",),
+        ("copy_buffer_to_buffer", "src", 0, "dst", 0, 16),
+        ("begin_compute_pass",),  # a new pass holds no state
+        ("set_pipeline", a),
+        ("set_bind_group", 0, g2),
+        ("set_immediates", 0, b"\x02", 0, 1),
+        ("dispatch_workgroups", 1, 1, 1),
+        ("set_pipeline", b),  # immediates are set again after a pipeline change
+        ("set_immediates", 0, b"\x02", 0, 1),
+        ("dispatch_workgroups", 2, 1, 1),
+        ("end",),
+    ]
+
+
+def test_native_encoder_matches_the_public_api(any_runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    native = any_runtime.load_model(_decode_like_plan(), dims={"p": 3})
+    public = any_runtime.load_model(_decode_like_plan(), dims={"p": 3})
+    assert native._encode is not encode, "wgpu-native's entry points were not found"
+    public._encode = encode
+    for n in (5, 1, 2):
+        x = np.arange(n, dtype=np.float32)
+        a, b = native.run({"x": x}), public.run({"x": x})
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name])
+    monkeypatch.setenv("ONYXIA_NATIVE_ENCODE", "0")
+    assert native_encoder(any_runtime.ctx.device) is None
