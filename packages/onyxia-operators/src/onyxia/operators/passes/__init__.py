@@ -9,7 +9,10 @@ from onyxia.operators.passes.eliminate_common_subexpressions import CommonSubexp
 from onyxia.operators.passes.eliminate_dead_code import DeadCodeEliminationPass
 from onyxia.operators.passes.fold_transpose_into_matmul import FoldTransposeIntoMatMul
 from onyxia.operators.passes.fuse_elementwise import ElementwiseFusionPass, FuseElementwise
+from onyxia.operators.passes.fuse_mlp_gate import FuseMlpGate
 from onyxia.operators.passes.fuse_residual_rms_norm import FuseResidualRmsNorm
+from onyxia.operators.passes.fuse_rms_norm_into_rotary import FuseRmsNormIntoRotary
+from onyxia.operators.passes.group_matmuls import GroupMatMuls
 from onyxia.operators.passes.match_onnxruntime_cpu_float16 import MatchOnnxruntimeCpuFloat16
 
 __all__ = [
@@ -20,7 +23,10 @@ __all__ = [
     "ElementwiseFusionPass",
     "FoldTransposeIntoMatMul",
     "FuseElementwise",
+    "FuseMlpGate",
     "FuseResidualRmsNorm",
+    "FuseRmsNormIntoRotary",
+    "GroupMatMuls",
     "MatchOnnxruntimeCpuFloat16",
     "cleanup_passes",
     "default_passes",
@@ -38,10 +44,14 @@ def default_passes() -> list[Pass]:
     Rewrites first, then the cleanup: CSE merging two Transposes would give the merged one two
     consumers, which FoldTransposeIntoMatMul (like most fusions) declines. FuseElementwise comes after
     the cleanup (a duplicated chain is merged before it is fused, a dead one removed) and after the
-    rewrites that match single elementwise nodes. Aliasing is PLANNING, after every rewrite."""
+    rewrites that match single elementwise nodes (FuseMlpGate takes an MLP's Gelu and Mul into the
+    gate/up group GroupMatMuls made). Aliasing is PLANNING, after every rewrite."""
     return [
         CancelTransposes(),
         FoldTransposeIntoMatMul(),
+        GroupMatMuls(),
+        FuseMlpGate(),
+        FuseRmsNormIntoRotary(),
         FuseResidualRmsNorm(),
         cleanup_passes(),
         FuseElementwise(),

@@ -31,7 +31,15 @@ fn gelu_tanh(x: f32) -> f32 {
 }
 
 // WGSL pow is undefined for a negative base; ONNX (like C pow) defines it for integral exponents.
+// onnxruntime special-cases the exponents 2 and 3 as products (Gelu's tanh form cubes its input),
+// so do the same to round identically.
 fn pow_f32(a: f32, b: f32) -> f32 {
+    if (b == 2.0) {
+        return a * a;
+    }
+    if (b == 3.0) {
+        return a * a * a;
+    }
     let magnitude = pow(abs(a), b);
     let odd = b == floor(b) && (abs(b) % 2.0) == 1.0;
     if (a >= 0.0) {
