@@ -170,6 +170,23 @@ def test_broadcasting_where_and_clip_match_onnxruntime() -> None:
     check_model(model, feeds)
 
 
+def test_two_input_variadic_rows_fuse_and_three_inputs_do_not() -> None:
+    """The float16 exports' inlined Gelu adds with Sum; a three-input Sum keeps its own plan."""
+    nodes = [
+        helper.make_node("Mul", ["x", "w"], ["m"]),
+        helper.make_node("Sum", ["x", "m"], ["s"]),
+        helper.make_node("Max", ["s", "zero"], ["r"]),
+        helper.make_node("Mean", ["r", "x"], ["y"]),
+        helper.make_node("Sum", ["y", "x", "w"], ["z"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0, np.float32), "zero")]
+    inputs = [_vi("x", TensorProto.FLOAT, [3, 4]), _vi("w", TensorProto.FLOAT, [4])]
+    model = _model(nodes, inputs, inits, ["z"])
+    assert _ops(model) == ["FusedElementwise", "Sum"]
+    feeds = {"x": RNG.standard_normal((3, 4)).astype(np.float32), "w": RNG.standard_normal(4).astype(np.float32)}
+    check_model(model, feeds)
+
+
 def test_int64_and_bool_chains_match_onnxruntime() -> None:
     """int64 lives as i32 and bool as u32 0/1: Mod -> Equal (bool) -> Cast(int64) -> Add, and a bool output."""
     nodes = [

@@ -161,7 +161,8 @@ class PlanExecutor:
         self.keep_resident([name])
         spec = next(s for s in self._inputs.specs if s.name == name)
         data = to_gpu(f"input '{name}'", spec.dtype, array, InputError)
-        self._pool.ensure(spec.ref, data.nbytes)
+        if self._pool.ensure(spec.ref, data.nbytes):
+            self._layout = None  # bind groups name the old buffer: the next run commits in full
         self._pool.write(spec.ref, data)
 
     def run(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None = None) -> dict[str, np.ndarray]:
@@ -307,7 +308,7 @@ class PlanExecutor:
         rebinds every dispatch bound to it: the full path does that."""
         layout, pool = delta.layout, self._pool
         self._layout = None  # a commit that fails half way must not leave a stale program in use
-        if any(pool.ensure(ref, layout.buffer_bytes[ref]) for ref in delta.buffers):
+        if any(pool.ensure(ref, layout.buffer_bytes[ref]) for ref in delta.grown):
             return False
         for ref in delta.symbolic:
             pool.write(ref, layout.symbolic[ref])

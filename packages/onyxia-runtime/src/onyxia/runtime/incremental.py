@@ -8,11 +8,13 @@ instead of walking `SymbolicExpr` trees. A step is also re-checked when a buffer
 size, since its range checks read that size.
 
 `update` mirrors `layout.evaluate_layout` on the affected items and returns None whenever its own
-checks fail (a violated constraint, a range out of bounds, a negative size) and raises what the
+checks fail (a violated constraint, a range out of bounds, a negative size), or raises what the
 compiled code raises (a zero division): the executor then takes the full path, which raises with
-the message that names node and tensor. So this module only
-has to be right about values, never about error text. Buffers that must grow are the executor's
-to notice (`BufferPool.ensure` says so); it then commits the full path too.
+the message that names node and tensor, so this module only has to be right about values, never
+about error text. Sizes are kept by buffer slot (a list, not a `BufferRef` dict: hashing the
+frozen dataclass cost more than the arithmetic), with the largest size each buffer has been
+committed at; only a buffer above that can need to grow, so only those go to `BufferPool.ensure`,
+and a reallocation sends the executor down the full path too (it rebinds every dispatch).
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ def _source(dim: SymbolicDim | None) -> str:
         return "None"
     if isinstance(dim, Integral):
         return repr(int(dim))
+    assert isinstance(dim, SymbolicExpr)
     if dim.is_name:
         return f"d[{str(dim.args[0])!r}]"  # repr: a dim name can never break out of the string literal
-    a, b = (_source(x) for x in dim.args)  # type: ignore[arg-type]
+    a, b = (_source(x) for x in dim.args)  # type: ignore[arg-type]  # args of a non-name are dims
     return f"({a} {_OPS[dim.op]} {b})"
 
 
@@ -79,6 +82,7 @@ class _StepItem(_Item):
     """A step, with what turning its numbers into values needs, looked up once."""
 
     step: Dispatch | CopyBuffer
+    slots: tuple[int, ...]  # buffer slot per binding (a copy: source, destination)
     where: str = ""
     words: tuple[int, ...] = ()  # immediates block index of each field
     pack: Callable[..., bytes] = bytes
@@ -87,12 +91,16 @@ class _StepItem(_Item):
 
 @dataclass
 class Delta:
-    """`layout` for the new dims, and what moved: buffer sizes, SYMBOLIC tensors, flat step values."""
+    """`layout` for the new dims, and what moved: buffer sizes (`grown`: those above any size this
+    layout's history committed, which `BufferPool.ensure` must see), SYMBOLIC tensors, step values."""
 
     layout: DimsLayout
     buffers: list[BufferRef] = field(default_factory=list)
+    grown: list[BufferRef] = field(default_factory=list)
     symbolic: list[BufferRef] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)  # logical bytes by buffer slot
+    peaks: list[int] = field(default_factory=list)  # largest committed bytes by slot: allocated at least
 
 
 @dataclass(frozen=True)
@@ -108,10 +116,15 @@ class IncrementalLayout:
     """Dependency index of one plan; `update` turns a committed layout into the layout for new dims."""
 
     def __init__(self, plan: CompiledModel, flat: list[FlatStep], ctx: DeviceContext) -> None:
-        self.plan, self.flat, self.ctx = plan, flat, ctx
-        self._buffers = [_item(BufferRef(tensor=t.id), t.nbytes) for t in plan.tensors.values()]
-        self._buffers += [_item(BufferRef(scratch=s.id), s.size) for op in plan.operations for s in op.scratch]
-        self._steps = [_step_item(i, fs) for i, fs in enumerate(flat) if isinstance(fs.step, (Dispatch, CopyBuffer))]
+        self.plan, self.ctx = plan, ctx
+        sized = [(BufferRef(tensor=t.id), t.nbytes) for t in plan.tensors.values()]
+        sized += [(BufferRef(scratch=s.id), s.size) for op in plan.operations for s in op.scratch]
+        self._refs = [ref for ref, _ in sized]  # buffers by slot: steps index sizes by int, not by BufferRef
+        slot = {ref: i for i, ref in enumerate(self._refs)}
+        self._buffers = [_item(i, nbytes) for i, (_, nbytes) in enumerate(sized)]
+        self._steps = [
+            _step_item(i, fs, slot) for i, fs in enumerate(flat) if isinstance(fs.step, (Dispatch, CopyBuffer))
+        ]
         self._constraints = [_item(i, (a, b)) for i, (a, b, _) in enumerate(plan.constraints)]
         self._outputs = [_item(tid, tuple(plan.tensors[tid].dims)) for tid in dict.fromkeys(plan.outputs)]
         self._symbolic = [
@@ -119,11 +132,12 @@ class IncrementalLayout:
             for t in plan.tensors.values()
             if t.role is TensorRole.SYMBOLIC and t.data is not None
         ]
-        self._reads: dict[BufferRef, list[int]] = {}  # buffer -> flat steps whose checks read its size
-        for i, fs in enumerate(flat):
-            for ref in _step_buffers(fs):
-                self._reads.setdefault(ref, []).append(i)
+        self._reads: dict[int, set[int]] = {}  # buffer slot -> flat steps whose checks read its size
+        for item in self._steps:
+            for i in item.slots:
+                self._reads.setdefault(i, set()).add(item.key)  # type: ignore[arg-type]
         self._cache: dict[frozenset[str], _Affected] = {}
+        self._last: Delta | None = None  # the latest delta: its sizes carry over once it is committed
 
     def update(self, base: DimsLayout, dims: Mapping[str, int]) -> Delta | None:
         """What `dims` change relative to `base` (the committed layout), or None where the full path
@@ -134,15 +148,11 @@ class IncrementalLayout:
             a, b = item.fn(dims)
             if a != b or a < 0:
                 return None
-        delta = Delta(DimsLayout(dict(dims), dict(base.buffer_bytes), list(base.steps), dict(base.symbolic), {}))
-        layout = delta.layout
-        for item in affected.buffers:
-            (nbytes,) = item.fn(dims)
-            if nbytes < 0:
-                return None
-            if nbytes != layout.buffer_bytes[item.key]:  # type: ignore[index]
-                layout.buffer_bytes[item.key] = nbytes  # type: ignore[index]
-                delta.buffers.append(item.key)  # type: ignore[arg-type]
+        layout = DimsLayout(dict(dims), dict(base.buffer_bytes), list(base.steps), dict(base.symbolic), {})
+        sizes, peaks = self._carried(base)
+        delta = Delta(layout, sizes=sizes, peaks=peaks)
+        if not self._resize(affected.buffers, dims, delta):
+            return None
         layout.output_shapes = dict(base.output_shapes)
         for item in affected.outputs:
             shape = item.fn(dims)
@@ -155,18 +165,44 @@ class IncrementalLayout:
             delta.symbolic.append(ref)
         for item in affected.steps:
             index: int = item.key  # type: ignore[assignment]
-            values = self._step_values(item, item.fn(dims), layout.buffer_bytes)
+            values = self._step_values(item, item.fn(dims), delta.sizes)  # type: ignore[arg-type]
             if values is None:
                 return None
             if values != base.steps[index]:
                 layout.steps[index] = values
                 delta.steps.append(index)
+        self._last = delta
         return delta
+
+    def _carried(self, base: DimsLayout) -> tuple[list[int], list[int]]:
+        """(sizes, peaks) by slot for `base`: carried over from the delta that produced it, else read
+        from a full layout, whose sizes the full path has just allocated."""
+        last = self._last
+        if last is not None and last.layout is base:
+            return list(last.sizes), list(last.peaks)
+        sizes = [base.buffer_bytes[ref] for ref in self._refs]
+        return sizes, list(sizes)
+
+    def _resize(self, buffers: tuple[_Item, ...], dims: Mapping[str, int], delta: Delta) -> bool:
+        sizes, peaks = delta.sizes, delta.peaks
+        for item in buffers:
+            (nbytes,) = item.fn(dims)
+            slot: int = item.key  # type: ignore[assignment]
+            if nbytes < 0:
+                return False
+            if nbytes != sizes[slot]:
+                ref = self._refs[slot]
+                sizes[slot] = delta.layout.buffer_bytes[ref] = nbytes
+                delta.buffers.append(ref)
+                if nbytes > peaks[slot]:
+                    peaks[slot] = nbytes
+                    delta.grown.append(ref)
+        return True
 
     def _affected(self, changed: frozenset[str]) -> _Affected:
         if changed not in self._cache:
             buffers = tuple(b for b in self._buffers if b.symbols & changed)
-            reread = {i for b in buffers for i in self._reads.get(b.key, ())}  # type: ignore[call-overload]
+            reread = set().union(*(self._reads.get(b.key, ()) for b in buffers))  # type: ignore[call-overload]
             steps = tuple(s for s in self._steps if s.symbols & changed or s.key in reread)
             pick = lambda items: tuple(x for x in items if x.symbols & changed)
             self._cache[changed] = _Affected(
@@ -180,9 +216,9 @@ class IncrementalLayout:
         logical = np.array(item.fn(dims), dtype=np.int64).reshape(shape).astype(t.dtype.numpy)
         return to_gpu(f"SYMBOLIC tensor '{t.name}'", t.dtype, logical, InputError)
 
-    def _step_values(self, item: _StepItem, raw: tuple, sizes: Mapping[BufferRef, int]) -> StepValues:
+    def _step_values(self, item: _StepItem, raw: tuple, sizes: list[int]) -> StepValues:
         if isinstance(item.step, CopyBuffer):
-            return _copy_values(item.step, raw, sizes)
+            return _copy_values(item.slots, raw, sizes)
         counts, fields, ranges = raw
         limit = self.ctx.max_workgroups
         if min(counts) <= 0 or max(counts) > limit:  # the common case, (x, y, z) as issued, skips the call
@@ -196,16 +232,17 @@ class IncrementalLayout:
             if not 0 <= value <= 0xFFFFFFFF:
                 return None
             block[word] = value
-        checked = self._ranges(item.step, ranges, sizes)
+        checked = self._ranges(item.slots, ranges, sizes)
         if checked is None:
             return None
         return DispatchValues(counts, item.pack(*block), checked)
 
-    def _ranges(self, step: Dispatch, ranges: tuple, sizes: Mapping[BufferRef, int]) -> tuple | None:
+    def _ranges(self, slots: tuple[int, ...], ranges: tuple, sizes: list[int]) -> tuple | None:
+        """`layout`'s binding checks; padded_nbytes is inlined on this hot path."""
         limit, alignment = self.ctx.max_binding_size, self.ctx.offset_alignment
         out = []
-        for b, (offset, size) in zip(step.bindings, ranges):
-            available = max(4, (sizes[b.buffer] + 3) // 4 * 4)  # padded_nbytes, inlined on this hot path
+        for slot, (offset, size) in zip(slots, ranges):
+            available = max(4, (sizes[slot] + 3) // 4 * 4)
             if offset < 0 or offset % alignment:
                 return None
             if size is None:
@@ -219,12 +256,12 @@ class IncrementalLayout:
         return tuple(out)
 
 
-def _copy_values(step: CopyBuffer, raw: tuple, sizes: Mapping[BufferRef, int]) -> CopyValues | None:
+def _copy_values(slots: tuple[int, ...], raw: tuple, sizes: list[int]) -> CopyValues | None:
     size, src_offset, dst_offset = raw
     if min(raw) < 0 or size % 4 or src_offset % 4 or dst_offset % 4:
         return None
-    for ref, offset in ((step.src, src_offset), (step.dst, dst_offset)):
-        if size and offset + size > padded_nbytes(sizes[ref]):
+    for slot, offset in zip(slots, (src_offset, dst_offset)):
+        if size and offset + size > padded_nbytes(sizes[slot]):
             return None
     return CopyValues(size, src_offset, dst_offset)
 
@@ -235,11 +272,11 @@ def _item(key: object, exprs: object) -> _Item:
     return _Item(key, _names(exprs), compile_dims(exprs))
 
 
-def _step_item(index: int, fs: FlatStep) -> _StepItem:
+def _step_item(index: int, fs: FlatStep, slot: Mapping[BufferRef, int]) -> _StepItem:
     step = fs.step
     if isinstance(step, CopyBuffer):
         exprs: tuple = (step.size, step.src_offset, step.dst_offset)
-        return _StepItem(index, _names(exprs), compile_dims(exprs), step)
+        return _StepItem(index, _names(exprs), compile_dims(exprs), step, (slot[step.src], slot[step.dst]))
     assert isinstance(step, Dispatch)
     ranges = tuple((b.offset, b.size) for b in step.bindings)
     exprs = (tuple(step.workgroups), tuple(f.value for f in fs.fields), ranges)
@@ -249,16 +286,9 @@ def _step_item(index: int, fs: FlatStep) -> _StepItem:
         _names(exprs),
         compile_dims(exprs),
         step,
+        tuple(slot[b.buffer] for b in step.bindings),
         f"node '{fs.node}'",
         tuple(f.offset // 4 for f in fs.fields),
         struct.Struct(f"={words}I").pack,  # native order, as `layout` packs through numpy
         (0,) * words,
     )
-
-
-def _step_buffers(fs: FlatStep) -> list[BufferRef]:
-    if isinstance(fs.step, Dispatch):
-        return [b.buffer for b in fs.step.bindings]
-    if isinstance(fs.step, CopyBuffer):
-        return [fs.step.src, fs.step.dst]
-    return []

@@ -55,7 +55,7 @@ def native_encoder(device: wgpu.GPUDevice) -> Encoder | None:
             compute = encoder.begin_compute_pass()
             handle = compute._internal  # type: ignore[attr-defined]
             bound_pipeline = bound_group = bound_immediates = None
-            for pipeline, group, uniform, immediates, nbytes, x, y, z in commands:  # type: ignore[misc]
+            for pipeline, group, uniform, immediates, nbytes, x, y, z in commands:  # type: ignore[misc, attr-defined]
                 if pipeline is not bound_pipeline:
                     set_pipeline(handle, pipeline._internal)
                     bound_pipeline, bound_immediates = pipeline, None

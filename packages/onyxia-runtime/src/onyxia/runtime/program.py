@@ -173,7 +173,7 @@ def encode(encoder: wgpu.GPUCommandEncoder, program: Program) -> None:
             continue
         compute = encoder.begin_compute_pass()
         bound_pipeline = bound_group = bound_immediates = None
-        for pipeline, group, uniform, immediates, nbytes, x, y, z in commands:  # type: ignore[misc]
+        for pipeline, group, uniform, immediates, nbytes, x, y, z in commands:  # type: ignore[misc, attr-defined]
             if pipeline is not bound_pipeline:
                 compute.set_pipeline(pipeline)
                 bound_pipeline, bound_immediates = pipeline, None

@@ -33,11 +33,13 @@ class OnyxiaRunner:
         from onyxia.runtime import Runtime
 
         marks: dict[str, float] = {}
+
+        def mark(phase: str) -> None:
+            marks.setdefault(phase, time.perf_counter())
+
         started = time.perf_counter()
         runtime = Runtime(profiling=self.profile)
-        self.session = LlmSession.from_pretrained(
-            self.model_dir, self.precision, runtime=runtime, progress=lambda phase: marks.setdefault(phase, _now())
-        )
+        self.session = LlmSession.from_pretrained(self.model_dir, self.precision, runtime=runtime, progress=mark)
         ready = time.perf_counter()
         parsing, uploading, warming = marks["parsing"], marks["uploading weights"], marks["warming up"]
         return {
@@ -118,7 +120,3 @@ def summarize_profiles(profiles: list[Any], top: int = PROFILE_TOP) -> dict[str,
             for (node, t), (ms, _) in nodes[:top]
         ],
     }
-
-
-def _now() -> float:
-    return time.perf_counter()

@@ -81,7 +81,7 @@ class OrtRunner:
 
     def load(self) -> dict[str, Any]:
         try:
-            import onnxruntime as ort
+            import onnxruntime as ort  # type: ignore[import-untyped]
         except ImportError as e:
             raise EngineUnavailable(f"onnxruntime is not importable: {e}") from e
         if self.provider not in ort.get_available_providers():

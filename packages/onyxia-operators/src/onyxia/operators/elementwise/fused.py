@@ -16,7 +16,7 @@ bounds, CastLike's dtype source) are not bound.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +29,7 @@ from onyxia.core import (
     IrGraph,
     IrNode,
     NodeCtx,
+    Operator,
     PlanCtx,
     TensorDef,
     TensorKind,
@@ -39,25 +40,36 @@ from onyxia.core import (
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.binary import BINARY, BinaryElementwiseOp
 from onyxia.operators.elementwise.unary import UNARY, UnaryElementwiseOp
+from onyxia.operators.elementwise.variadic import VARIADIC, VariadicElementwiseOp
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import WORKGROUP_SIZE, broadcast_strides, type_defs
 from onyxia.operators.movement.cast import CAST, CastOp, conversion
-from onyxia.operators.typesets import ALL_GPU, require_dtype
+from onyxia.operators.typesets import ALL_GPU, FLOATS, require_dtype
 
-__all__ = ["FUSABLE", "FUSED_ELEMENTWISE", "FusedElementwiseOp", "gpu_reads"]
+__all__ = ["FUSABLE", "FUSED_ELEMENTWISE", "FusedElementwiseOp", "can_fuse", "gpu_reads"]
 
 _SOURCE = load_wgsl(__package__, "fused.wgsl")
 
-FUSABLE: dict[str, object] = {**UNARY, **BINARY, **CAST}
-"""The default-domain rows a fused body may hold, by op type."""
+FUSABLE: dict[str, Operator] = {**UNARY, **BINARY, **CAST, **VARIADIC}
+"""The default-domain rows a fused body may hold, by op type (Sum, Mean, Max, Min with two inputs)."""
 
 Member = tuple[list[tuple[str, int]], str]  # (WGSL parameter name, member input index) per parameter; expression
+
+
+def can_fuse(op_type: str, inputs: Sequence[int | None]) -> bool:
+    """Whether a default-domain node has a form a fused body holds (a variadic row: exactly two inputs)."""
+    row = FUSABLE.get(op_type)
+    if isinstance(row, VariadicElementwiseOp):
+        return len(inputs) == 2 and None not in inputs
+    return row is not None
 
 
 def gpu_reads(op_type: str) -> tuple[int, ...]:
     """Which inputs of a member the shader reads (the rest are compile-time only)."""
     row = FUSABLE[op_type]
-    return tuple(range(row.arity)) if isinstance(row, BinaryElementwiseOp) else (0,)  # type: ignore[attr-defined]
+    if isinstance(row, BinaryElementwiseOp):
+        return tuple(range(row.arity))
+    return (0, 1) if isinstance(row, VariadicElementwiseOp) else (0,)
 
 
 # ----- one WGSL function per member, from its family row ----------------------------------------
@@ -76,6 +88,13 @@ def _binary(ctx: NodeCtx, row: BinaryElementwiseOp) -> Member:
     return [(name, i) for i, name in zip(range(row.arity), "abc")], expr
 
 
+def _variadic(ctx: NodeCtx, row: VariadicElementwiseOp) -> Member:
+    dtype = ctx.input_dtype(0)
+    require_dtype(ctx, dtype, row.dtypes if not row.mean else FLOATS)
+    expr = row.expr.format(T=dtype.wgsl)
+    return [("a", 0), ("b", 1)], f"({expr}) / {dtype.wgsl}(2)" if row.mean else expr  # as its last step divides
+
+
 def _cast(ctx: NodeCtx, row: CastOp) -> Member:
     x, y = ctx.input_dtype(0), ctx.output_tensor(0).dtype
     require_dtype(ctx, x, ALL_GPU, "input")
@@ -87,6 +106,7 @@ _FUNCTIONS: dict[type, Callable[..., Member]] = {
     UnaryElementwiseOp: _unary,
     BinaryElementwiseOp: _binary,
     CastOp: _cast,
+    VariadicElementwiseOp: _variadic,
 }
 
 
@@ -112,7 +132,7 @@ def _body(ctx: NodeCtx) -> tuple[IrGraph, list[IrNode]]:
         refs = [None if not r else xs[int(r[1:])] if r[0] == "x" else results[int(r[1:])] for r in step["inputs"]]
         out = body.add_tensor(f"t{k}", DataType.UNDEFINED, Absent())
         node = body.add_node(step["op"], refs, [out], step.get("attrs", {}), name=step.get("name"))
-        dtype, shape = FUSABLE[node.op_type].infer_output_shapes(InferenceCtx(body, node))[0]  # type: ignore[attr-defined]
+        dtype, shape = FUSABLE[node.op_type].infer_output_shapes(InferenceCtx(body, node))[0]
         out.dtype, out.shape = dtype, shape
         results.append(out)
         members.append(node)
@@ -136,7 +156,7 @@ class FusedElementwiseOp:
             return None
         body, members = _body(ctx)
         for node in members:
-            values = FUSABLE[node.op_type].try_fold(FoldCtx(body, node))  # type: ignore[attr-defined]
+            values = FUSABLE[node.op_type].try_fold(FoldCtx(body, node))
             if values is None:
                 return None
             body.tensor(node.outputs[0]).value = np.asarray(values[0])  # type: ignore[arg-type]

@@ -7,13 +7,14 @@ becomes one com.onyxia ``FusedElementwise`` node (see `onyxia.operators.elementw
 
 A cluster grows from its last node (the root: an elementwise node whose uses are not all fusable nodes)
 up through producers that are themselves fusable and whose every use is a member (no graph outputs, no
-shared storage): chains, and diamonds such as ``x * Sigmoid(x)`` over an elementwise x. Fusable: the unary rows (Clip with
-known bounds), the binary rows (broadcasting, comparisons, Where) and Cast/CastLike, none already folded.
-Growth stops before the GPU reads would exceed 7 bindings (8 with the output: the portable minimum).
+shared storage): chains, and diamonds such as ``x * Sigmoid(x)`` over an elementwise x. Fusable, when not
+already folded: the unary rows (Clip with known bounds), the binary rows (broadcasting, comparisons,
+Where), Cast/CastLike, and two-input Sum, Mean, Max, Min (the float16 exports' inlined Gelu adds with
+Sum). Growth stops before the GPU reads would exceed 7 bindings (8 with the output: the portable minimum).
 
 Declines (reason logged, graph unchanged) when the fused shader would need more symbolic dims
 (broadcast strides of symbolic shapes) than lavapipe's 256 B of immediates hold.
-It runs after the other rewrites, which match individual elementwise nodes.
+It runs after the cleanup and the other rewrites, which match individual elementwise nodes.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 from onyxia.core import IrGraph, IrNode
 from onyxia.core.plan_ctx import MAX_IMMEDIATE_BYTES
 from onyxia.core.shapes import Absent, dims_product
-from onyxia.operators.elementwise.fused import FUSABLE, gpu_reads
+from onyxia.operators.elementwise.fused import FUSABLE, can_fuse, gpu_reads
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.layout import broadcast_strides
 from onyxia.operators.movement.cast import CAST
@@ -38,7 +39,12 @@ MAX_READS = 7  # storage bindings the shader reads; the output takes the eighth
 
 
 def _candidate(graph: IrGraph, node: IrNode) -> bool:
-    if node.domain != "" or node.op_type not in FUSABLE or len(node.outputs) != 1 or node.outputs[0] is None:
+    if (
+        node.domain != ""
+        or not can_fuse(node.op_type, node.inputs)
+        or len(node.outputs) != 1
+        or node.outputs[0] is None
+    ):
         return False
     if is_folded(graph, node) or isinstance(graph.tensor(node.outputs[0]).shape, Absent):
         return False
@@ -98,8 +104,9 @@ def _grow(graph: IrGraph, root: IrNode) -> list[IrNode]:
 def _used_only_by(graph: IrGraph, node: IrNode, members: list[IrNode]) -> bool:
     """`node`'s output feeds `members` only: nothing outside the cluster needs it written to memory."""
     t = node.outputs[0]
-    uses = graph.tensor_consumers(t)  # type: ignore[arg-type]
-    if not uses or graph.is_graph_output(t) or t in graph.aliases or t in graph.aliases.values():  # type: ignore[arg-type]
+    assert t is not None
+    uses = graph.tensor_consumers(t)
+    if not uses or graph.is_graph_output(t) or t in graph.aliases or t in graph.aliases.values():
         return False
     return all(n in members for n, _ in uses)
 

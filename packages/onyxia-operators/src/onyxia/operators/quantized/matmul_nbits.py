@@ -147,15 +147,12 @@ def _widened_zero_points(ctx: PlanCtx, layout: Layout, slot: Slot) -> bool:
 def _workgroups(kernel: Kernel, slots: Sequence[Slot], gated: bool, dims: dict, defs: dict) -> SymbolicDim:
     """Column workgroups over every slot (slot s starts at G<s>), or over slot 0's columns when gated."""
     per_slot = [ceil_div(slot.n, kernel.columns_per_workgroup) for slot in slots]
+    defs |= {f"SLOT{s}": True for s in range(1, len(slots))}
     if gated:
         return per_slot[0]
-    first = 0
-    for s, count in enumerate(per_slot):
-        if s:
-            defs[f"SLOT{s}"] = True
-            dims[f"G{s}"] = first
-        first += count  # type: ignore[operator]
-    return first
+    for s in range(1, len(slots)):
+        dims[f"G{s}"] = sum(per_slot[:s])  # type: ignore[arg-type]
+    return sum(per_slot)  # type: ignore[arg-type]
 
 
 def _dispatch(
