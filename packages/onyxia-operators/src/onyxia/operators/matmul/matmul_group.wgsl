@@ -20,6 +20,7 @@ enable f16;
 #endif
 #ifdef GATED
 #import onyxia::math
+#import onyxia::rounding
 #endif
 
 @group(0) @binding(#{BIND_A}) var<storage, read> in_a: array<#{T}>;
@@ -144,14 +145,23 @@ fn run(slot: u32, row0: u32, col0: u32) {
     }
 }
 #else
+// a value as the unfused graph stores it in T (see onyxia::rounding for why not `f32(T(x))`)
+fn stored(x: f32) -> f32 {
+#ifdef F16
+    return round_to_f16(x);
+#else
+    return x;
+#endif
+}
+
 fn run_gated(row0: u32, col0: u32) {
     let gate = product(0u, row0, col0);
     let up = product(1u, row0, col0);
     for (var i = 0u; i < ROWS; i++) {
         for (var j = 0u; j < 4u; j++) {
             if (row0 + i < #{M} && col0 + j < #{N0}) {
-                let activated = #{T}(gelu_#{GELU}(f32(#{T}(gate[i][j]))));
-                y0[(row0 + i) * #{N0} + col0 + j] = activated * #{T}(up[i][j]);
+                let activated = stored(gelu_#{GELU}(stored(gate[i][j])));
+                y0[(row0 + i) * #{N0} + col0 + j] = #{T}(activated * stored(up[i][j]));
             }
         }
     }

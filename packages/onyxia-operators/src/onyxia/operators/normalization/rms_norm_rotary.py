@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, load_wgsl
+from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, load_wgsl
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
 from onyxia.operators.normalization.layer_norm import normalize_rows, row_workgroup_size
@@ -61,6 +61,8 @@ class RmsNormRotaryOp:
         defs: dict[str, object] = {**types, **type_defs(SCALE_T=ctx.input_dtype(_SCALE), Y_T=ctx.output_tensor(0).dtype)}
         defs |= {"WORKGROUP_SIZE": row_workgroup_size(geo.head), "EPSILON": repr(_epsilon(ctx))}
         defs["INTERLEAVED"] = bool(ctx.attr_int("interleaved", 0))
+        if ctx.output_tensor(0).dtype == DataType.FLOAT16:
+            defs["Y_F16"] = True
         if geo.pos_offset:
             defs["POS_OFFSET"] = True
         max_pos, cache_w = ctx.input_dims(2)

@@ -5,7 +5,8 @@
 // the unfused norm followed by rotary.wgsl. Every invocation recomputes its rotation partner's normalised value.
 // Bindings: 0 in_x, 1 in_pos (position ids: int64 stored as i32), 2 in_cos, 3 in_sin, 4 in_scale (read),
 //       5 out_y.
-// Defs: X_T, COS_T, SIN_T, SCALE_T, Y_T  WGSL storage types (Y_T: the norm's output type, the scale's); F16 (flag)
+// Defs: X_T, COS_T, SIN_T, SCALE_T, Y_T  WGSL storage types (Y_T: the norm's output type, the scale's); F16 (flag:
+//       some type is f16), Y_F16 (flag: Y_T is f16)
 //       WORKGROUP_SIZE (a power of two: SimplifiedLayerNormalization's for a row of HEAD), EPSILON (f32 literal)
 //       INTERLEAVED, POS_OFFSET  as rotary.wgsl
 // Dims (literal when static, immediates when symbolic): HEADS_TOTAL (heads in x: elements / HEAD); HEAD, ROTARY,
@@ -16,6 +17,9 @@ enable f16;
 #endif
 #import onyxia::reduce
 #import onyxia::rotary
+#ifdef Y_F16
+#import onyxia::rounding
+#endif
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 @group(0) @binding(1) var<storage, read> in_pos: array<i32>;
@@ -24,9 +28,15 @@ enable f16;
 @group(0) @binding(4) var<storage, read> in_scale: array<#{SCALE_T}>;
 @group(0) @binding(5) var<storage, read_write> out_y: array<#{Y_T}>;
 
-// Element d of the head at `base`, normalised and rounded as the norm stores it.
+// Element d of the head at `base`, normalised and rounded as the norm stores it (see onyxia::rounding for why
+// not `f32(Y_T(y))`).
 fn normalized(base: u32, d: u32, inv_std: f32) -> f32 {
-    return f32(#{Y_T}(f32(in_x[base + d]) * inv_std * f32(in_scale[d])));
+    let y = f32(in_x[base + d]) * inv_std * f32(in_scale[d]);
+#ifdef Y_F16
+    return round_to_f16(y);
+#else
+    return y;
+#endif
 }
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})

@@ -1,9 +1,9 @@
 """`CommonSubexpressionEliminationPass`: a node computing what an earlier node computed reuses it.
 
-Exporters repeat work per layer that only depends on the inputs (torch.onnx traces the attention
-mask and rotary tables once per layer; Gemma's exports recompute `Shape -> Gather` chains next to
-every Reshape), and each copy costs dispatches and a buffer. Two nodes are the same computation
-when they agree on (domain, op_type, opset, output slots, input ids, attributes).
+Exporters repeat per layer work that depends only on the inputs: optimum's Gemma 3 export (the
+gemma3-tiny-optimum fixture) has 317 such nodes, mostly Constants and Shape -> Unsqueeze -> Concat
+chains (folded, but each folded again) and the attention mask's Equal/Where/Mul. Two nodes are the
+same computation when they agree on (domain, op_type, opset, output slots, input ids, attributes).
 
 Nodes are visited in graph (topological) order and keyed after earlier merges were applied, so a
 duplicated chain collapses in one sweep. Declines:

@@ -54,6 +54,7 @@ enable f16;
 #endif
 #ifdef GATED
 #import onyxia::math
+#import onyxia::rounding
 #endif
 
 #ifdef INT8
@@ -530,10 +531,18 @@ fn product(slot: u32, n0: u32, m0: u32, lid: u32) {
     }
 }
 #else
+// a value as the unfused graph stores it in A_T (see onyxia::rounding for why not `f32(A_T(x))`)
+fn stored(x: f32) -> f32 {
+#ifdef F16
+    return round_to_f16(x);
+#else
+    return x;
+#endif
+}
+
 // gelu(gate) * up with the unfused graph's roundings: each product, then the Gelu, stored as A_T (no BIAS)
 fn gated(gate: f32, up: f32) -> #{A_T} {
-    let activated = #{A_T}(gelu_#{GELU}(f32(#{A_T}(gate))));
-    return activated * #{A_T}(up);
+    return #{A_T}(stored(gelu_#{GELU}(stored(gate))) * stored(up));
 }
 
 fn gated_product(n0: u32, m0: u32, lid: u32) {
