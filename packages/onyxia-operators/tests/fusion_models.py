@@ -27,7 +27,10 @@ def graph_model(
     graph = helper.make_graph(
         list(nodes),
         "fusion_test",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(t)), list(d)) for n, (t, d) in inputs.items()],
+        [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(t)), list(d))
+            for n, (t, d) in inputs.items()
+        ],
         [helper.make_empty_tensor_value_info(o) for o in outputs],
         [numpy_helper.from_array(v, n) for n, v in initializers.items()],
     )

@@ -27,7 +27,9 @@ def _cache(width: int, dtype: type = np.float32, positions: int = 64) -> tuple[n
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
 
-def _graph(norm_rows: int = 16, x_dims: tuple = ("batch", "seq", 32), norm_output: bool = False) -> GraphBuilder:
+def _graph(
+    norm_rows: int = 16, x_dims: tuple = ("batch", "seq", 32), norm_output: bool = False, one_cast: bool = False
+) -> GraphBuilder:
     """x -> Reshape [0, -1, norm_rows] -> SimplifiedLayerNormalization -> Reshape [0, -1, 32] -> RotaryEmbedding
     (two heads of 16: the cache is 8 wide)."""
     b = GraphBuilder("q_norm")
@@ -35,6 +37,8 @@ def _graph(norm_rows: int = 16, x_dims: tuple = ("batch", "seq", 32), norm_outpu
     pos = b.input("pos", DataType.INT64, ["batch", "seq"])
     cos, sin = (b.initializer(n, c) for n, c in zip(("cos", "sin"), _cache(8)))
     rows = b.op("Reshape", x, b.initializer("rows", np.array([0, -1, norm_rows])), _name="q_norm/Reshape")
+    if one_cast:
+        rows = b.op("Cast", rows, to=1)
     scale = b.initializer("scale", RNG.standard_normal(norm_rows).astype(np.float32))
     normed = b.op("SimplifiedLayerNormalization", rows, scale, axis=-1, epsilon=1e-6, stash_type=1, _name="q_norm")
     heads = b.op("Reshape", normed, b.initializer("heads", np.array([0, -1, 32])), _name="q_norm/Reshape_1")
@@ -66,8 +70,8 @@ def test_norm_and_rotation_become_one_op() -> None:
 
 @pytest.mark.parametrize(
     "variant",
-    [{"norm_rows": 8}, {"norm_output": True}, {"x_dims": ("batch", "seq", 2, 16)}],
-    ids=["rows-are-not-heads", "norm-output-used", "not-a-round-trip"],
+    [{"norm_rows": 8}, {"norm_output": True}, {"x_dims": ("batch", "seq", 2, 16)}, {"one_cast": True}],
+    ids=["rows-are-not-heads", "norm-output-used", "not-a-round-trip", "cast-on-one-side"],
 )
 def test_declines(variant: dict) -> None:
     b = _graph(**variant)
@@ -78,20 +82,24 @@ def test_declines(variant: dict) -> None:
 
 
 # ----- numerics ----------------------------------------------------------------------------------
-def _model(dtype: type, heads: int, head: int, pos_shape: list, attrs: dict) -> object:
+def _model(dtype: type, heads: int, head: int, pos_shape: list, attrs: dict, casts: bool = False) -> object:
+    """The onnx-community chain; with `casts`, the float16 exports' norm in float32 between two Casts."""
     hidden = heads * head
     width = attrs.get("rotary_embedding_dim", head) // 2
     cos, sin = _cache(width, dtype)
+    r, n = ("rw", "nw") if casts else ("r", "n")
     nodes = [
         helper.make_node("Reshape", ["x", "rows"], ["r"]),
-        helper.make_node("SimplifiedLayerNormalization", ["r", "scale"], ["n"], axis=-1, epsilon=1e-6, stash_type=1),
+        *([helper.make_node("Cast", ["r"], ["rw"], to=1)] if casts else []),
+        helper.make_node("SimplifiedLayerNormalization", [r, "scale"], [n], axis=-1, epsilon=1e-6, stash_type=1),
+        *([helper.make_node("Cast", ["nw"], ["n"], to=10)] if casts else []),
         helper.make_node("Reshape", ["n", "heads"], ["h"]),
         helper.make_node("RotaryEmbedding", ["h", "pos", "cos", "sin"], ["y"], domain=MS, **attrs),
     ]
     initializers = {
         "rows": np.array([0, -1, head]),
         "heads": np.array([0, -1, hidden]),
-        "scale": (1 + 0.3 * RNG.standard_normal(head)).astype(dtype),
+        "scale": (1 + 0.3 * RNG.standard_normal(head)).astype(np.float32 if casts else dtype),
         "cos": cos,
         "sin": sin,
     }
@@ -123,4 +131,15 @@ def test_gemma_k_norm_layout() -> None:
     """One KV head of 256 (Gemma 3 270m: the norm's workgroup covers 256 elements)."""
     model = _model(np.float32, 1, 256, ["batch", "seq"], {"interleaved": 0})
     feeds = [{"x": RNG.standard_normal((1, 4, 256)).astype(np.float32), "pos": np.array([[9, 3, 40, 41]], np.int64)}]
+    check_fused(model, feeds, {"FuseRmsNormIntoRotary"})
+
+
+def test_float16_export_norm_in_float32_between_casts() -> None:
+    """model_fp16 / model_q4f16: Cast to f32, the norm with an f32 scale, Cast back, the rotation in f16."""
+    model = _model(np.float16, 4, 16, ["batch", "seq"], {"interleaved": 0}, casts=True)
+    assert ops_of(compile_model(model)) == ["RmsNormRotary"]
+    feeds = [
+        {"x": RNG.standard_normal((1, s, 64)).astype(np.float16), "pos": RNG.integers(0, 64, (1, s)).astype(np.int64)}
+        for s in (6, 1)
+    ]
     check_fused(model, feeds, {"FuseRmsNormIntoRotary"})

@@ -111,7 +111,12 @@ def _declined_runtime_nbits_weight(b: GraphBuilder, x: object) -> None:
 
 @pytest.mark.parametrize(
     "build",
-    [_declined_batched_weight, _declined_nbits_block_sizes, _declined_weight_computed_later, _declined_runtime_nbits_weight],
+    [
+        _declined_batched_weight,
+        _declined_nbits_block_sizes,
+        _declined_weight_computed_later,
+        _declined_runtime_nbits_weight,
+    ],
     ids=["batched-weight", "nbits-block-sizes", "weight-computed-later", "runtime-nbits-weight"],
 )
 def test_declines(build: object) -> None:
@@ -167,4 +172,8 @@ def test_matmul_nbits_group_outputs(level: int, zero_points: str, bias: bool, op
     model = graph_model(nodes, {"x": (np.float32, ["seq", k])}, initializers, [f"y{i}" for i in range(len(ns))])
     assert ops_of(compile_model(model)) == ops
     int8 = level == 4 and zero_points != "float"
-    _check(model, [{"x": RNG.standard_normal((m, k)).astype(np.float32)} for m in (1, 37, 1)], INT8_TOLERANCE if int8 else F32_TOLERANCE)
+    _check(
+        model,
+        [{"x": RNG.standard_normal((m, k)).astype(np.float32)} for m in (1, 37, 1)],
+        INT8_TOLERANCE if int8 else F32_TOLERANCE,
+    )

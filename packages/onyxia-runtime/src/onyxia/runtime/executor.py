@@ -96,6 +96,10 @@ class PlanExecutor:
         self._readback: list[tuple[str, wgpu.GPUBuffer, int, int]] = []
         self._carry_copies: list[tuple[wgpu.GPUBuffer, wgpu.GPUBuffer, int]] = []
         self._outputs: list[tuple[str, DataType, int, tuple[int, ...]]] = []
+        self._output_specs = [
+            (tid, compiled.tensors[tid].name, compiled.tensors[tid].dtype, BufferRef(tensor=tid))
+            for tid in compiled.outputs
+        ]  # looked up once: the readback plan is redone at every dims change
         self._staging_bytes = 0
         if max_dims:
             self._preallocate(_checked_dims(max_dims))
@@ -354,14 +358,13 @@ class PlanExecutor:
     def _plan_readback(self, layout: DimsLayout) -> None:
         """Staging offsets per output (8-byte aligned, as mapping reads need)."""
         self._readback, self._outputs, offset, copied = [], [], 0, {}
-        for tid in self.compiled.outputs:
-            t, ref = self.compiled.tensors[tid], BufferRef(tensor=tid)
+        for tid, name, dtype, ref in self._output_specs:
             nbytes = layout.buffer_bytes[ref]
             if tid not in copied and nbytes:
                 copied[tid] = offset
-                self._readback.append((t.name, self._pool.get(ref), offset, padded_nbytes(nbytes)))
+                self._readback.append((name, self._pool.get(ref), offset, padded_nbytes(nbytes)))
                 offset += _staged(nbytes)
-            self._outputs.append((t.name, t.dtype, copied.get(tid, 0), layout.output_shapes[tid]))
+            self._outputs.append((name, dtype, copied.get(tid, 0), layout.output_shapes[tid]))
         self._staging_bytes = offset
         if offset:
             self._pool.ensure_staging(offset)

@@ -72,9 +72,9 @@ def _names(items: object) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class _Item:
-    key: object  # flat step index, BufferRef, output tensor id or constraint index
+    key: object  # flat step index, buffer slot, output tensor id or constraint index
     symbols: frozenset[str]
-    fn: Compiled
+    exprs: tuple  # type: ignore[type-arg]  # what `compile_dims` turns into this item's numbers
 
 
 @dataclass(frozen=True)
@@ -105,11 +105,16 @@ class Delta:
 
 @dataclass(frozen=True)
 class _Affected:
-    buffers: tuple[_Item, ...]
-    steps: tuple[_Item, ...]
+    """What one set of changed dims touches, and one compiled function for all of their numbers: a
+    decode step calls it once instead of a function per item, which also keeps the code it runs
+    together (after a long GPU wait the host caches are cold)."""
+
     constraints: tuple[_Item, ...]
+    buffers: tuple[_Item, ...]
     outputs: tuple[_Item, ...]
     symbolic: tuple[_Item, ...]
+    steps: tuple[_StepItem, ...]
+    fn: Compiled
 
 
 class IncrementalLayout:
@@ -144,30 +149,28 @@ class IncrementalLayout:
         must run instead."""
         changed = frozenset(k for k in dims.keys() | base.dims.keys() if dims.get(k) != base.dims.get(k))
         affected = self._affected(changed)
-        for item in affected.constraints:
-            a, b = item.fn(dims)
-            if a != b or a < 0:
-                return None
+        constraints, buffers, outputs, symbolic, steps = affected.fn(dims)
+        if any(a != b or a < 0 for a, b in constraints):
+            return None
         layout = DimsLayout(dict(dims), dict(base.buffer_bytes), list(base.steps), dict(base.symbolic), {})
         sizes, peaks = self._carried(base)
         delta = Delta(layout, sizes=sizes, peaks=peaks)
-        if not self._resize(affected.buffers, dims, delta):
+        if not self._resize(affected.buffers, buffers, delta):
             return None
         layout.output_shapes = dict(base.output_shapes)
-        for item in affected.outputs:
-            shape = item.fn(dims)
+        for item, shape in zip(affected.outputs, outputs):
             if min(shape, default=0) < 0:
                 return None
             layout.output_shapes[item.key] = shape  # type: ignore[index]
-        for item in affected.symbolic:
+        for item, raw in zip(affected.symbolic, symbolic):
             ref = BufferRef(tensor=item.key)  # type: ignore[arg-type]
-            layout.symbolic[ref] = self._symbolic_values(item, dims)
+            layout.symbolic[ref] = self._symbolic_values(item, raw)
             delta.symbolic.append(ref)
-        for item in affected.steps:
-            index: int = item.key  # type: ignore[assignment]
-            values = self._step_values(item, item.fn(dims), delta.sizes)  # type: ignore[arg-type]
+        for item, raw in zip(affected.steps, steps):
+            values = self._step_values(item, raw, delta.sizes)
             if values is None:
                 return None
+            index: int = item.key  # type: ignore[assignment]
             if values != base.steps[index]:
                 layout.steps[index] = values
                 delta.steps.append(index)
@@ -183,10 +186,9 @@ class IncrementalLayout:
         sizes = [base.buffer_bytes[ref] for ref in self._refs]
         return sizes, list(sizes)
 
-    def _resize(self, buffers: tuple[_Item, ...], dims: Mapping[str, int], delta: Delta) -> bool:
+    def _resize(self, buffers: tuple[_Item, ...], values: tuple, delta: Delta) -> bool:  # type: ignore[type-arg]
         sizes, peaks = delta.sizes, delta.peaks
-        for item in buffers:
-            (nbytes,) = item.fn(dims)
+        for item, (nbytes,) in zip(buffers, values):
             slot: int = item.key  # type: ignore[assignment]
             if nbytes < 0:
                 return False
@@ -201,19 +203,19 @@ class IncrementalLayout:
 
     def _affected(self, changed: frozenset[str]) -> _Affected:
         if changed not in self._cache:
-            buffers = tuple(b for b in self._buffers if b.symbols & changed)
+            pick = lambda items: tuple(x for x in items if x.symbols & changed)
+            buffers = pick(self._buffers)
             reread = set().union(*(self._reads.get(b.key, ()) for b in buffers))  # type: ignore[call-overload]
             steps = tuple(s for s in self._steps if s.symbols & changed or s.key in reread)
-            pick = lambda items: tuple(x for x in items if x.symbols & changed)
-            self._cache[changed] = _Affected(
-                buffers, steps, pick(self._constraints), pick(self._outputs), pick(self._symbolic)
-            )
+            groups = (pick(self._constraints), buffers, pick(self._outputs), pick(self._symbolic))
+            fn = compile_dims([[x.exprs for x in group] for group in (*groups, steps)])
+            self._cache[changed] = _Affected(*groups, steps, fn)
         return self._cache[changed]
 
-    def _symbolic_values(self, item: _Item, dims: Mapping[str, int]) -> np.ndarray:
+    def _symbolic_values(self, item: _Item, raw: tuple) -> np.ndarray:  # type: ignore[type-arg]
         t = self.plan.tensors[item.key]  # type: ignore[index]
         shape = np.asarray(t.data).shape
-        logical = np.array(item.fn(dims), dtype=np.int64).reshape(shape).astype(t.dtype.numpy)
+        logical = np.array(raw, dtype=np.int64).reshape(shape).astype(t.dtype.numpy)
         return to_gpu(f"SYMBOLIC tensor '{t.name}'", t.dtype, logical, InputError)
 
     def _step_values(self, item: _StepItem, raw: tuple, sizes: list[int]) -> StepValues:
@@ -269,14 +271,14 @@ def _copy_values(slots: tuple[int, ...], raw: tuple, sizes: list[int]) -> CopyVa
 def _item(key: object, exprs: object) -> _Item:
     if not isinstance(exprs, tuple):
         exprs = (exprs,)
-    return _Item(key, _names(exprs), compile_dims(exprs))
+    return _Item(key, _names(exprs), exprs)
 
 
 def _step_item(index: int, fs: FlatStep, slot: Mapping[BufferRef, int]) -> _StepItem:
     step = fs.step
     if isinstance(step, CopyBuffer):
         exprs: tuple = (step.size, step.src_offset, step.dst_offset)
-        return _StepItem(index, _names(exprs), compile_dims(exprs), step, (slot[step.src], slot[step.dst]))
+        return _StepItem(index, _names(exprs), exprs, step, (slot[step.src], slot[step.dst]))
     assert isinstance(step, Dispatch)
     ranges = tuple((b.offset, b.size) for b in step.bindings)
     exprs = (tuple(step.workgroups), tuple(f.value for f in fs.fields), ranges)
@@ -284,7 +286,7 @@ def _step_item(index: int, fs: FlatStep, slot: Mapping[BufferRef, int]) -> _Step
     return _StepItem(
         index,
         _names(exprs),
-        compile_dims(exprs),
+        exprs,
         step,
         tuple(slot[b.buffer] for b in step.bindings),
         f"node '{fs.node}'",

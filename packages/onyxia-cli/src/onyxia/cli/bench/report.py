@@ -114,7 +114,15 @@ def _figure_table(precision: str, part: dict[str, Any], settings: dict[str, Any]
     if reference:
         agree = [_agreement(reference, engines[name].get("tokens")) for name in engines]
         table.add_row("greedy ids equal to onyxia's", *agree, *["" for _ in table_ratios])
+    loads = [_loads(engines[name].get("load_average")) for name in engines]
+    table.add_row("host load average, start/end", *loads, *["" for _ in table_ratios])
     return table
+
+
+def _loads(values: list[float | None] | None) -> str:
+    if not values or None in values:
+        return "-"
+    return "/".join(f"{v:.1f}" for v in values if v is not None)
 
 
 def _cell(value: Any, figure: Figure) -> str:

@@ -18,6 +18,7 @@ way: time to first token with the short prompt, then decode steps after it, then
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -37,6 +38,7 @@ class EngineUnavailable(RuntimeError):
 
 def measure(runner: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """The common protocol; times are wall-clock seconds on the host, ids included for cross-checks."""
+    load_before = _load_average()
     result: dict[str, Any] = dict(runner.load())
     started = time.perf_counter()
     token = runner.first_token(spec["prompt_ids"])
@@ -51,7 +53,16 @@ def measure(runner: Any, spec: dict[str, Any]) -> dict[str, Any]:
     result["prefill_tok_s"] = len(spec["prefill_ids"]) / result["prefill_s"]
     result.update(runner.extras())
     result["peak_rss_bytes"] = peak_rss_bytes()
+    result["load_average"] = [load_before, _load_average()]  # other work on the machine skews every figure
     return result
+
+
+def _load_average() -> float | None:
+    """The 1-minute load average (None where the OS has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def peak_rss_bytes() -> int:

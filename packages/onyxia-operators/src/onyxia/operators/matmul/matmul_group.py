@@ -16,8 +16,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, PlanningError, SymbolicDim, TensorType, ceil_div
-from onyxia.core import load_wgsl, shape_of
+from onyxia.core import (
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    PlanCtx,
+    PlanningError,
+    SymbolicDim,
+    TensorType,
+    ceil_div,
+    load_wgsl,
+    shape_of,
+)
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.numpy_math import gelu
 from onyxia.operators.layout import type_defs
@@ -102,7 +112,9 @@ def _checked(ctx: NodeCtx, gated: bool) -> tuple[object, list[SymbolicDim], list
     for i in range(1, count + 1):
         dims = ctx.input_dims(i)
         if len(dims) != 2 or not isinstance(dims[1], int) or ctx.input_dtype(i) != dtype or dims[0] != k:
-            raise ctx.error(f"input {i} has {ctx.input_dtype(i).name.lower()}{ctx.input_shape(i)}; expected {dtype.name.lower()}[{k}, N]")
+            raise ctx.error(
+                f"input {i} has {ctx.input_dtype(i).name.lower()}{ctx.input_shape(i)}; expected {dtype.name.lower()}[{k}, N]"
+            )
         ns.append(dims[1])
     if gated and ns[0] != ns[1]:
         raise ctx.error(f"gate and up weights have {ns[0]} and {ns[1]} columns; expected equal")

@@ -5,10 +5,12 @@ rotary_embedding_dim)`` is ``RotaryEmbedding(rms(x) * scale, position_ids, cos_c
 normalises every head (HEAD consecutive elements, HEAD being RotaryEmbedding's head size) with float32
 statistics, as SimplifiedLayerNormalization over the last axis of x viewed as [..., HEAD]. Inputs 0-3 and the
 rotary attributes are RotaryEmbedding's, with its every position-id format, so the rotation uses the graph's
-explicit positions whatever they are. The output has the scale's dtype (the norm's). 3-D x only.
+explicit positions whatever they are. The norm computes in float32 (any scale dtype) and its result is
+rounded to x's dtype, the output's, before the rotation. 3-D x only.
 
 The `FuseRmsNormIntoRotary` pass makes it from Gemma 3's q_norm / k_norm: ``Reshape(x, [0, -1, HEAD])``,
-SimplifiedLayerNormalization, ``Reshape`` back, RotaryEmbedding.
+SimplifiedLayerNormalization (between Casts to float32 and back in the float16 exports), ``Reshape`` back,
+RotaryEmbedding.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class RmsNormRotaryOp:
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         _checked(ctx)
-        return [TensorType(ctx.input_dtype(_SCALE), ctx.input_shape(0))]
+        return [TensorType(ctx.input_dtype(0), ctx.input_shape(0))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
         if not ctx.all_inputs_have_values() or any(v.dtype == object for v in ctx.values() if v is not None):
@@ -58,7 +60,10 @@ class RmsNormRotaryOp:
         if n == 0:
             return
         types = type_defs(X_T=ctx.input_dtype(0), COS_T=ctx.input_dtype(2), SIN_T=ctx.input_dtype(3))
-        defs: dict[str, object] = {**types, **type_defs(SCALE_T=ctx.input_dtype(_SCALE), Y_T=ctx.output_tensor(0).dtype)}
+        defs: dict[str, object] = {
+            **types,
+            **type_defs(SCALE_T=ctx.input_dtype(_SCALE), Y_T=ctx.output_tensor(0).dtype),
+        }
         defs |= {"WORKGROUP_SIZE": row_workgroup_size(geo.head), "EPSILON": repr(_epsilon(ctx))}
         defs["INTERLEAVED"] = bool(ctx.attr_int("interleaved", 0))
         if ctx.output_tensor(0).dtype == DataType.FLOAT16:

@@ -1,11 +1,11 @@
 // com.onyxia RmsNormRotary: RMS-normalise each head of x, then rotate it as com.microsoft RotaryEmbedding does
 // (Gemma 3 / Qwen 3 q_norm and k_norm before RoPE). One workgroup per head: the sum of squares is reduced exactly
 // as normalization.wgsl reduces a SimplifiedLayerNormalization row of HEAD elements (same workgroup size, same
-// tree), and each normalised value is rounded to Y_T where the unfused norm would store it, so the result equals
-// the unfused norm followed by rotary.wgsl. Every invocation recomputes its rotation partner's normalised value.
+// tree), and each normalised value is rounded to Y_T where the unfused norm (or the Cast after it) would store it,
+// so the result equals the unfused norm followed by rotary.wgsl. Every invocation recomputes its rotation partner's normalised value.
 // Bindings: 0 in_x, 1 in_pos (position ids: int64 stored as i32), 2 in_cos, 3 in_sin, 4 in_scale (read),
 //       5 out_y.
-// Defs: X_T, COS_T, SIN_T, SCALE_T, Y_T  WGSL storage types (Y_T: the norm's output type, the scale's); F16 (flag:
+// Defs: X_T, COS_T, SIN_T, SCALE_T, Y_T  WGSL storage types (Y_T is X_T: the rotation's input type); F16 (flag:
 //       some type is f16), Y_F16 (flag: Y_T is f16)
 //       WORKGROUP_SIZE (a power of two: SimplifiedLayerNormalization's for a row of HEAD), EPSILON (f32 literal)
 //       INTERLEAVED, POS_OFFSET  as rotary.wgsl

@@ -32,7 +32,11 @@ def _match(graph: IrGraph, group: IrNode) -> Match | Decline | None:
             continue
         mul = sole_use(graph, gelu.outputs[0])
         up = group.outputs[1 - gate]
-        if mul is None or (mul.op_type, mul.domain) != ("Mul", "") or sorted(mul.inputs) != sorted([gelu.outputs[0], up]):
+        if (
+            mul is None
+            or (mul.op_type, mul.domain) != ("Mul", "")
+            or sorted(mul.inputs) != sorted([gelu.outputs[0], up])
+        ):
             continue
         if sole_use(graph, up) is None:  # type: ignore[arg-type]
             return Decline("the up projection has other uses", graph.tensor(up))  # type: ignore[arg-type]

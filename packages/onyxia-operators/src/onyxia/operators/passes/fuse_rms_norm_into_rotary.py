@@ -12,7 +12,8 @@ would change the result. RmsNormRotary keeps RotaryEmbedding's inputs and positi
 
 Matches RotaryEmbedding(x2) where x2 = Reshape(n), n = SimplifiedLayerNormalization or RMSNormalization
 (x1, scale) over the last axis, x1 = Reshape(x), with each intermediate read only by the next (not a graph
-output, no other output of the norm used). Declines (reason logged, graph unchanged) when the norm's rows
+output, no other output of the norm used); the norm in x's dtype, or (the float16 exports) in float32
+between ``Cast(to=float)`` and a Cast back to x's dtype, which RmsNormRotary's rounding reproduces. Declines (reason logged, graph unchanged) when the norm's rows
 are not the rotation's heads (last dim of x1 != RotaryEmbedding's head size, or the scale is not one head
 long), when x2 is not x's shape (the second Reshape is then more than an undo), or for 4-D rotary input.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onyxia.core import IrGraph, IrNode
+from onyxia.core import DataType, IrGraph, IrNode
 from onyxia.core.shapes import Absent, dims_product
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.normalization import LAYER_NORMS
@@ -39,19 +40,37 @@ def _match(graph: IrGraph, rotary: IrNode) -> Match | Decline | None:
     if is_folded(graph, rotary) or len(rotary.inputs) != 4 or None in rotary.inputs:
         return None
     unshape = producer(graph, rotary.inputs[0], ("Reshape",))
-    norm = None if unshape is None else producer(graph, unshape.inputs[0], _NORMS)
-    reshape = None if norm is None else producer(graph, norm.inputs[0], ("Reshape",))
+    narrow = None if unshape is None else producer(graph, unshape.inputs[0], ("Cast",))
+    norm = None if unshape is None else producer(graph, (narrow or unshape).inputs[0], _NORMS)
+    widen = None if norm is None else producer(graph, norm.inputs[0], ("Cast",))
+    reshape = None if norm is None else producer(graph, (widen or norm).inputs[0], ("Reshape",))
     if reshape is None or len(norm.inputs) < 2 or norm.inputs[1] is None:  # type: ignore[union-attr]
         return None
-    for node in (reshape, norm, unshape):
+    chain = [n for n in (unshape, narrow, norm, widen, reshape) if n is not None]  # consumers first
+    for node in chain:
         if sole_use(graph, node.outputs[0]) is None:  # type: ignore[arg-type]
             return Decline("an intermediate of the norm has other uses", node)
         if any(t is not None and (graph.tensor_consumers(t) or graph.is_graph_output(t)) for t in node.outputs[1:]):
             return Decline("another output of the norm is used", node)
-    reason = _geometry_issue(graph, rotary, norm, reshape)  # type: ignore[arg-type]
+    reason = _dtype_issue(graph, reshape, norm, widen, narrow) or _geometry_issue(graph, rotary, norm, reshape)  # type: ignore[arg-type]
     if reason is not None:
         return Decline(reason, norm)
-    return Match(rotary, x=reshape.inputs[0], norm=norm, chain=[unshape, norm, reshape])
+    return Match(rotary, x=reshape.inputs[0], norm=norm, chain=chain)
+
+
+def _dtype_issue(
+    graph: IrGraph, reshape: IrNode, norm: IrNode, widen: IrNode | None, narrow: IrNode | None
+) -> str | None:
+    """The norm runs in x's dtype, or (float16 exports) in float32 between a widening and a narrowing Cast."""
+    x, scale = graph.tensor(reshape.inputs[0]), graph.tensor(norm.inputs[1])  # type: ignore[arg-type]
+    if (widen is None) != (narrow is None):
+        return "a Cast on one side of the norm only"
+    if widen is None:
+        return None if scale.dtype == x.dtype else f"x is {x.dtype.short} but the scale {scale.dtype.short}"
+    wide, back = graph.tensor(widen.outputs[0]), graph.tensor(narrow.outputs[0])  # type: ignore[arg-type,union-attr]
+    if wide.dtype != DataType.FLOAT or scale.dtype != DataType.FLOAT or back.dtype != x.dtype:
+        return f"the Casts take {x.dtype.short} to {wide.dtype.short} and back to {back.dtype.short}; expected f32 and back"
+    return None
 
 
 def _geometry_issue(graph: IrGraph, rotary: IrNode, norm: IrNode, reshape: IrNode) -> str | None:
@@ -64,8 +83,8 @@ def _geometry_issue(graph: IrGraph, rotary: IrNode, norm: IrNode, reshape: IrNod
     if int(norm.attributes.get("axis", -1)) not in (-1, rank - 1):
         return "the norm is not over the last axis"
     scale = graph.tensor(norm.inputs[1])  # type: ignore[arg-type]
-    if dims_product(scale.shape.dims) != head or scale.dtype != rows.dtype:  # type: ignore[union-attr]
-        return f"the scale {scale.shape} is not one {head}-element head of the input's dtype"
+    if dims_product(scale.shape.dims) != head:  # type: ignore[union-attr]
+        return f"the scale {scale.shape} is not one {head}-element head"
     cos = graph.tensor(rotary.inputs[2])  # type: ignore[arg-type]
     hidden, width = rotated.shape.dims[2], cos.shape.dims[-1]  # type: ignore[union-attr]
     if not isinstance(hidden, int) or not isinstance(width, int):

@@ -85,7 +85,7 @@ def _constant(graph: IrGraph, t: int) -> bool:
     return tensor.initializer is not None or tensor.value is not None
 
 
-def _nbits_bindings(graph: IrGraph, members: list[IrNode]) -> int:
+def _nbits_bindings(members: list[IrNode]) -> int:
     """Worst case over the kernels: A and its int8 scales, each weight's inputs, each output."""
     per_weight = sum(t is not None for t in _nbits_inputs(members[0]))
     return 2 + (per_weight + 1) * len(members)
@@ -107,9 +107,12 @@ def _group(
     siblings = [
         n for n, i in graph.tensor_consumers(a) if i == 0 and (n.op_type, n.domain) == (node.op_type, node.domain)
     ]  # type: ignore[arg-type]
+    members = list({n.id: n for n in siblings if n.id == node.id or same(n)}.values())
+    if len(members) < 2:
+        return None
     position = {n.id: i for i, n in enumerate(graph.nodes)}
-    members = sorted({n.id: n for n in siblings if n.id == node.id or same(n)}.values(), key=lambda n: position[n.id])
-    if len(members) < 2 or members[0].id != node.id:
+    members.sort(key=lambda n: position[n.id])
+    if members[0].id != node.id:
         return None  # alone, or not the first member (the first anchors the group)
     while len(members) > 2 and (len(members) > MAX_SLOTS or bindings(members) > MAX_BINDINGS):
         members.pop()
@@ -131,7 +134,7 @@ def _match_nbits(graph: IrGraph, node: IrNode) -> Match | Decline | None:
     key = _nbits_key(graph, node)
     if isinstance(key, str):
         return None
-    return _group(graph, node, lambda n: _nbits_key(graph, n) == key, lambda m: _nbits_bindings(graph, m))
+    return _group(graph, node, lambda n: _nbits_key(graph, n) == key, _nbits_bindings)
 
 
 # ----- rewriting ----------------------------------------------------------------------------
@@ -143,7 +146,9 @@ def _rewrite_nbits(graph: IrGraph, m: Match) -> None:
     inputs = [m.node.inputs[0], *(t for n in m.members for t in _nbits_inputs(n))]
     while inputs[-1] is None:
         inputs.pop()
-    attrs = {key: m.node.attributes[key] for key in ("K", "bits", "block_size", "accuracy_level") if key in m.node.attributes}
+    attrs = {
+        key: m.node.attributes[key] for key in ("K", "bits", "block_size", "accuracy_level") if key in m.node.attributes
+    }
     _replace(graph, m.members, "MatMulNBitsGroup", inputs, {**attrs, "N": [int(n.attributes["N"]) for n in m.members]})
 
 

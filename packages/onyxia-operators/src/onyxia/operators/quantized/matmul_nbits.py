@@ -102,17 +102,41 @@ def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], gelu: str
     """Dispatch A times each slot's weights into output s (with `gelu`: one output, gelu(A @ w0) * (A @ w1))."""
     m = dims_product(ctx.input_dims(A)[:-1])
     weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=_COLUMN_PAD) for slot in slots]
-    if len(slots) > 1 and not all(w.known and not _widened_zero_points(ctx, layout, s) for w, s in zip(weights, slots)):
-        raise PlanningError(f"node '{ctx.node.name}' ({ctx.node.op_type}): grouped weights must be compile-time data")
-    if gelu is not None and (len(slots) != 2 or layout.bias):
-        raise PlanningError(f"node '{ctx.node.name}' ({ctx.node.op_type}): a gated product has two weights, no bias")
+    _check_products(ctx, layout, slots, weights, gelu)
     int8 = _int8_activations(ctx, layout, all(w.known for w in weights))
     decode = _at_most(m, DECODE_MAX_M)  # 1, 0, or an expression evaluated per run
-    shared = int8 and _fits_workgroup(layout)  # the decode kernel quantizes its row itself
+    shared = int8 and _fits_workgroup(layout, DECODE)  # the decode kernel quantizes its row itself
     quantized = None
     if int8 and (not shared or decode != 1):
         quantized = _quantize_activations(ctx, layout, m, (1 - decode) if shared else 1)  # type: ignore[operator]
     slot_reads, defs = _slot_bindings(ctx, layout, slots, weights)
+    if gelu is not None:
+        defs |= {"GATED": True, "GELU": gelu}
+    dims = _dims(layout, slots, m, int8)
+    outputs = [ctx.output(0)] if gelu is not None else [ctx.output(s) for s in range(len(slots))]
+    for kernel, share in ((DECODE, decode), (PREFILL, 1 - decode)):  # type: ignore[operator]
+        if share == 0:
+            continue
+        a_reads, a_names, a_defs = _a_bindings(ctx, layout, quantized, shared and kernel.rows == 1)
+        names = [*a_names, *slot_reads, *(f"Y{s}" for s in range(len(outputs)))]
+        kernel_defs = {**defs, **a_defs, **{f"BIND_{name}": i for i, name in enumerate(names)}}
+        groups = _workgroups(kernel, slots, gelu is not None, dims, kernel_defs)
+        reads = [*a_reads, *slot_reads.values()]
+        _dispatch(ctx, kernel, groups * share, reads, outputs, kernel_defs, dims)  # type: ignore[operator]
+
+
+def _check_products(
+    ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], weights: Sequence[PackedInput], gelu: str | None
+) -> None:
+    """Groups read every weight repacked at compile time (the slot accessors have no widened form)."""
+    where = f"node '{ctx.node.name}' ({ctx.node.op_type})"
+    if len(slots) > 1 and not all(w.known and not _widened_zero_points(ctx, layout, s) for w, s in zip(weights, slots)):
+        raise PlanningError(f"{where}: grouped weights must be compile-time data")
+    if gelu is not None and (len(slots) != 2 or layout.bias):
+        raise PlanningError(f"{where}: a gated product has two weights and no bias")
+
+
+def _dims(layout: Layout, slots: Sequence[Slot], m: SymbolicDim, int8: bool) -> dict[str, SymbolicDim]:
     dims: dict[str, SymbolicDim] = {
         "M": m,
         "K": layout.k,
@@ -126,18 +150,7 @@ def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], gelu: str
     if int8:
         kp = layout.n_blocks * layout.block_size
         dims |= {"KP": kp, "KP4": kp // 4, "MP": _rows_padded(m)}
-    if gelu is not None:
-        defs |= {"GATED": True, "GELU": gelu}
-    outputs = [ctx.output(0)] if gelu is not None else [ctx.output(s) for s in range(len(slots))]
-    for kernel, share in ((DECODE, decode), (PREFILL, 1 - decode)):  # type: ignore[operator]
-        if share == 0:
-            continue
-        a_reads, a_names, a_defs = _a_bindings(ctx, layout, quantized, int8 and shared and kernel.rows == 1)
-        names = [*a_names, *slot_reads, *(f"Y{s}" for s in range(len(outputs)))]
-        kernel_defs = {**defs, **a_defs, **{f"BIND_{name}": i for i, name in enumerate(names)}}
-        groups = _workgroups(kernel, slots, gelu is not None, dims, kernel_defs)
-        reads = [*a_reads, *slot_reads.values()]
-        _dispatch(ctx, kernel, groups * share, reads, outputs, kernel_defs, dims)  # type: ignore[operator]
+    return dims
 
 
 def _widened_zero_points(ctx: PlanCtx, layout: Layout, slot: Slot) -> bool:
@@ -177,9 +190,12 @@ def _rows_padded(m: SymbolicDim) -> SymbolicDim:
     return ceil_div(m, 4) * 4  # type: ignore[operator]
 
 
-def _fits_workgroup(layout: Layout) -> bool:
-    """Whether a decode workgroup can hold its quantized row and block scales (f32 each)."""
-    return 4 * (layout.n_blocks * layout.block_size + layout.n_blocks) <= _SHARED_BYTES
+def _fits_workgroup(layout: Layout, kernel: Kernel) -> bool:
+    """Whether a `kernel` workgroup can hold its quantized row and block scales (f32 each) beside the
+    split-K partial sums (vec4s)."""
+    row = 4 * (layout.n_blocks * layout.block_size + layout.n_blocks)
+    partial = 16 * kernel.workgroup_size * kernel.rows * kernel.column_groups if kernel.split > 1 else 0
+    return kernel.rows == 1 and row + partial <= _SHARED_BYTES
 
 
 def _int8_activations(ctx: PlanCtx, layout: Layout, weights_known: bool) -> bool:
@@ -223,7 +239,11 @@ def _a_bindings(
     """A's bindings, their names and the defs they set: A quantized in the workgroup (`in_place`, the
     decode kernel at level 4), A quantized by the quantize dispatch, or A as floats."""
     if in_place:
-        return [ctx.input(A)], ["A"], {"INT8": True, "Q_SHARED": True, **({"QA_VEC4": True} if layout.k % 4 == 0 else {})}
+        return (
+            [ctx.input(A)],
+            ["A"],
+            {"INT8": True, "Q_SHARED": True, **({"QA_VEC4": True} if layout.k % 4 == 0 else {})},
+        )
     if quantized is not None:
         return list(quantized), ["A", "A_SCALES"], {"INT8": True}
     return [ctx.input(A)], ["A"], {}

@@ -43,7 +43,9 @@ def _slots(ctx: NodeCtx, gated: bool) -> list[Slot]:
     if not 1 <= len(ns) <= MAX_SLOTS or (gated and (len(ns) != 2 or ns[0] != ns[1])):
         raise ctx.error(f"attribute N = {ns}; expected {'two equal counts' if gated else f'1 to {MAX_SLOTS} counts'}")
     if ctx.num_inputs > 1 + 4 * len(ns):
-        raise ctx.error(f"has {ctx.num_inputs} inputs; expected at most 1 + 4 * {len(ns)} (A, then B, scales, zero_points, bias per weight)")
+        raise ctx.error(
+            f"has {ctx.num_inputs} inputs; expected at most 1 + 4 * {len(ns)} (A, then B, scales, zero_points, bias per weight)"
+        )
     slots = group_slots(ns)
     if gated and any(ctx.has_input(s.bias) for s in slots):
         raise ctx.error("a gated product takes no bias")
