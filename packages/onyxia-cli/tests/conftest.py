@@ -15,6 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onyxia.cli import main
 
+# nox runs pytest in importlib mode: make the helper modules beside this file (llm_cases) importable
+sys.path.insert(0, str(Path(__file__).parent))
+
 
 @dataclass
 class CliResult:
