@@ -91,7 +91,7 @@ class LlmSession:
         False computes every op in the dtype the graph gives it (`MatchOnnxruntimeCpuFloat16`)."""
         from onyxia.cli.llm.loading import build_session
 
-        return build_session(
+        session: LlmSession = build_session(
             cls,
             model_dir,
             precision,
@@ -101,6 +101,7 @@ class LlmSession:
             accuracy_level,
             match_onnxruntime,
         )
+        return session
 
     # ----- generation --------------------------------------------------------------------------
     def warm_up(self) -> None:
@@ -187,7 +188,8 @@ class LlmSession:
     def next_token_logits(self, ids: Sequence[int]) -> np.ndarray:
         """Append `ids` to the cache and return the last position's logits (one row, float32)."""
         logits = self._forward([int(t) for t in ids], [self.signature.logits])[self.signature.logits]
-        return logits.reshape(-1, logits.shape[-1])[-1].astype(np.float32)
+        row: np.ndarray = logits.reshape(-1, logits.shape[-1])[-1].astype(np.float32)
+        return row
 
     # ----- one forward pass --------------------------------------------------------------------
     def _step(self, ids: list[int], params: SamplingParams, rng: np.random.Generator) -> int:

@@ -139,7 +139,7 @@ def elements_locate(ctx: NodeCtx, shape: Sequence[int], indices: np.ndarray) -> 
     numpy's take/put_along_axis broadcast over the data's dims, but ONNX lets indices be shorter
     than the data on every axis, so the other axes get aranges of the indices' own extent."""
     axis = elements_axis(ctx)
-    grids = list(np.indices(indices.shape, sparse=True))
+    grids: list[np.ndarray] = list(np.indices(indices.shape, sparse=True))
     grids[axis] = wrap_indices(ctx, indices, int(shape[axis]), f"axis {axis}")
     return tuple(grids)
 

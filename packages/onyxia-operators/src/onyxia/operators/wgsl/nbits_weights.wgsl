@@ -1,0 +1,257 @@
+#define_import_path onyxia::nbits_weights
+// MatMulNBits' weights, one set of bindings per slot (see matmul_nbits.wgsl): b<s>, scales<s>, zp<s>, bias<s> and
+// the output y<s>, with accessors that take the slot. Each accessor switches on `slot`; matmul_nbits.wgsl calls
+// its product with a constant slot per case, so after inlining each case reads its own bindings directly.
+// Reads defs A_T, ZP, B_WIDENED, ZP_WIDENED, BIAS, GATED, SLOT1 .. SLOT3, BIND_B<s>, BIND_SCALES<s>, BIND_ZP<s>,
+// BIND_BIAS<s>, BIND_Y<s>, and dims N<s>, NP<s>, NB, ZB, WPC (all as matmul_nbits.wgsl documents them).
+
+#ifdef B_WIDENED
+@group(0) @binding(#{BIND_B0}) var<storage, read> b0: array<u32>;
+#else
+@group(0) @binding(#{BIND_B0}) var<storage, read> b0: array<vec4<u32>>;
+#endif
+@group(0) @binding(#{BIND_SCALES0}) var<storage, read> scales0: array<#{A_T}>;
+#if ZP == packed
+@group(0) @binding(#{BIND_ZP0}) var<storage, read> zp0: array<u32>;
+#endif
+#if ZP == float
+@group(0) @binding(#{BIND_ZP0}) var<storage, read> zp0: array<#{A_T}>;
+#endif
+#ifdef BIAS
+@group(0) @binding(#{BIND_BIAS0}) var<storage, read> bias0: array<#{A_T}>;
+#endif
+@group(0) @binding(#{BIND_Y0}) var<storage, read_write> y0: array<#{A_T}>;
+
+#ifdef SLOT1
+@group(0) @binding(#{BIND_B1}) var<storage, read> b1: array<vec4<u32>>;
+@group(0) @binding(#{BIND_SCALES1}) var<storage, read> scales1: array<#{A_T}>;
+#if ZP == packed
+@group(0) @binding(#{BIND_ZP1}) var<storage, read> zp1: array<u32>;
+#endif
+#if ZP == float
+@group(0) @binding(#{BIND_ZP1}) var<storage, read> zp1: array<#{A_T}>;
+#endif
+#ifdef BIAS
+@group(0) @binding(#{BIND_BIAS1}) var<storage, read> bias1: array<#{A_T}>;
+#endif
+#ifndef GATED
+@group(0) @binding(#{BIND_Y1}) var<storage, read_write> y1: array<#{A_T}>;
+#endif
+#endif
+
+#ifdef SLOT2
+@group(0) @binding(#{BIND_B2}) var<storage, read> b2: array<vec4<u32>>;
+@group(0) @binding(#{BIND_SCALES2}) var<storage, read> scales2: array<#{A_T}>;
+#if ZP == packed
+@group(0) @binding(#{BIND_ZP2}) var<storage, read> zp2: array<u32>;
+#endif
+#if ZP == float
+@group(0) @binding(#{BIND_ZP2}) var<storage, read> zp2: array<#{A_T}>;
+#endif
+#ifdef BIAS
+@group(0) @binding(#{BIND_BIAS2}) var<storage, read> bias2: array<#{A_T}>;
+#endif
+@group(0) @binding(#{BIND_Y2}) var<storage, read_write> y2: array<#{A_T}>;
+#endif
+
+#ifdef SLOT3
+@group(0) @binding(#{BIND_B3}) var<storage, read> b3: array<vec4<u32>>;
+@group(0) @binding(#{BIND_SCALES3}) var<storage, read> scales3: array<#{A_T}>;
+#if ZP == packed
+@group(0) @binding(#{BIND_ZP3}) var<storage, read> zp3: array<u32>;
+#endif
+#if ZP == float
+@group(0) @binding(#{BIND_ZP3}) var<storage, read> zp3: array<#{A_T}>;
+#endif
+#ifdef BIAS
+@group(0) @binding(#{BIND_BIAS3}) var<storage, read> bias3: array<#{A_T}>;
+#endif
+@group(0) @binding(#{BIND_Y3}) var<storage, read_write> y3: array<#{A_T}>;
+#endif
+
+// ----- per-slot accessors (each `switch` folds away once `slot` is a constant) -----
+
+fn slot_n(slot: u32) -> u32 {
+    var n = #{N0};
+    switch slot {
+#ifdef SLOT1
+        case 1u: { n = #{N1}; }
+#endif
+#ifdef SLOT2
+        case 2u: { n = #{N2}; }
+#endif
+#ifdef SLOT3
+        case 3u: { n = #{N3}; }
+#endif
+        default: {}
+    }
+    return n;
+}
+
+fn slot_np(slot: u32) -> u32 {
+    var np = #{NP0};
+    switch slot {
+#ifdef SLOT1
+        case 1u: { np = #{NP1}; }
+#endif
+#ifdef SLOT2
+        case 2u: { np = #{NP2}; }
+#endif
+#ifdef SLOT3
+        case 3u: { np = #{NP3}; }
+#endif
+        default: {}
+    }
+    return np;
+}
+
+// Word w of columns n0 .. n0 + 3. Columns past N read clamped or padding words whose sums are never stored.
+fn b_words(slot: u32, n0: u32, w: u32) -> vec4<u32> {
+#ifdef B_WIDENED
+    var words = vec4<u32>(0u);
+    for (var c = 0u; c < 4u; c++) {
+        let j = 4u * ((n0 + c) * #{WPC} + w);
+        words[c] = b0[j] | (b0[j + 1u] << 8u) | (b0[j + 2u] << 16u) | (b0[j + 3u] << 24u);
+    }
+    return words;
+#else
+    let i = w * (slot_np(slot) / 4u) + n0 / 4u;
+    var words: vec4<u32>;
+    switch slot {
+#ifdef SLOT1
+        case 1u: { words = b1[i]; }
+#endif
+#ifdef SLOT2
+        case 2u: { words = b2[i]; }
+#endif
+#ifdef SLOT3
+        case 3u: { words = b3[i]; }
+#endif
+        default: { words = b0[i]; }
+    }
+    return words;
+#endif
+}
+
+fn scale_at(slot: u32, i: u32) -> f32 {
+    var s: #{A_T};
+    switch slot {
+#ifdef SLOT1
+        case 1u: { s = scales1[i]; }
+#endif
+#ifdef SLOT2
+        case 2u: { s = scales2[i]; }
+#endif
+#ifdef SLOT3
+        case 3u: { s = scales3[i]; }
+#endif
+        default: { s = scales0[i]; }
+    }
+    return f32(s);
+}
+
+#if ZP == packed
+fn zp_word(slot: u32, i: u32) -> u32 {
+    var word: u32;
+    switch slot {
+#ifdef SLOT1
+        case 1u: { word = zp1[i]; }
+#endif
+#ifdef SLOT2
+        case 2u: { word = zp2[i]; }
+#endif
+#ifdef SLOT3
+        case 3u: { word = zp3[i]; }
+#endif
+        default: { word = zp0[i]; }
+    }
+    return word;
+}
+#endif
+
+#if ZP == float
+fn zp_value(slot: u32, i: u32) -> f32 {
+    var z: #{A_T};
+    switch slot {
+#ifdef SLOT1
+        case 1u: { z = zp1[i]; }
+#endif
+#ifdef SLOT2
+        case 2u: { z = zp2[i]; }
+#endif
+#ifdef SLOT3
+        case 3u: { z = zp3[i]; }
+#endif
+        default: { z = zp0[i]; }
+    }
+    return f32(z);
+}
+#endif
+
+#ifdef BIAS
+fn bias_at(slot: u32, n: u32) -> f32 {
+    var v: #{A_T};
+    switch slot {
+#ifdef SLOT1
+        case 1u: { v = bias1[n]; }
+#endif
+#ifdef SLOT2
+        case 2u: { v = bias2[n]; }
+#endif
+#ifdef SLOT3
+        case 3u: { v = bias3[n]; }
+#endif
+        default: { v = bias0[n]; }
+    }
+    return f32(v);
+}
+#endif
+
+#ifndef GATED
+fn store_y(slot: u32, i: u32, value: #{A_T}) {
+    switch slot {
+#ifdef SLOT1
+        case 1u: { y1[i] = value; }
+#endif
+#ifdef SLOT2
+        case 2u: { y2[i] = value; }
+#endif
+#ifdef SLOT3
+        case 3u: { y3[i] = value; }
+#endif
+        default: { y0[i] = value; }
+    }
+}
+#endif
+
+fn zero_point(slot: u32, n: u32, blk: u32) -> f32 {
+#if ZP == none
+    return 8.0;
+#endif
+#if ZP == float
+    return zp_value(slot, n * #{NB} + blk);
+#endif
+#if ZP == packed
+    let byte_index = n * #{ZB} + blk / 2u;
+#ifdef ZP_WIDENED
+    let byte = zp_word(slot, byte_index);
+#else
+    let byte = zp_word(slot, byte_index / 4u) >> (8u * (byte_index % 4u));
+#endif
+    return f32((byte >> (4u * (blk % 2u))) & 15u);
+#endif
+}
+
+fn scales4(slot: u32, n0: u32, blk: u32) -> vec4<f32> {
+    let i = n0 * #{NB} + blk;
+    return vec4<f32>(
+        scale_at(slot, i), scale_at(slot, i + #{NB}), scale_at(slot, i + 2u * #{NB}), scale_at(slot, i + 3u * #{NB})
+    );
+}
+
+fn zero_points4(slot: u32, n0: u32, blk: u32) -> vec4<f32> {
+    return vec4<f32>(
+        zero_point(slot, n0, blk), zero_point(slot, n0 + 1u, blk), zero_point(slot, n0 + 2u, blk),
+        zero_point(slot, n0 + 3u, blk)
+    );
+}
