@@ -28,13 +28,20 @@ def _cache(width: int, dtype: type = np.float32, positions: int = 64) -> tuple[n
 
 
 def _graph(
-    norm_rows: int = 16, x_dims: tuple = ("batch", "seq", 32), norm_output: bool = False, one_cast: bool = False
+    norm_rows: int = 16,
+    x_dims: tuple = ("batch", "seq", 32),
+    norm_output: bool = False,
+    one_cast: bool = False,
+    constants: tuple | None = None,
 ) -> GraphBuilder:
     """x -> Reshape [0, -1, norm_rows] -> SimplifiedLayerNormalization -> Reshape [0, -1, 32] -> RotaryEmbedding
     (two heads of 16: the cache is 8 wide)."""
     b = GraphBuilder("q_norm")
-    x = b.input("x", DataType.FLOAT, list(x_dims))
-    pos = b.input("pos", DataType.INT64, ["batch", "seq"])
+    if constants is None:
+        x = b.input("x", DataType.FLOAT, list(x_dims))
+        pos = b.input("pos", DataType.INT64, ["batch", "seq"])
+    else:
+        x, pos = (b.constant(c) for c in constants)
     cos, sin = (b.initializer(n, c) for n, c in zip(("cos", "sin"), _cache(8)))
     rows = b.op("Reshape", x, b.initializer("rows", np.array([0, -1, norm_rows])), _name="q_norm/Reshape")
     if one_cast:
@@ -143,3 +150,18 @@ def test_float16_export_norm_in_float32_between_casts() -> None:
         for s in (6, 1)
     ]
     check_fused(model, feeds, {"FuseRmsNormIntoRotary"})
+
+
+def test_constant_input_folds_as_the_unfused_chain() -> None:
+    """Folding RmsNormRotary (all inputs known) gives what the unfused chain folds to."""
+    x, pos = RNG.standard_normal((2, 3, 32)).astype(np.float32), np.array([[1, 5, 2], [0, 9, 9]])
+    unfused = _graph(constants=(x, pos))
+    ShapeInferencePass().run(unfused.graph, REGISTRY)
+    b = GraphBuilder("folded", opsets={"": 21, "com.microsoft": 1, "com.onyxia": 1})
+    cos, sin = (b.constant(c) for c in _cache(8))
+    scale = b.constant(unfused.graph.tensor_by_name("scale").initializer.numpy())  # type: ignore[union-attr]
+    y = b.op("RmsNormRotary", b.constant(x), b.constant(pos), cos, sin, scale, _domain="com.onyxia", epsilon=1e-6)
+    b.output(y)
+    ShapeInferencePass().run(b.graph, REGISTRY)
+    expected = unfused.graph.tensor(unfused.graph.outputs[0]).value
+    np.testing.assert_allclose(b.graph.tensor(y).value, expected, rtol=1e-6, atol=1e-6)

@@ -17,6 +17,7 @@ from onyxia.compiler import ShapeInferencePass
 from onyxia.core import DataType, GraphBuilder, IrGraph
 from onyxia.onnx import to_onnx
 from onyxia.operators import core_operator_registry
+from onyxia.operators.elementwise.numpy_math import gelu
 from onyxia.operators.passes import GroupMatMuls
 
 REGISTRY = core_operator_registry()
@@ -177,3 +178,20 @@ def test_matmul_nbits_group_outputs(level: int, zero_points: str, bias: bool, op
         [{"x": RNG.standard_normal((m, k)).astype(np.float32)} for m in (1, 37, 1)],
         INT8_TOLERANCE if int8 else F32_TOLERANCE,
     )
+
+
+def test_constant_groups_fold() -> None:
+    """Folding (all inputs known) computes what the separate ops fold to."""
+    b = GraphBuilder("folded", opsets={"": 21, "com.onyxia": 1})
+    x = b.constant(RNG.standard_normal((3, 8)).astype(np.float32))
+    w = [b.constant(RNG.standard_normal((8, n)).astype(np.float32)) for n in (4, 4)]
+    group = b.op("MatMulGroup", x, *w, _domain="com.onyxia", _outputs=2)
+    gated = b.op("GatedMatMul", x, *w, _domain="com.onyxia", approximate="tanh")
+    b.output(*group, gated)
+    ShapeInferencePass().run(b.graph, REGISTRY)
+    xv, wv = b.graph.tensor(x).value, [b.graph.tensor(t).value for t in w]
+    products = [xv @ v for v in wv]
+    for t, expected in zip(group, products):
+        np.testing.assert_allclose(b.graph.tensor(t).value, expected, rtol=1e-6)
+    expected_gated = gelu(products[0], "tanh").astype(np.float32) * products[1]
+    np.testing.assert_allclose(b.graph.tensor(gated).value, expected_gated, rtol=1e-6)

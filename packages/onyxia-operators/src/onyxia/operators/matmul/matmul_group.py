@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onyxia.core import (
+    DataType,
     FoldCtx,
     InferenceCtx,
     NodeCtx,
@@ -99,7 +100,7 @@ def _blocks(m: SymbolicDim) -> list[tuple[dict[str, int], SymbolicDim]]:
     return [(_ONE_ROW, decode), (_FEW_ROWS, 1 - decode)]
 
 
-def _checked(ctx: NodeCtx, gated: bool) -> tuple[object, list[SymbolicDim], list[int]]:
+def _checked(ctx: NodeCtx, gated: bool) -> tuple[DataType, list[SymbolicDim], list[int]]:
     """(dtype, a's leading dims, each weight's N), validated: a [..., K] and 2-D weights [K, N_s]."""
     count = ctx.num_inputs - 1
     if not 1 <= count <= MAX_SLOTS or (gated and count != 2):

@@ -35,7 +35,7 @@ def _match(graph: IrGraph, group: IrNode) -> Match | Decline | None:
         if (
             mul is None
             or (mul.op_type, mul.domain) != ("Mul", "")
-            or sorted(mul.inputs) != sorted([gelu.outputs[0], up])
+            or sorted(mul.inputs) != sorted([gelu.outputs[0], up])  # type: ignore[type-var]
         ):
             continue
         if sole_use(graph, up) is None:  # type: ignore[arg-type]

@@ -74,19 +74,19 @@ def _dtype_issue(
 
 
 def _geometry_issue(graph: IrGraph, rotary: IrNode, norm: IrNode, reshape: IrNode) -> str | None:
-    x, rows, rotated = (graph.tensor(t) for t in (reshape.inputs[0], norm.inputs[0], rotary.inputs[0]))  # type: ignore[arg-type]
-    if any(isinstance(t.shape, Absent) for t in (x, rows, rotated)) or len(rotated.shape.dims) != 3:
+    x, rows, rotated = (graph.tensor(t).shape for t in (reshape.inputs[0], norm.inputs[0], rotary.inputs[0]))  # type: ignore[arg-type]
+    if isinstance(x, Absent) or isinstance(rows, Absent) or isinstance(rotated, Absent) or len(rotated.dims) != 3:
         return "the rotary input is not 3-D [batch, sequence, heads * head]"
-    if x.shape.dims != rotated.shape.dims:
-        return f"x has shape {x.shape} but the rotary input {rotated.shape}: the reshapes are not a round trip"
-    head, rank = rows.shape.dims[-1], len(rows.shape.dims)
+    if x.dims != rotated.dims:
+        return f"x has shape {x} but the rotary input {rotated}: the reshapes are not a round trip"
+    head, rank = rows.dims[-1], len(rows.dims)
     if int(norm.attributes.get("axis", -1)) not in (-1, rank - 1):
         return "the norm is not over the last axis"
     scale = graph.tensor(norm.inputs[1])  # type: ignore[arg-type]
     if dims_product(scale.shape.dims) != head:  # type: ignore[union-attr]
         return f"the scale {scale.shape} is not one {head}-element head"
     cos = graph.tensor(rotary.inputs[2])  # type: ignore[arg-type]
-    hidden, width = rotated.shape.dims[2], cos.shape.dims[-1]  # type: ignore[union-attr]
+    hidden, width = rotated.dims[2], cos.shape.dims[-1]  # type: ignore[union-attr]
     if not isinstance(hidden, int) or not isinstance(width, int):
         return "the hidden size or the cache width is not static"
     attrs = rotary.attributes
