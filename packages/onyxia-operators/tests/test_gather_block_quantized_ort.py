@@ -12,7 +12,7 @@ from oracle import check_model, check_op, make_model, onyxia_outputs
 
 from onyxia.core import ShapeInferenceError, UnsupportedOpError
 
-FIXTURE = Path("/work/shared/fixtures/gemma3-tiny-genai/int4/model.onnx")
+FIXTURE = Path(__file__).parent / "data" / "gemma3-tiny-genai-int4" / "model.onnx"
 
 
 def _pack(q: np.ndarray) -> np.ndarray:

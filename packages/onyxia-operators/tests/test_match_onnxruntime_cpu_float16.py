@@ -27,7 +27,7 @@ from onyxia.operators.passes._onnx_function_bodies import FUNCTION_BODIES
 REGISTRY = core_operator_registry()
 RNG = np.random.default_rng(7)
 F16, F32 = DataType.FLOAT16, DataType.FLOAT
-FIXTURES = Path("/work/shared/fixtures/gemma3-tiny/onnx")
+FIXTURES = Path(__file__).parent / "data" / "gemma3-tiny"
 # a float16 ulp (2**-10 relative), and an absolute slack where Gelu's 1 + tanh(x) cancels for x << 0
 ULP = (1e-3, 1e-6)
 

@@ -101,7 +101,7 @@ def test_symbolic_rows_switch_kernels_without_recompiling() -> None:
 
 def test_genai_int4_lm_head() -> None:
     """The genai int4 fixture's LM head as stored (accuracy_level 4): real weights, N = 1024."""
-    path = Path("/work/shared/fixtures/gemma3-tiny-genai/int4/model.onnx")
+    path = Path(__file__).parent / "data" / "gemma3-tiny-genai-int4" / "model.onnx"
     model = onnx.load(path, load_external_data=False)
     tensors = {t.name: t for t in model.graph.initializer}
     node = next(n for n in model.graph.node if n.name == "/lm_head/MatMul_Q4")

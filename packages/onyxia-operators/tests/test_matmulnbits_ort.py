@@ -173,7 +173,7 @@ def _compile(model: onnx.ModelProto) -> CompiledModel:
 
 def test_genai_int4_lm_head_weights() -> None:
     """The genai int4 fixture's LM head: real packed weights, 2-D scales [N, n_blocks], N = 1024."""
-    path = Path("/work/shared/fixtures/gemma3-tiny-genai/int4/model.onnx")
+    path = Path(__file__).parent / "data" / "gemma3-tiny-genai-int4" / "model.onnx"
     model = onnx.load(path, load_external_data=False)
     tensors = {t.name: t for t in model.graph.initializer}
     node = next(n for n in model.graph.node if n.name == "/lm_head/MatMul_Q4")
