@@ -2,10 +2,13 @@
 transposed), with one tiled shader, and the com.onyxia groups MatMulGroup / GatedMatMul (several weights
 of one activation per dispatch)."""
 
-from onyxia.operators.matmul.matmul import MATMUL, MatMulOp
+from onyxia.operators.matmul.gemm import GEMM
+from onyxia.operators.matmul.matmul import MATMUL as _MATMUL
 from onyxia.operators.matmul.matmul import MATMUL_ONYXIA as _TRANS_B
+from onyxia.operators.matmul.matmul import MatMulOp
 from onyxia.operators.matmul.matmul_group import MATMUL_GROUP, MAX_SLOTS, MatMulGroupOp
 
 __all__ = ["MATMUL", "MATMUL_GROUP", "MATMUL_ONYXIA", "MAX_SLOTS", "MatMulGroupOp", "MatMulOp"]
 
+MATMUL = {**_MATMUL, **GEMM}  # default domain
 MATMUL_ONYXIA = {**_TRANS_B, **MATMUL_GROUP}  # com.onyxia

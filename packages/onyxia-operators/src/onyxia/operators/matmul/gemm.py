@@ -1,0 +1,78 @@
+"""ONNX Gemm (opset 7+: C optional from 11, unidirectionally broadcast to [M, N])."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl, shape_of
+from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
+from onyxia.operators.typesets import FLOATS, require_dtype
+
+__all__ = ["GEMM", "GemmOp"]
+
+_SOURCE = load_wgsl(__package__, "gemm.wgsl")
+
+
+def _mnk(ctx: NodeCtx) -> tuple[SymbolicDim, SymbolicDim, SymbolicDim]:
+    a, b = ctx.input_dims(0), ctx.input_dims(1)
+    if len(a) != 2 or len(b) != 2:
+        raise ctx.error("A and B must be 2-D")
+    m, k = (a[1], a[0]) if ctx.attr_int("transA", 0) else (a[0], a[1])
+    k2, n = (b[1], b[0]) if ctx.attr_int("transB", 0) else (b[0], b[1])
+    if isinstance(k, int) and isinstance(k2, int) and k != k2:
+        raise ctx.error(f"inner dims differ: op(A) is [{m}, {k}], op(B) is [{k2}, {n}]")
+    return m, n, k
+
+
+def _c_strides(ctx: NodeCtx, m: SymbolicDim, n: SymbolicDim) -> tuple[SymbolicDim, SymbolicDim]:
+    """C broadcasts to [M, N] from [], [N], [1, N], [M, 1] or [M, N]."""
+    dims = [1] * (2 - ctx.input_rank(2)) + list(ctx.input_dims(2))
+    rows, cols = dims
+    if rows not in (1, m) or cols not in (1, n):
+        raise ctx.error(f"C of shape {list(ctx.input_dims(2))} does not broadcast to [{m}, {n}]")
+    return (0 if rows == 1 and m != 1 else cols), (0 if cols == 1 and n != 1 else 1)
+
+
+@dataclass(frozen=True)
+class GemmOp:
+    name: str = "Gemm"
+
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        m, n, _ = _mnk(ctx)
+        if ctx.has_input(2):
+            _c_strides(ctx, m, n)
+        return [TensorType(ctx.input_dtype(0), shape_of([m, n]))]
+
+    def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
+        if not ctx.all_inputs_have_values():
+            return None
+        a, b = ctx.input_value(0), ctx.input_value(1)
+        a = a.T if ctx.attr_int("transA", 0) else a  # type: ignore[union-attr]
+        b = b.T if ctx.attr_int("transB", 0) else b  # type: ignore[union-attr]
+        y = ctx.attr_float("alpha", 1.0) * (a.astype(np.float64) @ b.astype(np.float64))  # type: ignore[union-attr]
+        if ctx.has_input(2):
+            y = y + ctx.attr_float("beta", 1.0) * ctx.input_value(2)
+        return [y.astype(ctx.output_numpy_dtype())]
+
+    def plan(self, ctx: PlanCtx) -> None:
+        dtype = ctx.input_dtype(0)
+        require_dtype(ctx, dtype, FLOATS)
+        m, n, k = _mnk(ctx)
+        defs: dict[str, object] = {**type_defs(T=dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
+        defs.update(ALPHA=repr(ctx.attr_float("alpha", 1.0)), BETA=repr(ctx.attr_float("beta", 1.0)))
+        for flag in ("transA", "transB"):
+            if ctx.attr_int(flag, 0):
+                defs[f"TRANS_{flag[-1]}"] = True
+        dims: dict[str, object] = {"M": m, "N": n, "K": k}
+        reads = [ctx.input(0), ctx.input(1)]
+        if ctx.has_input(2):
+            defs["HAS_C"] = True
+            dims["C_ROW_STRIDE"], dims["C_COL_STRIDE"] = _c_strides(ctx, m, n)
+            reads.append(ctx.input(2))
+        shader = ctx.compile_shader("matmul/gemm", _SOURCE, defs, dims)  # type: ignore[arg-type]
+        ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(m * n, WORKGROUP_SIZE))  # type: ignore[operator]
+
+
+GEMM: dict[str, GemmOp] = {"Gemm": GemmOp()}
