@@ -19,7 +19,7 @@ from onyxia.operators.family import named_rows
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import BOOL, FLOATS, NUMERIC, SIGNED, require_dtype
 
-__all__ = ["UNARY", "UnaryElementwiseOp"]
+__all__ = ["UNARY", "UnaryElementwiseOp", "emit_unary"]
 
 _SOURCE = load_wgsl(__package__, "unary.wgsl")
 
@@ -49,11 +49,16 @@ class UnaryElementwiseOp:
     def plan(self, ctx: PlanCtx) -> None:
         x = ctx.input_tensor(0)
         require_dtype(ctx, x.dtype, self.dtypes)
-        n = dims_product(ctx.output_dims(0))
-        defs = {**type_defs(X_T=x.dtype, Y_T=ctx.output_tensor(0).dtype), "EXPR": self.expression(ctx, x.dtype)}
-        defs["WORKGROUP_SIZE"] = WORKGROUP_SIZE
-        shader = ctx.compile_shader("elementwise/unary", _SOURCE, defs, {"N": n})
-        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+        emit_unary(ctx, self.expression(ctx, x.dtype))
+
+
+def emit_unary(ctx: PlanCtx, expr: str) -> None:
+    """One dispatch of ``y[i] = expr(x[i])`` from input 0 to output 0 (shared with Cast)."""
+    n = dims_product(ctx.output_dims(0))
+    defs = {**type_defs(X_T=ctx.input_dtype(0), Y_T=ctx.output_tensor(0).dtype), "EXPR": expr}
+    defs["WORKGROUP_SIZE"] = WORKGROUP_SIZE
+    shader = ctx.compile_shader("elementwise/unary", _SOURCE, defs, {"N": n})
+    ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
 
 
 @dataclass(frozen=True)

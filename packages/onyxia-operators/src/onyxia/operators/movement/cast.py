@@ -24,18 +24,15 @@ from onyxia.core import (
     PlanCtx,
     TensorType,
     UnsupportedOpError,
-    ceil_div,
     is_symbolic_value,
-    load_wgsl,
 )
 from onyxia.core.shapes import dims_product
+from onyxia.operators.elementwise.unary import emit_unary
 from onyxia.operators.family import named_rows
-from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import ALL_GPU, require_dtype
 
 __all__ = ["CAST", "CastOp", "conversion"]
 
-_SOURCE = load_wgsl(__package__, "cast.wgsl")
 _HOST_TYPES = ALL_GPU | {DataType.DOUBLE, DataType.UINT64}
 
 # 8/16-bit integers are stored in 32 bits: keep only the low bits (sign-extended for signed types).
@@ -79,9 +76,7 @@ class CastOp:
         n = dims_product(ctx.output_dims(0))
         if n == 0:
             return
-        defs = {**type_defs(X_T=x, Y_T=y), "EXPR": conversion(x, y), "WORKGROUP_SIZE": WORKGROUP_SIZE}
-        shader = ctx.compile_shader("movement/cast", _SOURCE, defs, {"N": n})
-        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+        emit_unary(ctx, conversion(x, y))
 
 
 def _to_attribute(ctx: NodeCtx) -> DataType:
