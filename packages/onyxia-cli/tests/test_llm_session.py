@@ -60,6 +60,44 @@ def test_chat_reuses_the_cache_and_equals_a_single_shot_run() -> None:
     assert text == answers[-1]
 
 
+@pytest.mark.parametrize(("directory", "precision"), [*MODELS, ("gemma3-tiny-genai/fp32", None)])
+def test_prefill_in_chunks_equals_one_run(directory: str, precision: str | None) -> None:
+    llm = session(directory, precision)
+    prompt = [2, *range(40, 53)]
+    llm.reset()
+    whole = llm.next_token_logits(prompt)
+    llm.reset()
+    llm.prefill_chunk, chunk = 4, llm.prefill_chunk
+    runs = llm.executor.stats.runs
+    try:
+        chunked = llm.next_token_logits(prompt)
+    finally:
+        llm.prefill_chunk = chunk
+    assert llm.executor.stats.runs - runs == 4  # 14 tokens in chunks of 4
+    assert llm.position == len(prompt)
+    np.testing.assert_allclose(chunked, whole, atol=1e-4)
+
+
+def test_activations_are_sized_for_a_prefill_chunk_not_max_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    from onyxia.cli.llm import loading
+
+    monkeypatch.setattr(loading, "PREFILL_CHUNK", 64)
+    small = LlmSession.from_pretrained(DATA / "gemma3-tiny", "fp32", max_length=64)
+    large = LlmSession.from_pretrained(DATA / "gemma3-tiny", "fp32", max_length=256)
+    assert large.prefill_chunk == small.prefill_chunk == 64
+    # past the KV cache only per-position scalars (the attention mask and what derives from it) grow with
+    # max_length: nothing of [sequence, hidden] size
+    assert _non_cache_bytes(large) - _non_cache_bytes(small) <= 32 * (256 - 64)
+    assert large.executor.gpu_bytes > small.executor.gpu_bytes
+
+
+def _non_cache_bytes(llm: LlmSession) -> int:
+    pool = llm.executor._pool
+    cache = {id(pool.get(llm.executor._ref(name))) for p in llm.signature.kv for name in (p.past, p.present)}
+    buffers = {id(b): b for b in pool.buffers.values() if id(b) not in cache}
+    return sum(int(b.size) for b in buffers.values())
+
+
 def test_prompt_longer_than_max_length_is_refused() -> None:
     llm = session("gemma3-tiny-optimum", None)
     llm.reset()

@@ -24,9 +24,8 @@ import numpy as np
 import wgpu
 
 from onyxia.core.dtypes import DataType
-from onyxia.core.errors import DeviceError, InputError, OnyxiaError, PlanningError
-from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, TensorRole, WriteBuffer
-from onyxia.core.values import TensorValue
+from onyxia.core.errors import DeviceError, InputError, OnyxiaError
+from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, WriteBuffer
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.convert import from_gpu, padded_nbytes, storage_bytes, to_gpu
 from onyxia.runtime.device import DeviceContext, ExecutorStats, wgpu_boundary
@@ -52,6 +51,7 @@ from onyxia.runtime.program import (
     patch_program,
     prepare_dispatch,
 )
+from onyxia.runtime.upload import upload_weights
 
 __all__ = ["PlanExecutor"]
 
@@ -86,7 +86,7 @@ class PlanExecutor:
             prepare_dispatch(fs, pipelines, self._pool, ctx, self.stats) if isinstance(fs.step, Dispatch) else None
             for fs in self._flat
         ]
-        self._upload_weights()
+        upload_weights(compiled, self._pool)
         self._incremental = IncrementalLayout(compiled, self._flat, ctx)
         self._encode: Encoder = native_encoder(ctx.device) or encode
         self._dims: dict[str, int] = {**compiled.dims, **_checked_dims(dims or {})}
@@ -384,23 +384,6 @@ class PlanExecutor:
                 f"the model requires adapter features {missing}, which the device lacks "
                 f"(device features: {sorted(self.ctx.features)})"
             )
-
-    def _upload_weights(self) -> None:
-        for t in self.compiled.tensors.values():
-            if t.role is TensorRole.SYMBOLIC or t.data is None:
-                if t.role is TensorRole.WEIGHT:
-                    raise PlanningError(f"weight '{t.name}' has no data to upload")
-                continue
-            array = t.data.numpy() if isinstance(t.data, TensorValue) else np.asarray(t.data)
-            gpu = to_gpu(f"weight '{t.name}'", t.dtype, array, PlanningError)
-            if gpu.nbytes != t.nbytes:
-                raise PlanningError(
-                    f"weight '{t.name}': data of shape {list(array.shape)} is {gpu.nbytes} bytes on the GPU; "
-                    f"its plan dims [{', '.join(map(str, t.dims))}] need {t.nbytes}"
-                )
-            ref = BufferRef(tensor=t.id)
-            self._pool.ensure(ref, gpu.nbytes)
-            self._pool.write(ref, gpu)
 
 
 def _rebinds(state: DispatchState, values: DispatchValues, before: object) -> bool:

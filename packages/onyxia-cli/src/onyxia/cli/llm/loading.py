@@ -23,6 +23,10 @@ __all__ = ["build_session"]
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_LENGTH = 2048
+# Longer prompts are prefilled in chunks of this many tokens: activations are sized for a chunk, not
+# for max_length (at 2048 they would add a quarter of the 270m model's weights to GPU memory), and a
+# 256-token chunk already keeps the matmuls' tiles full.
+PREFILL_CHUNK = 256
 _SOURCES = (TensorKind.INPUT, TensorKind.INITIALIZER)
 
 
@@ -64,6 +68,10 @@ def build_session(
     compiled = pipeline.compile(graph, static)
     progress("uploading weights")
     max_dims = {name: limit for name in compiled.symbols}
+    chunk = min(limit, PREFILL_CHUNK)
+    sequence = signature.input_dims[signature.input_ids][1]
+    if isinstance(sequence, SymbolicExpr) and sequence.is_name and str(sequence) in max_dims:
+        max_dims[str(sequence)] = chunk
     executor = runtime.load_model(compiled, static, max_dims=max_dims)
     executor.carry({p.past: p.present for p in signature.kv if (p.past, p.present) not in aliased})
     executor.keep_resident([p.past for p in signature.kv])
@@ -72,7 +80,7 @@ def build_session(
             dims = [static.get(str(d), 1) if not isinstance(d, int) else d for d in pair.past_dims]
             executor.write_input(pair.past, np.zeros(dims, pair.dtype.numpy))
     adapter = str(runtime.adapter_info.get("device") or runtime.adapter_info.get("description") or "unknown")
-    session = cls(found, tokenizer, executor, signature, limit, aliased, adapter)
+    session = cls(found, tokenizer, executor, signature, limit, aliased, adapter, prefill_chunk=chunk)
     progress("warming up")
     session.warm_up()
     return session

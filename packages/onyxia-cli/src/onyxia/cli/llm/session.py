@@ -56,6 +56,7 @@ class LlmSession:
         max_length: int,
         aliased: list[tuple[str, str]],
         adapter: str,
+        prefill_chunk: int | None = None,
     ) -> None:
         self.model_dir = model_dir
         self.tokenizer = tokenizer
@@ -64,6 +65,7 @@ class LlmSession:
         self.max_length = max_length
         self.aliased = aliased
         self.adapter = adapter
+        self.prefill_chunk = prefill_chunk or max_length  # longer inputs run as several steps
         self.position = 0  # tokens in the cache
         self.history: list[int] = []
         self.stats = GenerationStats()
@@ -199,13 +201,18 @@ class LlmSession:
         return sample_token(logits.reshape(-1, logits.shape[-1])[-1], params, self.history, rng)
 
     def _forward(self, ids: list[int], outputs: list[str]) -> dict[str, np.ndarray]:
+        """Append `ids` to the cache, `prefill_chunk` tokens per run; `outputs` come from the last run."""
         if self.position + len(ids) > self.max_length:
             raise InputError(f"{self.position} cached + {len(ids)} new tokens exceed max_length {self.max_length}")
-        feeds, dims = self._feeds(ids)
-        self.executor.update_dimensions(dims)  # type: ignore[attr-defined]
-        out: dict[str, np.ndarray] = self.executor.run(feeds, outputs=outputs)  # type: ignore[attr-defined]
-        self.position += len(ids)
-        self.history.extend(ids)
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(ids), self.prefill_chunk):
+            chunk = ids[start : start + self.prefill_chunk]
+            wanted = outputs if start + len(chunk) == len(ids) else []
+            feeds, dims = self._feeds(chunk)
+            self.executor.update_dimensions(dims)  # type: ignore[attr-defined]
+            out = self.executor.run(feeds, outputs=wanted)  # type: ignore[attr-defined]
+            self.position += len(chunk)
+            self.history.extend(chunk)
         return out
 
     def _feeds(self, ids: list[int]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
