@@ -2,8 +2,13 @@
 
 Each stage's passes run in registration order and repeat until none reports a change (a pass
 that never settles is an error naming it). Failures are re-raised naming the pass and the passes
-that ran before it. ``ONYXIA_CHECK=1`` runs `graph.check()` after every pass and
-``ONYXIA_DUMP_IR=dir`` writes the graph text after each one. Compiling needs no GPU.
+that ran before it. Every pass run is recorded as a `PassRun` (`pipeline.runs`, summed per pass in
+`pipeline.stats`) and handed with the graph to the observers (`observe`): that is how
+``onyxia compile --dump-dir`` writes ONNX after each pass while this package never imports onnx.
+``ONYXIA_CHECK=1`` runs `graph.check()` after every pass, ``ONYXIA_DUMP_IR=dir`` writes the graph
+text after each one (a built-in observer), ``ONYXIA_DEBUG>=1`` logs each run as it ends (DEBUG level
+otherwise) and ``ONYXIA_PASS_STATS=1`` logs the `PassStats` table at the end of each compile.
+Compiling needs no GPU.
 """
 
 from __future__ import annotations
@@ -11,17 +16,21 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from onyxia.compiler.passes import ConstantFoldingPass, PlanningPass, ShapeInferencePass, SymbolicResolutionPass
+from onyxia.compiler.stats import PassRun, PassStats, aggregate, format_stats
 from onyxia.core import CompiledModel, IrGraph, OnyxiaError, OperatorRegistry, Pass, Stage
 
-__all__ = ["CompilerPipeline", "PassError", "compile"]
+__all__ = ["CompilerPipeline", "Observer", "PassError", "compile"]
 
 log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 16
+
+Observer = Callable[[PassRun, IrGraph], None]
+"""Called after every pass run with its record and the graph as the pass left it (do not edit it)."""
 
 
 class PassError(OnyxiaError):
@@ -35,6 +44,8 @@ class CompilerPipeline:
     def __init__(self, registry: OperatorRegistry) -> None:
         self.registry = registry
         self._extra: list[Pass] = []
+        self._observers: list[Observer] = []
+        self.runs: list[PassRun] = []  # of the last (or current) compile
         for p in registry.passes:
             self.add_pass(p)
 
@@ -44,6 +55,16 @@ class CompilerPipeline:
             raise TypeError(f"pass {p!r} has no valid stage")
         self._extra.append(p)
         return self
+
+    def observe(self, observer: Observer) -> CompilerPipeline:
+        """Call `observer` after every pass run of every later compile, in registration order."""
+        self._observers.append(observer)
+        return self
+
+    @property
+    def stats(self) -> list[PassStats]:
+        """Per-pass totals of the last compile (also of one that failed, up to the failure)."""
+        return aggregate(self.runs)
 
     def passes(self, dims: Mapping[str, int]) -> list[Pass]:
         built_in: list[Pass] = [
@@ -58,45 +79,89 @@ class CompilerPipeline:
         """Compile a copy of `graph` (the caller's graph is left as it was)."""
         dims = dict(dims or {})
         work = graph.copy()
-        history: list[str] = []
+        self.runs = []
+        observers = [*self._observers, *_env_observers()]
         planner = PlanningPass(dims)
         stages = self.passes(dims)
-        for stage in Stage:
-            self._run_stage(stage, [p for p in stages if p.stage == stage], work, history)
-        self._run_pass(planner, work, history)  # once, after the PLANNING passes (view aliasing) settle
+        try:
+            for stage in Stage:
+                self._run_stage(stage, [p for p in stages if p.stage == stage], work, observers)
+            self._run_pass(planner, work, observers)  # once, after the PLANNING passes (view aliasing) settle
+        finally:
+            if os.environ.get("ONYXIA_PASS_STATS") == "1":
+                log.warning("pass statistics:\n%s", format_stats(self.stats))
         assert planner.compiled is not None
         return planner.compiled
 
-    def _run_stage(self, stage: Stage, group: list[Pass], graph: IrGraph, history: list[str]) -> None:
+    def _run_stage(self, stage: Stage, group: list[Pass], graph: IrGraph, observers: list[Observer]) -> None:
         for _ in range(MAX_ROUNDS):
             changed = False
             for p in group:
-                changed |= self._run_pass(p, graph, history)
+                changed |= self._run_pass(p, graph, observers)
             if not changed:
                 return
         raise PassError(f"stage {stage.name}: passes {[p.name for p in group]} did not settle in {MAX_ROUNDS} rounds")
 
-    def _run_pass(self, p: Pass, graph: IrGraph, history: list[str]) -> bool:
+    def _run_pass(self, p: Pass, graph: IrGraph, observers: list[Observer]) -> bool:
+        history = [r.name for r in self.runs[-8:]]
+        nodes_before = len(graph)
         start = time.perf_counter()
         try:
             changed = bool(p.run(graph, self.registry))
         except OnyxiaError as e:
             if history and not isinstance(e, PassError):
-                e.add_note(f"in pass {p.name}, after [{', '.join(history[-8:])}]")
+                e.add_note(f"in pass {p.name}, after [{', '.join(history)}]")
             raise
         except Exception as e:
-            raise PassError(f"pass {p.name} failed after [{', '.join(history[-8:])}]: {type(e).__name__}: {e}") from e
+            raise PassError(f"pass {p.name} failed after [{', '.join(history)}]: {type(e).__name__}: {e}") from e
         elapsed = time.perf_counter() - start
-        history.append(p.name)
+        run = PassRun(
+            index=len(self.runs) + 1,
+            name=p.name,
+            stage=p.stage,
+            changed=changed,
+            rewrites=_rewrites(p, changed),
+            ms=elapsed * 1e3,
+            nodes_before=nodes_before,
+            nodes_after=len(graph),
+        )
+        self.runs.append(run)
+        level = logging.WARNING if int(os.environ.get("ONYXIA_DEBUG", "0") or 0) >= 1 else logging.DEBUG
+        log.log(
+            level, "pass %03d %-24s changed=%-5s nodes=%-5d %.1f ms", run.index, p.name, changed, len(graph), run.ms
+        )
         if os.environ.get("ONYXIA_CHECK") == "1":
-            graph.check()
-        dump = os.environ.get("ONYXIA_DUMP_IR")
-        if dump:
-            Path(dump).mkdir(parents=True, exist_ok=True)
-            Path(dump, f"{len(history):02d}-{p.name}.txt").write_text(str(graph))
-        if os.environ.get("ONYXIA_PASS_STATS") == "1" or int(os.environ.get("ONYXIA_DEBUG", "0") or 0) >= 1:
-            log.warning("pass %-24s changed=%-5s nodes=%-5d %.1f ms", p.name, changed, len(graph), elapsed * 1e3)
+            try:
+                graph.check()
+            except OnyxiaError as e:
+                e.add_note(f"ONYXIA_CHECK after pass {p.name}")
+                raise
+        for observer in observers:
+            observer(run, graph)
         return changed
+
+
+def _rewrites(p: Pass, changed: bool) -> int:
+    """What the pass reported in `last_rewrites` for this run; 1 for a change it did not count."""
+    if not changed:
+        return 0
+    reported = getattr(p, "last_rewrites", None)
+    return reported if isinstance(reported, int) and reported > 0 else 1
+
+
+def _env_observers() -> list[Observer]:
+    dump = os.environ.get("ONYXIA_DUMP_IR")
+    return [_text_dumper(Path(dump))] if dump else []
+
+
+def _text_dumper(directory: Path) -> Observer:
+    """``ONYXIA_DUMP_IR``: the printed graph after each pass, as ``NNN-<pass>.txt``."""
+
+    def dump(run: PassRun, graph: IrGraph) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"{run.index:03d}-{run.name}.txt").write_text(str(graph))
+
+    return dump
 
 
 def compile(graph: IrGraph, registry: OperatorRegistry, dims: Mapping[str, int] | None = None) -> CompiledModel:  # noqa: A001

@@ -28,6 +28,10 @@ class Stage(enum.IntEnum):
 
 @runtime_checkable
 class Pass(Protocol):
+    """A pass that can count its work may also set ``last_rewrites: int`` in each `run` (how many
+    rewrites that run applied); the pipeline's `PassStats` counts 1 per changed run otherwise. It is
+    not a protocol member, so passes without it still satisfy `Pass`."""
+
     name: str
     stage: Stage
 

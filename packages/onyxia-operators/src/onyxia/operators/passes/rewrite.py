@@ -65,11 +65,13 @@ class Rule:
 
 
 class RewritePass:
-    """Apply `rules` to a fixed point; returns True when any rule fired."""
+    """Apply `rules` to a fixed point; returns True when any rule fired. `last_rewrites` is how many
+    rule applications the last run made (the pipeline's pass statistics read it)."""
 
     name = "Rewrite"
     stage = Stage.OPTIMIZATION
     rules: tuple[Rule, ...] = ()
+    last_rewrites = 0
 
     def __init__(self, rules: tuple[Rule, ...] | None = None, *, name: str | None = None) -> None:
         if rules is not None:
@@ -86,6 +88,7 @@ class RewritePass:
         else:
             raise OnyxiaError(f"{self.name}: rules {sorted(fired)} still applied after {MAX_SWEEPS} sweeps")
         log.info("%s: %s", self.name, ", ".join(f"{r} x{n}" for r, n in sorted(fired.items())) or "nothing matched")
+        self.last_rewrites = sum(fired.values())
         return bool(fired)
 
     def _sweep(self, graph: IrGraph, fired: Counter[str], declined: set[tuple[str, int]]) -> int:
