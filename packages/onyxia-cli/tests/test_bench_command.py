@@ -48,6 +48,12 @@ def test_bench_json_has_every_figure_per_engine_and_precision(tiny_report: dict[
         assert part["ratios"]["ort-cpu"]["decode_tok_s"] == pytest.approx(onyxia["decode_tok_s"] / ort["decode_tok_s"])
         assert all(part["bound"][key] > 0 for key in BOUND_FIGURES)
         assert part["bound"]["position"] == 8 + 8 // 2
+        memory = part["memory"]
+        assert memory["weight_bytes"] == onyxia["weight_bytes"] > 0 and memory["kv_capacity_bytes"] > 0
+        assert memory["rss_over_weights"] == pytest.approx(onyxia["peak_rss_bytes"] / onyxia["weight_bytes"])
+        beyond = (onyxia["peak_rss_bytes"] - onyxia["gpu_bytes"]) / onyxia["weight_bytes"]
+        assert memory["rss_beyond_gpu_over_weights"] == pytest.approx(beyond)
+        assert onyxia["gpu_bytes"] >= memory["weight_bytes"] + memory["kv_capacity_bytes"]
 
 
 def test_bench_engines_agree_on_greedy_ids_in_fp32(tiny_report: dict[str, Any]) -> None:

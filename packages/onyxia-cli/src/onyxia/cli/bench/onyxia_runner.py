@@ -64,7 +64,11 @@ class OnyxiaRunner:
 
     def extras(self) -> dict[str, Any]:
         executor = self.session.executor
-        figures: dict[str, Any] = {"gpu_bytes": executor.gpu_bytes}
+        figures: dict[str, Any] = {
+            "gpu_bytes": executor.gpu_bytes,
+            "weight_bytes": executor.weight_bytes,
+            "kv_capacity_bytes": sum(executor.buffer_bytes(p.past) for p in self.session.signature.kv),
+        }
         if self.profile:
             wrapper = ProfilingExecutor(executor)
             self.session.executor = wrapper

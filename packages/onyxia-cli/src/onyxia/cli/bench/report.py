@@ -16,7 +16,7 @@ from rich.table import Table
 
 from onyxia.cli.bench.bound import Bandwidth, StepBytes
 
-__all__ = ["FIGURES", "Figure", "bound_figures", "print_report", "ratios"]
+__all__ = ["FIGURES", "Figure", "bound_figures", "memory_figures", "print_report", "ratios"]
 
 ONYXIA = "onyxia"
 _MB = 1e6
@@ -77,6 +77,22 @@ def bound_figures(step: StepBytes, bandwidth: Bandwidth, onyxia: dict[str, Any] 
     return figures
 
 
+def memory_figures(onyxia: dict[str, Any] | None) -> dict[str, Any]:
+    """Onyxia's memory against its weights: GPU buffers over weights + KV capacity, and host peak RSS
+    over the weights, in all and beyond the GPU buffers (lavapipe keeps device memory in host RAM, so
+    its RSS includes every buffer; on a discrete GPU only the part beyond them stays on the host)."""
+    if not onyxia or onyxia.get("status") != "ok" or not onyxia.get("weight_bytes"):
+        return {}
+    weights, kv, gpu, rss = (onyxia[k] for k in ("weight_bytes", "kv_capacity_bytes", "gpu_bytes", "peak_rss_bytes"))
+    return {
+        "weight_bytes": weights,
+        "kv_capacity_bytes": kv,
+        "gpu_over_weights_and_kv": gpu / (weights + kv) - 1,
+        "rss_over_weights": rss / weights,
+        "rss_beyond_gpu_over_weights": (rss - gpu) / weights,
+    }
+
+
 def print_report(doc: dict[str, Any], console: Console) -> None:
     settings = doc["settings"]
     bandwidth = doc.get("bandwidth")
@@ -92,6 +108,8 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
                 console.print(f"[yellow]{name}: {result.get('status')}[/] - {escape(str(result.get('reason')))}")
         if "bound" in part:
             _print_bound(part["bound"], console)
+        if part.get("memory"):
+            _print_memory(part["memory"], part["engines"][ONYXIA], console)
         if part["engines"].get(ONYXIA, {}).get("profile"):
             _print_profile(part["engines"][ONYXIA]["profile"], console)
 
@@ -153,6 +171,16 @@ def _print_bound(bound: dict[str, Any], console: Console) -> None:
             f"[bold]{bound['onyxia_percent_of_bound']:.0f}%[/] of the bound"
         )
     console.print(line)
+
+
+def _print_memory(memory: dict[str, Any], onyxia: dict[str, Any], console: Console) -> None:
+    console.print(
+        f"memory: weights {memory['weight_bytes'] / _MIB:,.0f} MiB, KV capacity {memory['kv_capacity_bytes'] / _MIB:,.0f}"
+        f" MiB; GPU buffers {onyxia['gpu_bytes'] / _MIB:,.0f} MiB = weights + KV + "
+        f"{100 * memory['gpu_over_weights_and_kv']:.1f}%; host peak RSS {onyxia['peak_rss_bytes'] / _MIB:,.0f} MiB = "
+        f"{memory['rss_over_weights']:.2f}x the weights, {memory['rss_beyond_gpu_over_weights']:.2f}x beyond the GPU "
+        "buffers (which lavapipe keeps in host RAM)"
+    )
 
 
 def _print_profile(profile: dict[str, Any], console: Console) -> None:

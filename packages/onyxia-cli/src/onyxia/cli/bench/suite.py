@@ -18,7 +18,7 @@ from typing import Any
 from onyxia.cli.bench.bound import Bandwidth, copy_bandwidth, decode_step_bytes
 from onyxia.cli.bench.config import GemmaConfig
 from onyxia.cli.bench.hf_files import BOS
-from onyxia.cli.bench.report import ONYXIA, bound_figures, ratios
+from onyxia.cli.bench.report import ONYXIA, bound_figures, memory_figures, ratios
 from onyxia.cli.bench.runners import ENGINES, run_engine
 from onyxia.cli.bench.synth import default_cache_dir, synthesize
 from onyxia.core import OnyxiaError
@@ -94,6 +94,7 @@ def _run_precision(
         engines[engine] = run_engine(engine, spec, cache, options.timeout_s)
         say(f"{precision}: {engine} {engines[engine].get('status')}")
     part: dict[str, Any] = {"model_file": str(model_path), "engines": engines, "ratios": ratios(engines)}
+    part["memory"] = memory_figures(engines.get(ONYXIA))
     if bandwidth is not None:
         position = options.prompt_tokens + options.decode_tokens // 2  # the decode steps' mean cache length
         step = decode_step_bytes(model_path, position)
