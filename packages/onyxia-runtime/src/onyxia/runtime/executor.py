@@ -25,7 +25,7 @@ import wgpu
 
 from onyxia.core.dtypes import DataType
 from onyxia.core.errors import DeviceError, InputError, OnyxiaError
-from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, WriteBuffer
+from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, TensorRole, WriteBuffer
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.convert import from_gpu, padded_nbytes, storage_bytes, to_gpu
 from onyxia.runtime.device import DeviceContext, ExecutorStats, wgpu_boundary
@@ -120,6 +120,19 @@ class PlanExecutor:
         if self._pool.staging is not None:
             buffers[id(self._pool.staging)] = self._pool.staging
         return sum(int(b.size) for b in buffers.values())
+
+    def buffer_bytes(self, name: str) -> int:
+        """Bytes of the GPU buffer that serves tensor `name` (shared with its aliases and group)."""
+        return int(self._pool.get(self._ref(name)).size)
+
+    @property
+    def weight_bytes(self) -> int:
+        """GPU bytes of the plan's weights and constants, as uploaded."""
+        return sum(
+            int(t.nbytes)
+            for t in self.compiled.tensors.values()
+            if t.data is not None and t.role is not TensorRole.SYMBOLIC
+        )
 
     @property
     def input_names(self) -> list[str]:
