@@ -127,12 +127,12 @@ class PlanExecutor:
 
     @property
     def weight_bytes(self) -> int:
-        """GPU bytes of the plan's weights and constants, as uploaded."""
-        return sum(
-            int(t.nbytes)
-            for t in self.compiled.tensors.values()
-            if t.data is not None and t.role is not TensorRole.SYMBOLIC
-        )
+        """GPU bytes of the plan's weights and constants, as uploaded (their sizes are static)."""
+        total = 0
+        for t in self.compiled.tensors.values():
+            if t.data is not None and t.role is not TensorRole.SYMBOLIC and isinstance(t.nbytes, int):
+                total += t.nbytes
+        return total
 
     @property
     def input_names(self) -> list[str]:
