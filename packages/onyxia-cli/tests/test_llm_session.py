@@ -29,7 +29,7 @@ def test_decode_creates_no_pipelines_and_reads_back_one_token(directory: str, pr
 def test_kv_cache_is_appended_in_place(directory: str, precision: str | None) -> None:
     llm = session(directory, precision)
     assert len(llm.aliased) == len(llm.signature.kv)  # every cache tensor aliased: no per-step copy
-    assert llm.executor._carry_copies == []
+    assert llm.executor._carries.copies == []
 
 
 def test_sampling_reads_one_logits_row_and_is_reproducible() -> None:

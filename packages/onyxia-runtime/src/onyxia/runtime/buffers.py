@@ -22,11 +22,11 @@ import numpy as np
 import wgpu
 
 from onyxia.core.errors import DeviceError
-from onyxia.core.plan import BufferRef
+from onyxia.core.plan import BufferRef, CompiledModel
 from onyxia.runtime.convert import padded_nbytes, storage_bytes
 from onyxia.runtime.device import DeviceContext, ExecutorStats, wgpu_boundary
 
-__all__ = ["BufferPool", "grown_size"]
+__all__ = ["BufferPool", "buffer_names", "grown_size"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,13 @@ def grown_size(needed: int, current: int, limit: int) -> int:
     target = max(needed, current + current // 2)
     target = (target + _GROWTH_ALIGN - 1) // _GROWTH_ALIGN * _GROWTH_ALIGN
     return max(needed, min(target, limit))
+
+
+def buffer_names(compiled: CompiledModel) -> dict[BufferRef, str]:
+    """Every ref's name for labels and errors: the tensor's, or the scratch buffer's label."""
+    names = {BufferRef(tensor=t.id): t.name for t in compiled.tensors.values()}
+    names.update({BufferRef(scratch=s.id): s.label for op in compiled.operations for s in op.scratch})
+    return names
 
 
 class BufferPool:
@@ -132,6 +139,13 @@ class BufferPool:
             buffer = self.ctx.device.create_buffer(label=label, size=size, usage=usage)
         self.stats.buffers_created += 1
         return buffer
+
+    def total_bytes(self) -> int:
+        """Bytes of every buffer held, staging included; a buffer serving several refs counts once."""
+        buffers = {id(b): b for b in self.buffers.values()}
+        if self.staging is not None:
+            buffers[id(self.staging)] = self.staging
+        return sum(int(b.size) for b in buffers.values())
 
     def release(self) -> None:
         for buffer in self.buffers.values():

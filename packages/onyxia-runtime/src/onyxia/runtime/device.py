@@ -7,15 +7,17 @@ onyxia errors: callers say where they were (shader, node, tensor) and which onyx
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import wgpu
 
-from onyxia.core.errors import OnyxiaError
+from onyxia.core.errors import DeviceError, OnyxiaError
 
-__all__ = ["WGPU_ERRORS", "DeviceContext", "ExecutorStats", "wgpu_boundary"]
+__all__ = ["WGPU_ERRORS", "DeviceContext", "ExecutorStats", "check_features", "wgpu_boundary"]
+
+_FALLBACK_FEATURES = frozenset({"immediates"})  # the uniform rewrite stands in for these
 
 # wgpu-py raises GPUError subclasses for validation/OOM and plain RuntimeError/ValueError for
 # failures inside wgpu-native's C calls (e.g. a lost device or a bad map request).
@@ -77,3 +79,13 @@ def wgpu_boundary(error: type[OnyxiaError], where: str) -> Iterator[None]:
     except WGPU_ERRORS as e:
         detail = " ".join(str(e).split())
         raise error(f"{where}: {type(e).__name__}: {detail}") from e
+
+
+def check_features(required: Collection[str], ctx: DeviceContext) -> None:
+    """A plan needing adapter features the device lacks is refused at load, naming them."""
+    missing = sorted(set(required) - ctx.features - _FALLBACK_FEATURES)
+    if missing:
+        raise DeviceError(
+            f"the model requires adapter features {missing}, which the device lacks "
+            f"(device features: {sorted(ctx.features)})"
+        )

@@ -19,7 +19,17 @@ from onyxia.core.plan import BufferRef, CompiledModel
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 from onyxia.runtime.convert import PACKED_TYPES, to_gpu
 
-__all__ = ["InputBinder", "InputSpec"]
+__all__ = ["InputBinder", "InputSpec", "checked_dims"]
+
+
+def checked_dims(dims: Mapping[str, int]) -> dict[str, int]:
+    """`dims` as plain ints; anything but a non-negative integer is an `InputError` naming the dim."""
+    checked: dict[str, int] = {}
+    for name, value in dims.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise InputError(f"dim '{name}' = {value!r}; expected a non-negative integer")
+        checked[name] = int(value)
+    return checked
 
 
 @dataclass(frozen=True)

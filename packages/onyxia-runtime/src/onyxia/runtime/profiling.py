@@ -15,10 +15,12 @@ import numpy as np
 import wgpu
 
 from onyxia.core.errors import DeviceError
+from onyxia.core.plan import CompiledModel
 from onyxia.runtime.device import DeviceContext, wgpu_boundary
+from onyxia.runtime.layout import DimsLayout, DispatchValues, FlatStep
 from onyxia.runtime.program import Program
 
-__all__ = ["TIMESTAMP_FEATURE", "DispatchTime", "DispatchTimer", "RunProfile", "encode_timed"]
+__all__ = ["TIMESTAMP_FEATURE", "DispatchTime", "DispatchTimer", "RunProfile", "dispatch_labels", "encode_timed"]
 
 TIMESTAMP_FEATURE = "timestamp-query"
 _QUERIES_PER_SET = 4096  # WebGPU's largest query set
@@ -119,3 +121,18 @@ def encode_timed(encoder: wgpu.GPUCommandEncoder, program: Program, timer: Dispa
             compute.dispatch_workgroups(x, y, z)
             compute.end()
             index += 1
+
+
+def dispatch_labels(
+    compiled: CompiledModel, flat: list[FlatStep], layout: DimsLayout, expected: int
+) -> list[tuple[str, str]]:
+    """(node, op type) of each dispatch the program encodes under `layout`, in program order."""
+    op_types = {op.name: op.op_type for op in compiled.operations}
+    labels = [
+        (fs.node, op_types.get(fs.node, "?"))
+        for fs, values in zip(flat, layout.steps)
+        if isinstance(values, DispatchValues) and values.workgroups is not None
+    ]
+    if len(labels) != expected:
+        raise DeviceError(f"profile_run(): {len(labels)} live dispatches, the program has {expected}")
+    return labels

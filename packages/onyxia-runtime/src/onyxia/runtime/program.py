@@ -25,6 +25,7 @@ from onyxia.runtime.layout import CopyValues, DimsLayout, DispatchValues, FlatSt
 from onyxia.runtime.pipelines import PipelineCache, PipelineEntry
 
 __all__ = [
+    "rebinds",
     "DispatchState",
     "Program",
     "build_program",
@@ -187,3 +188,9 @@ def encode(encoder: wgpu.GPUCommandEncoder, program: Program) -> None:
                 bound_immediates = immediates
             compute.dispatch_workgroups(x, y, z)
         compute.end()
+
+
+def rebinds(state: DispatchState, values: DispatchValues, before: object) -> bool:
+    """Whether `commit_dispatch` has work: ranges moved (no buffer was reallocated on this path), the
+    dispatch comes back from 0 size, or its immediates live in a uniform buffer."""
+    return state.uniform is not None or not isinstance(before, DispatchValues) or before.ranges != values.ranges
