@@ -8,9 +8,9 @@ from runtime_plans import ElementwiseSpec, build_plan
 from test_runtime_steps import GATHER_WGSL
 
 from onyxia.core import DataType, PlanCtx, TensorDef, TensorKind, TensorValue, ceil_div, shape_of
+from onyxia.core.values import release_file_pages
 from onyxia.runtime import Runtime
 from onyxia.runtime import upload as upload_module
-from onyxia.runtime.upload import release_file_pages
 
 PAGE = 4096
 
@@ -75,3 +75,26 @@ def test_weights_upload_whole_across_many_slices(
     np.testing.assert_array_equal(executor.run({"x": x})["y"], np.arange(count, dtype=np.float32) + 0.5)
     if Path("/proc/self/smaps").exists():
         assert _resident_kib(path) <= 8  # uploaded, then dropped from this process
+
+
+def test_uploaded_values_give_back_what_they_can_reload(runtime: Runtime) -> None:
+    loads = []
+
+    def repack() -> np.ndarray:  # stands for a derived constant, e.g. 4-bit weights repacked as u32 words
+        loads.append(1)
+        return np.arange(64, dtype=np.float32)
+
+    spec = ElementwiseSpec()
+    spec.input("x", DataType.FLOAT, [64])
+    value = TensorValue(DataType.FLOAT, (64,), repack, name="w")
+    weight = spec.graph.add_tensor("w", DataType.FLOAT, shape_of((64,)), TensorKind.INITIALIZER, initializer=value)
+    spec.output("y", DataType.FLOAT, [64])
+
+    def plan(ctx: PlanCtx) -> None:
+        shader = ctx.compile_shader("gather", GATHER_WGSL, {"T": "f32", "EXPR": "x[i] * w[i]"}, {"N": 64})
+        ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(0)], 1)
+
+    executor = runtime.load_model(build_plan(spec, plan, [weight]))
+    assert not value.is_loaded and loads == [1]  # uploaded, then the host copy dropped
+    np.testing.assert_array_equal(executor.run({"x": np.ones(64, np.float32)})["y"], np.arange(64, dtype=np.float32))
+    assert value.numpy()[-1] == 63 and loads == [1, 1]  # loads again on demand

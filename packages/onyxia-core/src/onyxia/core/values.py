@@ -6,13 +6,14 @@ so parsing a 2 GB model costs no RAM until the runtime streams each tensor to th
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 
 import numpy as np
 
 from onyxia.core.dtypes import DataType
 
-__all__ = ["TensorValue"]
+__all__ = ["TensorValue", "release_file_pages"]
 
 
 class TensorValue:
@@ -62,6 +63,42 @@ class TensorValue:
             self._array = self._loader()
         return self._array
 
+    def release(self) -> None:
+        """Give back the host memory this value can recreate: a loaded array that the loader can load
+        again is dropped, and a memory map's resident pages leave the process. The runtime calls it
+        once a weight is on the GPU; a later `numpy()` loads again."""
+        if self._loader is None or self._array is None:
+            return
+        release_file_pages(self._array)
+        self._array = None
+
     def __repr__(self) -> str:
         state = "loaded" if self.is_loaded else "lazy"
         return f"TensorValue({self.name!r}, {self.dtype.name}, {list(self.dims)}, {state})"
+
+
+def release_file_pages(array: np.ndarray) -> None:
+    """Drop the resident pages of a memory-mapped `array` from this process (a no-op otherwise).
+
+    The mapping stays valid: a later read faults the pages back in from the file (or the page cache)."""
+    mapping = _backing_mmap(array)
+    if mapping is None or not hasattr(mapping, "madvise") or array.nbytes == 0:
+        return
+    origin = np.frombuffer(mapping, np.uint8).__array_interface__["data"][0]
+    start = array.__array_interface__["data"][0] - origin
+    page_start = start - start % mmap.PAGESIZE
+    end = start + array.nbytes
+    if page_start >= 0 and end <= len(mapping):
+        mapping.madvise(mmap.MADV_DONTNEED, page_start, end - page_start)
+
+
+def _backing_mmap(array: np.ndarray) -> mmap.mmap | None:
+    base: object = array
+    while base is not None:
+        if isinstance(base, mmap.mmap):
+            return base
+        found = getattr(base, "_mmap", None)  # np.memmap keeps its mapping here
+        if isinstance(found, mmap.mmap):
+            return found
+        base = getattr(base, "base", None)
+    return None

@@ -11,19 +11,18 @@ plus about one slice, and a discrete GPU's host keeps only a slice.
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Iterator
 
 import numpy as np
 
 from onyxia.core.errors import DeviceError, PlanningError
 from onyxia.core.plan import BufferRef, CompiledModel, PlanTensor, TensorRole
-from onyxia.core.values import TensorValue
+from onyxia.core.values import TensorValue, release_file_pages
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.convert import storage_bytes, to_gpu
 from onyxia.runtime.device import wgpu_boundary
 
-__all__ = ["SLICE_BYTES", "release_file_pages", "upload_weights"]
+__all__ = ["SLICE_BYTES", "upload_weights"]
 
 SLICE_BYTES = 32 << 20
 
@@ -47,6 +46,8 @@ def upload_weights(compiled: CompiledModel, pool: BufferPool, slice_bytes: int |
             if pending >= slice_bytes:
                 _drain(pool, buffer)
                 pending = 0
+        if isinstance(tensor.data, TensorValue):
+            tensor.data.release()  # a repacked copy or a map's pages: the GPU holds the data now
     if pending and last is not None:
         _drain(pool, last)
     return written
@@ -77,30 +78,3 @@ def _drain(pool: BufferPool, buffer: object) -> None:
     (`on_submitted_work_done_sync` is broken there)."""
     with wgpu_boundary(DeviceError, "waiting for the weight upload"):
         pool.ctx.queue.read_buffer(buffer, 0, 4)
-
-
-def release_file_pages(array: np.ndarray) -> None:
-    """Drop the resident pages of a memory-mapped `array` from this process (a no-op otherwise).
-
-    The mapping stays valid: a later read faults the pages back in from the file."""
-    mapping = _backing_mmap(array)
-    if mapping is None or not hasattr(mapping, "madvise") or array.nbytes == 0:
-        return
-    origin = np.frombuffer(mapping, np.uint8).__array_interface__["data"][0]
-    start = array.__array_interface__["data"][0] - origin
-    page_start = start - start % mmap.PAGESIZE
-    end = start + array.nbytes
-    if page_start >= 0 and end <= len(mapping):
-        mapping.madvise(mmap.MADV_DONTNEED, page_start, end - page_start)
-
-
-def _backing_mmap(array: np.ndarray) -> mmap.mmap | None:
-    base: object = array
-    while base is not None:
-        if isinstance(base, mmap.mmap):
-            return base
-        found = getattr(base, "_mmap", None)  # np.memmap keeps its mapping here
-        if isinstance(found, mmap.mmap):
-            return found
-        base = getattr(base, "base", None)
-    return None

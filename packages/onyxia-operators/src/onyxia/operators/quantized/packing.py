@@ -42,6 +42,8 @@ def u32_words(source: TensorValue | np.ndarray, name: str, columns: int = 0, pad
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         flat = np.zeros(words * 4, np.uint8)
         flat[: raw.size] = raw
+        if isinstance(source, TensorValue):
+            source.release()  # only the repacked copy goes to the GPU; the source may be a mapped file
         packed = flat.view("<u4")
         if not columns:
             return packed
