@@ -46,10 +46,11 @@ from onyxia.core.plan import (
     TensorRole,
     WriteBuffer,
 )
-from onyxia.core.plan_ctx import PlanBuilder, PlanCtx, ShaderHandle, ceil_div
-from onyxia.core.registry import OperatorRegistry
-from onyxia.core.shapes import Absent, Static, Symbolic, TensorShape, shape_of
-from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
+from onyxia.core.plan_builder import PlanBuilder, ShaderHandle
+from onyxia.core.plan_ctx import PlanCtx
+from onyxia.core.registry import FamilyKey, FamilyTable, OperatorRegistry, VersionedKey, merge_families
+from onyxia.core.shapes import Absent, Static, Symbolic, TensorShape, shape_of, static_dims
+from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, ceil_div
 from onyxia.core.values import TensorValue
 from onyxia.core.wgsl import ShaderLibrary, load_wgsl, preprocess
 
@@ -70,6 +71,8 @@ __all__ = [
     "DataType",
     "DeviceError",
     "Dispatch",
+    "FamilyKey",
+    "FamilyTable",
     "FixedPoint",
     "FoldCtx",
     "GraphBuilder",
@@ -111,6 +114,7 @@ __all__ = [
     "TensorType",
     "TensorValue",
     "UnsupportedOpError",
+    "VersionedKey",
     "WriteBuffer",
     "as_output_value",
     "binding_limit",
@@ -118,7 +122,9 @@ __all__ = [
     "ceil_div",
     "load_wgsl",
     "max_binding_bytes",
+    "merge_families",
     "preprocess",
     "require_gpu_type",
     "shape_of",
+    "static_dims",
 ]

@@ -48,7 +48,7 @@ class GraphBuilder:
     def constant(self, array: np.ndarray | float | int, name: str = "const") -> TensorDef:
         """A `Constant` node's output (so folding, not the loader, gives it its value)."""
         value = TensorValue.from_numpy(np.asarray(array), name)
-        return self.op("Constant", value=value, _name=name)  # type: ignore[return-value]
+        return self.op("Constant", value=value, _name=name)
 
     def op(
         self,

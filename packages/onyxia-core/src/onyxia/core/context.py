@@ -197,6 +197,13 @@ class FoldCtx(NodeCtx):
     def output_numpy_dtype(self, i: int = 0) -> np.dtype:
         return self.output_tensor(i).dtype.numpy
 
+    def require_static_output(self, i: int = 0) -> tuple[int, ...]:
+        """Output `i`'s dims, to reshape a folded result into: FoldConstants skips symbolic outputs."""
+        shape = self.output_tensor(i).shape
+        if not isinstance(shape, Static):
+            raise self.error(f"output {i} must have a static shape to fold, found {shape}")
+        return shape.dims
+
     def unary_fold(self, fn: Callable[[np.ndarray], np.ndarray]) -> list[np.ndarray] | None:
         if not self.all_inputs_have_values():
             return None

@@ -208,7 +208,8 @@ class IrGraph:
         """Snapshot of (node, input index) uses, safe to iterate while rewiring."""
         return [(self._nodes[n], i) for n, i in self._consumers[self._tid(tensor)]]  # type: ignore[index]
 
-    def is_graph_output(self, tensor: TensorRef) -> bool:
+    def is_graph_output(self, tensor: TensorRef | None) -> bool:
+        """False for None, so callers can ask about an optional slot (``node.outputs[i]``) directly."""
         return self._tid(tensor) in self.outputs
 
     def topological_order(self) -> list[IrNode]:

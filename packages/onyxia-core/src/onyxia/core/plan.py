@@ -65,8 +65,8 @@ class PlanTensor:
     def nbytes(self) -> SymbolicDim:
         """Bytes of GPU storage (4-bit types stay packed, so they are counted as bytes)."""
         if self.dtype in (DataType.UINT4, DataType.INT4):
-            return (self.numel + 1) // 2  # type: ignore[operator]
-        return self.numel * self.dtype.gpu_numpy.itemsize  # type: ignore[operator]
+            return (self.numel + 1) // 2
+        return self.numel * self.dtype.gpu_numpy.itemsize
 
 
 @dataclass(frozen=True)

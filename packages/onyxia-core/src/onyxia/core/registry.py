@@ -14,18 +14,24 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TypeAlias
 
 from onyxia.core.errors import OnyxiaError
 from onyxia.core.operator import Operator
 from onyxia.core.passes import Pass
 from onyxia.core.wgsl import ShaderLibrary
 
-__all__ = ["ENTRY_POINT_GROUP", "OperatorRegistry"]
+__all__ = ["ENTRY_POINT_GROUP", "FamilyKey", "FamilyTable", "OperatorRegistry", "VersionedKey", "merge_families"]
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "onyxia.operators"
+
+VersionedKey: TypeAlias = tuple[str, int, int | None]  # ("Softmax", 1, 12): op type, first and last opset
+FamilyKey: TypeAlias = str | VersionedKey
+# Mapping is invariant in its key, so a table typed `dict[str, BinaryElementwiseOp]` is no
+# `Mapping[FamilyKey, Operator]`: accept each key type a family table is written with.
+FamilyTable: TypeAlias = Mapping[str, Operator] | Mapping[VersionedKey, Operator] | Mapping[FamilyKey, Operator]
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class OperatorRegistry:
         self._entries.setdefault((_canon(domain), op_type), []).insert(0, _Entry(since, until, operator))
         return self
 
-    def register_family(self, domain: str, table: Mapping[Any, Operator]) -> OperatorRegistry:
+    def register_family(self, domain: str, table: FamilyTable) -> OperatorRegistry:
         """Register a family table; a key ``("Softmax", 1, 12)`` limits a row to opsets 1..12."""
         for key, operator in table.items():
             op_type, since, until = (key, 1, None) if isinstance(key, str) else key
@@ -88,6 +94,15 @@ class OperatorRegistry:
             self.plugins.append(ep.name)
             log.info("registered operator plugin %s", ep.name)
         return self
+
+
+def merge_families(*tables: FamilyTable) -> dict[FamilyKey, Operator]:
+    """One table from several (later rows win), where ``{**a, **b}`` would not type-check across
+    key types: a package registers its plain and its opset-ranged rows as one family."""
+    merged: dict[FamilyKey, Operator] = {}
+    for table in tables:
+        merged.update(table.items())
+    return merged
 
 
 def _canon(domain: str) -> str:

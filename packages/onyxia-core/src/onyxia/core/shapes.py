@@ -14,7 +14,7 @@ from typing import Union
 
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, simplify_dim
 
-__all__ = ["Absent", "Static", "Symbolic", "TensorShape", "dims_product", "format_dims", "shape_of"]
+__all__ = ["Absent", "Static", "Symbolic", "TensorShape", "dims_product", "format_dims", "shape_of", "static_dims"]
 
 
 @dataclass(frozen=True)
@@ -74,9 +74,17 @@ def shape_of(dims: Iterable[SymbolicDim], bindings: Mapping[str, SymbolicDim] | 
     for d in resolved:
         if isinstance(d, int) and d < 0:
             raise ValueError(f"negative dim {d} in shape {format_dims(resolved)}")
-    if all(isinstance(d, int) for d in resolved):
-        return Static(resolved)  # type: ignore[arg-type]
-    return Symbolic(resolved)
+    ints = static_dims(resolved)
+    return Static(ints) if ints is not None else Symbolic(resolved)
+
+
+def static_dims(dims: Iterable[SymbolicDim]) -> tuple[int, ...] | None:
+    """`dims` as ints, or None when one is symbolic: host-side work (a fold, a split) needs numbers.
+
+    A function rather than ``all(isinstance(d, int) ...)``, which type checkers cannot narrow on."""
+    dims = tuple(dims)
+    ints = tuple(d for d in dims if isinstance(d, int))
+    return ints if len(ints) == len(dims) else None
 
 
 def dims_product(dims: Sequence[SymbolicDim]) -> SymbolicDim:

@@ -17,7 +17,7 @@ from typing import Union
 
 from onyxia.core.errors import SymbolicError
 
-__all__ = ["SymbolicDim", "SymbolicExpr", "evaluate_dim", "simplify_dim"]
+__all__ = ["SymbolicDim", "SymbolicExpr", "ceil_div", "evaluate_dim", "simplify_dim"]
 
 SymbolicDim = Union[int, "SymbolicExpr"]
 
@@ -283,3 +283,8 @@ def simplify_dim(dim: SymbolicDim, bindings: Mapping[str, SymbolicDim]) -> Symbo
 def evaluate_dim(dim: SymbolicDim, bindings: Mapping[str, int]) -> int:
     """`dim` as an int under `bindings`; raises `SymbolicError` if a name is unbound."""
     return dim.evaluate(bindings) if isinstance(dim, SymbolicExpr) else dim
+
+
+def ceil_div(a: SymbolicDim, b: int) -> SymbolicDim:
+    """``ceil(a / b)`` for a non-negative dim, symbolic or not: workgroup counts and packed sizes."""
+    return (a + (b - 1)) // b

@@ -41,13 +41,13 @@ class ShaderLibrary:
 
     def __init__(self) -> None:
         self._modules: dict[str, tuple[str, str]] = {}  # path -> (origin, source)
-        self._packages: list[str] = []
+        self._packages: list[tuple[str, str]] = []  # (package, folder) already scanned
 
     def add_package(self, package: str, folder: str = "wgsl") -> None:
         """Register every ``.wgsl`` file under ``<package>/<folder>/`` that declares an import path."""
         if (package, folder) in self._packages:
             return
-        self._packages.append((package, folder))  # type: ignore[arg-type]
+        self._packages.append((package, folder))
         root = importlib.resources.files(package).joinpath(folder)
         for entry in sorted(root.iterdir(), key=lambda e: e.name):
             if entry.name.endswith(".wgsl"):

@@ -9,6 +9,8 @@ values become initializers: the dump then shows exactly the nodes that will run 
 
 from __future__ import annotations
 
+import numpy as np
+
 import onnx
 from onyxia.core.dtypes import DataType
 from onyxia.core.ir import IrGraph, IrNode, TensorDef, TensorKind
@@ -44,9 +46,11 @@ def to_onnx(graph: IrGraph, *, drop_folded: bool = False) -> onnx.ModelProto:
     return _model(graph, graph_proto)
 
 
-def _has_constant_value(tensor: TensorDef) -> bool:
-    # object arrays hold symbolic dims (folded shape arithmetic): known structure, not storable data
-    return tensor.value is not None and tensor.value.dtype != object
+def _constant_value(tensor: TensorDef) -> np.ndarray | None:
+    """The folded value if it can be written as an initializer.
+
+    Object arrays hold symbolic dims (folded shape arithmetic): known structure, not storable data."""
+    return tensor.value if tensor.value is not None and tensor.value.dtype != object else None
 
 
 def _kept_nodes(graph: IrGraph, drop_folded: bool) -> list[IrNode]:
@@ -57,7 +61,7 @@ def _kept_nodes(graph: IrGraph, drop_folded: bool) -> list[IrNode]:
 
     def folded(node: IrNode) -> bool:
         outputs = [graph.tensor(t) for t in node.outputs if t is not None]
-        return bool(outputs) and all(_has_constant_value(t) and not graph.is_graph_output(t) for t in outputs)
+        return bool(outputs) and all(_constant_value(t) is not None and not graph.is_graph_output(t) for t in outputs)
 
     return [node for node in order if not folded(node)]
 
@@ -73,9 +77,9 @@ def _initializers(graph: IrGraph, nodes: list[IrNode], produced: set[int]) -> li
         if tensor.initializer is not None:
             value = tensor.initializer
             protos.append(tensor_proto(tensor.name, value.dtype, value.dims, value.numpy(), where))
-        elif _has_constant_value(tensor):
-            dtype = tensor.dtype if tensor.dtype is not DataType.UNDEFINED else DataType.from_numpy(tensor.value.dtype)
-            protos.append(tensor_proto(tensor.name, dtype, tensor.value.shape, tensor.value, where))
+        elif (array := _constant_value(tensor)) is not None:
+            dtype = tensor.dtype if tensor.dtype is not DataType.UNDEFINED else DataType.from_numpy(array.dtype)
+            protos.append(tensor_proto(tensor.name, dtype, array.shape, array, where))
         else:
             raise OnnxError(f"{where}: is used but has no producer, initializer or constant value")
     return protos

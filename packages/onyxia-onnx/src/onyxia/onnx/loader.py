@@ -135,9 +135,9 @@ class _GraphReader:
             for name in node.output:
                 if not name:
                     continue
-                dtype, shape = DataType.UNDEFINED, Absent()
-                if name in declared:
-                    dtype, shape = self._declared_output(declared[name])
+                dtype, shape = (
+                    self._declared_output(declared[name]) if name in declared else (DataType.UNDEFINED, Absent())
+                )
                 self._define(name, what, dtype, shape, TensorKind.INTERMEDIATE)
 
     def _declared_output(self, info: onnx.ValueInfoProto) -> tuple[DataType, TensorShape]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from onyxia.core import OperatorRegistry
+from typing import cast
+
+from onyxia.core import FamilyTable, OperatorRegistry
 from onyxia.operators.attention import MICROSOFT
 from onyxia.operators.elementwise import BINARY, UNARY, VARIADIC
 from onyxia.operators.elementwise.fused import FUSED_ELEMENTWISE
@@ -25,26 +27,30 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
     """Register the built-in families, the shared WGSL modules (``onyxia::indexing`` ...) and the
     default passes (`default_passes`) that produce the com.onyxia ops."""
     registry.shaders.add_package("onyxia.operators", "wgsl")
-    default_domain = (
-        BINARY,
-        UNARY,
-        VARIADIC,
-        INDEXMAP,
-        GENERATE,
-        MOVEMENT,
-        MATMUL,
-        REDUCTION,
-        NORMALIZATION,
-        QUANTIZED,
-    )
-    for table in (*default_domain, VISION, INDEXING):
-        registry.register_family("", table)
-    for table in (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS):
-        registry.register_family("com.microsoft", table)
-    registry.register_family(ONYXIA_DOMAIN, MATMUL_ONYXIA)
-    registry.register_family(ONYXIA_DOMAIN, QUANTIZED_ONYXIA)
-    registry.register_family(ONYXIA_DOMAIN, NORMALIZATION_ONYXIA)
-    registry.register_family(ONYXIA_DOMAIN, FUSED_ELEMENTWISE)
+    # `{**a, **b}` in matmul/__init__.py joins MatMulOp and GemmOp to `object`, so MATMUL and MATMUL_ONYXIA
+    # infer as dict[str, object]; annotate them dict[str, Operator] there and these casts turn redundant.
+    matmul, matmul_onyxia = cast("FamilyTable", MATMUL), cast("FamilyTable", MATMUL_ONYXIA)
+    tables: dict[str, tuple[FamilyTable, ...]] = {
+        "": (
+            BINARY,
+            UNARY,
+            VARIADIC,
+            INDEXMAP,
+            GENERATE,
+            MOVEMENT,
+            matmul,
+            REDUCTION,
+            NORMALIZATION,
+            QUANTIZED,
+            VISION,
+            INDEXING,
+        ),
+        "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS),
+        ONYXIA_DOMAIN: (matmul_onyxia, QUANTIZED_ONYXIA, NORMALIZATION_ONYXIA, FUSED_ELEMENTWISE),
+    }
+    for domain, family_tables in tables.items():
+        for table in family_tables:
+            registry.register_family(domain, table)
     known = {p.name for p in registry.passes}  # registering twice must not run a pass twice
     registry.passes += [p for p in default_passes() if p.name not in known]
     return registry

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onyxia.core import DataType, PlanCtx, UnsupportedOpError
+from onyxia.core import DataType, NodeCtx, UnsupportedOpError
 
 __all__ = ["ALL_GPU", "BOOL", "FLOATS", "INTS", "NUMERIC", "SIGNED", "require_dtype"]
 
@@ -16,7 +16,7 @@ BOOL = frozenset({DataType.BOOL})
 ALL_GPU = NUMERIC | BOOL
 
 
-def require_dtype(ctx: PlanCtx, dtype: DataType, allowed: frozenset[DataType], what: str = "input") -> None:
+def require_dtype(ctx: NodeCtx, dtype: DataType, allowed: frozenset[DataType], what: str = "input") -> None:
     """Refuse, at compile time, a dtype the op's shader expression has no WGSL form for."""
     if dtype not in allowed:
         names = ", ".join(sorted(d.name.lower() for d in allowed))

@@ -55,7 +55,7 @@ class GroupQueryAttentionOp:
         dtype = ctx.input_dtype(GqaInput.QUERY)
         batch, seq, _ = ctx.input_dims(GqaInput.QUERY)
         past = ctx.input_dims(GqaInput.PAST_KEY)[2] if ctx.has_input(GqaInput.PAST_KEY) else 0
-        rows = past if ctx.attr_int("sliding_window_cache", 0) else past + seq  # type: ignore[operator]
+        rows = past if ctx.attr_int("sliding_window_cache", 0) else past + seq
         present = TensorType(dtype, shape_of([batch, heads.kv, rows, heads.size]))
         return [TensorType(dtype, ctx.input_shape(GqaInput.QUERY)), present, present]
 
@@ -88,7 +88,7 @@ def _plan_attention(ctx: PlanCtx, layout: CacheLayout, cache: list[BufferRef]) -
     if softcap > 0:
         defs["SOFTCAP"] = _f32(softcap)
     dims = {"SEQ": seq, "KV_ROWS": layout.rows, "PAST_ROWS": layout.past, **rotary_dims}
-    decode = 2 // (seq + 1)  # type: ignore[operator]  # 1 for a one-token step, 0 for longer ones
+    decode = 2 // (seq + 1)  # 1 for a one-token step, 0 for longer ones
     if decode != 0:  # statically known to be 0 for a static prompt length above 1
         lanes = min(heads.size, _DECODE_WORKGROUP)
         decode_defs = {**defs, **binding_defs([*names, "SCORES"]), "DECODE": True, "WORKGROUP_SIZE": _DECODE_WORKGROUP}
@@ -96,7 +96,7 @@ def _plan_attention(ctx: PlanCtx, layout: CacheLayout, cache: list[BufferRef]) -
         shader = ctx.compile_shader("attention/gqa_decode", _ATTENTION, decode_defs, dims)
         scores = ctx.alloc_scratch(dims_product([layout.batch, heads.num, layout.rows, 4]), "scores")
         ctx.dispatch(shader, reads, [ctx.output(0), scores], (decode, heads.num, layout.batch))
-    rows_groups = ceil_div(seq, _ROWS_WORKGROUP) * (1 - decode)  # type: ignore[operator]
+    rows_groups = ceil_div(seq, _ROWS_WORKGROUP) * (1 - decode)
     if rows_groups != 0:
         rows_defs = {**defs, **binding_defs(names), "WORKGROUP_SIZE": _ROWS_WORKGROUP}
         shader = ctx.compile_shader("attention/gqa", _ATTENTION, rows_defs, dims)

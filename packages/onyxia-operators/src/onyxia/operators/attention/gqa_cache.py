@@ -38,7 +38,7 @@ def rotary_plan(ctx: PlanCtx, heads: Heads) -> tuple[dict[str, object], dict[str
     dim = rotary_dim(ctx, heads)
     if not dim:
         return {}, {}, []
-    defs = {"ROTARY": dim, "INTERLEAVED": bool(ctx.attr_int("rotary_interleaved", 0))}
+    defs: dict[str, object] = {"ROTARY": dim, "INTERLEAVED": bool(ctx.attr_int("rotary_interleaved", 0))}
     dims = {"MAX_POS": ctx.input_dims(GqaInput.COS_CACHE)[0]}
     return defs, dims, [ctx.input(GqaInput.COS_CACHE), ctx.input(GqaInput.SIN_CACHE)]
 
@@ -59,7 +59,7 @@ def plan_kv_cache(ctx: PlanCtx, layout: CacheLayout) -> list[BufferRef]:
 
 def _scratch(ctx: PlanCtx, layout: CacheLayout, rows: SymbolicDim, label: str) -> BufferRef:
     n = dims_product([layout.batch, layout.heads.kv, rows, layout.heads.size])
-    return ctx.alloc_scratch(n * ctx.input_dtype(GqaInput.KEY).gpu_numpy.itemsize, label)  # type: ignore[operator]
+    return ctx.alloc_scratch(n * ctx.input_dtype(GqaInput.KEY).gpu_numpy.itemsize, label)
 
 
 def _write_cache(ctx: PlanCtx, layout: CacheLayout, dst: list[BufferRef]) -> None:

@@ -130,7 +130,7 @@ class CacheLayout:
 
     @property
     def rows(self) -> SymbolicDim:
-        return self.past + self.seq  # type: ignore[operator]
+        return self.past + self.seq
 
 
 def cache_layout(ctx: NodeCtx, shares_storage: tuple[bool, bool]) -> CacheLayout:

@@ -75,13 +75,13 @@ def gpu_reads(op_type: str) -> tuple[int, ...]:
 # ----- one WGSL function per member, from its family row ----------------------------------------
 def _unary(ctx: NodeCtx, row: UnaryElementwiseOp) -> Member:
     dtype = ctx.input_dtype(0)
-    require_dtype(ctx, dtype, row.dtypes)  # type: ignore[arg-type]
+    require_dtype(ctx, dtype, row.dtypes)
     return [("x", 0)], row.expression(ctx, dtype)
 
 
 def _binary(ctx: NodeCtx, row: BinaryElementwiseOp) -> Member:
     dtype = ctx.input_dtype(row.arity - 2 if row.arity == 3 else 0)  # Where: x's dtype, not the condition's
-    require_dtype(ctx, dtype, row.dtypes)  # type: ignore[arg-type]
+    require_dtype(ctx, dtype, row.dtypes)
     expr = row.expression(ctx, dtype)
     if row.bool_output:  # bool is stored as u32 0/1, as the binary shader writes it
         expr = f"select(0u, 1u, {expr})"

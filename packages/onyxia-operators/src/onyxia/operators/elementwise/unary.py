@@ -29,7 +29,7 @@ class UnaryElementwiseOp:
     expr: str
     fold: Callable[..., np.ndarray]
     dtypes: frozenset[DataType] = FLOATS
-    attrs: dict[str, object] = field(default_factory=dict)
+    attrs: dict[str, float | str] = field(default_factory=dict)  # name -> ONNX default
     out: DataType | None = None  # None: same as the input
     name: str = "unary"
 
@@ -83,7 +83,7 @@ class _ClipOp(UnaryElementwiseOp):
         return f"clamp(x, {dtype.wgsl}({literal(bounds['lo'])}), {dtype.wgsl}({literal(bounds['hi'])}))"
 
 
-def _clip(x: np.ndarray, lo: object, hi: object) -> np.ndarray:
+def _clip(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.clip(x, lo, hi)
 
 

@@ -13,7 +13,7 @@ from functools import reduce
 
 import numpy as np
 
-from onyxia.core import DataType, FoldCtx, InferenceCtx, PlanCtx, TensorType, as_output_value
+from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, as_output_value
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.broadcast import emit_broadcast
 from onyxia.operators.family import named_rows
@@ -30,7 +30,7 @@ class VariadicElementwiseOp:
     mean: bool = False
     name: str = "variadic"
 
-    def _inputs(self, ctx: InferenceCtx) -> list[int]:
+    def _inputs(self, ctx: NodeCtx) -> list[int]:
         return [i for i in range(ctx.num_inputs) if ctx.has_input(i)]
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
@@ -43,10 +43,10 @@ class VariadicElementwiseOp:
         return [TensorType(dtypes.pop(), ctx.broadcast(*(ctx.input_dims(i) for i in inputs)))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        if not ctx.all_inputs_have_values():
+        values = [v for i in self._inputs(ctx) if (v := ctx.input_value(i)) is not None]
+        if len(values) < len(self._inputs(ctx)):
             return None
-        values = [ctx.input_value(i) for i in self._inputs(ctx)]
-        result = reduce(self.fold, values)  # type: ignore[arg-type]
+        result = reduce(self.fold, values)
         if self.mean:
             result = result / len(values)
         return [as_output_value(result, ctx.output_numpy_dtype())]

@@ -24,6 +24,7 @@ from onyxia.core import (
     ceil_div,
     load_wgsl,
     shape_of,
+    static_dims,
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.family import named_rows
@@ -34,6 +35,9 @@ __all__ = ["GENERATE", "GeneratorOp"]
 
 _SOURCE = load_wgsl(__package__, "generate.wgsl")
 
+_Shader = tuple[dict[str, object], dict[str, SymbolicDim]]  # a row's defs, and the dims they name
+_Scalar = float | SymbolicExpr  # a Range argument: a number, or a dim that shape arithmetic folded into it
+
 
 @dataclass(frozen=True)
 class GeneratorOp:
@@ -41,7 +45,7 @@ class GeneratorOp:
 
     output: Callable[[NodeCtx], TensorType]
     fold: Callable[[NodeCtx], np.ndarray | None]
-    expr: Callable[[NodeCtx, DataType], dict[str, object]]
+    expr: Callable[[NodeCtx, DataType], _Shader]
     reads_input: bool = False
     name: str = "generator"
 
@@ -56,12 +60,9 @@ class GeneratorOp:
         out = ctx.output_tensor(0)
         require_dtype(ctx, out.dtype, ALL_GPU, "output")
         n = dims_product(ctx.output_dims(0))
-        defs = {**type_defs(Y_T=out.dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
-        dims: dict[str, object] = {"N": n}
-        extra = self.expr(ctx, out.dtype)
-        dims.update(extra.pop("dims", {}))  # type: ignore[arg-type]
-        defs.update(extra)
-        shader = ctx.compile_shader("generate", _SOURCE, defs, dims)  # type: ignore[arg-type]
+        row_defs, row_dims = self.expr(ctx, out.dtype)
+        defs = {**type_defs(Y_T=out.dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE, **row_defs}
+        shader = ctx.compile_shader("generate", _SOURCE, defs, {"N": n, **row_dims})
         reads = [ctx.input(0)] if self.reads_input else []
         ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
 
@@ -82,43 +83,48 @@ def _fill_type(ctx: NodeCtx) -> TensorType:
 
 
 def _fill_fold(ctx: NodeCtx) -> np.ndarray | None:
-    dims = _fill_dims(ctx)
-    if not all(isinstance(d, int) for d in dims):
-        return None
-    return np.full(dims, _fill_value(ctx)[0], dtype=_fill_value(ctx).dtype)
+    dims = static_dims(_fill_dims(ctx))
+    return None if dims is None else np.full(dims, _fill_value(ctx)[0], dtype=_fill_value(ctx).dtype)
 
 
 # ----- Range ---------------------------------------------------------------------------------------
-def _range_args(ctx: NodeCtx) -> tuple[object, object, object]:
+def _range_args(ctx: NodeCtx) -> tuple[_Scalar, _Scalar, float]:
     start, limit, delta = (
         ctx.require_value(i, name).reshape(-1)[0] for i, name in enumerate(("start", "limit", "delta"))
     )
+    if isinstance(delta, SymbolicExpr):
+        raise ctx.error(f"Range needs a constant delta, found the symbolic {delta}")
     return start, limit, delta
 
 
 def _range_type(ctx: NodeCtx) -> TensorType:
     start, limit, delta = _range_args(ctx)
+    count: SymbolicDim
     if isinstance(limit, SymbolicExpr) or isinstance(start, SymbolicExpr):
-        if isinstance(delta, SymbolicExpr) or int(delta) <= 0:  # type: ignore[call-overload]
+        if int(delta) <= 0:
             raise ctx.error("Range over a symbolic limit needs a constant positive delta")
-        count: SymbolicDim = (limit - start + (int(delta) - 1)) // int(delta)  # type: ignore[operator]
+        count = (_as_dim(limit) - _as_dim(start) + (int(delta) - 1)) // int(delta)
     else:
-        count = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)  # type: ignore[arg-type]
+        count = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
     return TensorType(ctx.input_dtype(0), shape_of([count]))
+
+
+def _as_dim(value: _Scalar) -> SymbolicDim:
+    return value if isinstance(value, SymbolicExpr) else int(value)
 
 
 def _range_fold(ctx: NodeCtx) -> np.ndarray | None:
     start, limit, delta = _range_args(ctx)
-    if any(isinstance(v, SymbolicExpr) for v in (start, limit, delta)):
+    if isinstance(start, SymbolicExpr) or isinstance(limit, SymbolicExpr):
         return None
-    return np.arange(start, limit, delta, dtype=ctx.input_dtype(0).numpy)  # type: ignore[call-overload]
+    return np.arange(start, limit, delta, dtype=ctx.input_dtype(0).numpy)
 
 
-def _range_expr(ctx: NodeCtx, dtype: DataType) -> dict[str, object]:
+def _range_expr(ctx: NodeCtx, dtype: DataType) -> _Shader:
     start, _, delta = _range_args(ctx)
     if isinstance(start, SymbolicExpr):
-        return {"SYMBOLIC_START": True, "DELTA": wgsl_literal(dtype, delta), "dims": {"START": start}}
-    return {"EXPR": f"{wgsl_literal(dtype, start)} + {dtype.wgsl}(i) * {wgsl_literal(dtype, delta)}"}
+        return {"SYMBOLIC_START": True, "DELTA": wgsl_literal(dtype, delta)}, {"START": start}
+    return {"EXPR": f"{wgsl_literal(dtype, start)} + {dtype.wgsl}(i) * {wgsl_literal(dtype, delta)}"}, {}
 
 
 # ----- Trilu ---------------------------------------------------------------------------------------
@@ -134,21 +140,21 @@ def _trilu_fold(ctx: NodeCtx) -> np.ndarray | None:
     return np.triu(x, k) if ctx.attr_int("upper", 1) else np.tril(x, k)
 
 
-def _trilu_expr(ctx: NodeCtx, dtype: DataType) -> dict[str, object]:
+def _trilu_expr(ctx: NodeCtx, dtype: DataType) -> _Shader:
     require_dtype(ctx, dtype, NUMERIC)
     dims = ctx.input_dims(0)
     if len(dims) < 2:
         raise ctx.error("Trilu needs an input of rank >= 2")
-    flags: dict[str, object] = {"TRILU": True, "dims": {"ROWS": dims[-2], "COLS": dims[-1], "K": _trilu_k(ctx)}}
+    flags: dict[str, object] = {"TRILU": True}
     if ctx.attr_int("upper", 1):
         flags["UPPER"] = True
-    return flags
+    return flags, {"ROWS": dims[-2], "COLS": dims[-1], "K": _trilu_k(ctx)}
 
 
 GENERATE: dict[str, GeneratorOp] = named_rows(
     {
         "ConstantOfShape": GeneratorOp(
-            _fill_type, _fill_fold, lambda ctx, dt: {"EXPR": wgsl_literal(dt, _fill_value(ctx)[0])}
+            _fill_type, _fill_fold, lambda ctx, dt: ({"EXPR": wgsl_literal(dt, _fill_value(ctx)[0])}, {})
         ),
         "Range": GeneratorOp(_range_type, _range_fold, _range_expr),
         "Trilu": GeneratorOp(

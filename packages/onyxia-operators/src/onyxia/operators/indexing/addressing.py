@@ -148,7 +148,7 @@ def nd_locate(ctx: NodeCtx, shape: Sequence[int], indices: np.ndarray) -> tuple[
     """A numpy fancy index over the first ``batch_dims + K`` data axes; the result (or the target of
     an assignment) has shape ``indices.shape[:-1] + shape[batch_dims + K:]``."""
     b = ctx.attr_int("batch_dims", 0)
-    grids = list(np.indices(indices.shape[:-1], sparse=True)[:b])
+    grids: list[np.ndarray] = list(np.indices(indices.shape[:-1], sparse=True)[:b])
     for t in range(indices.shape[-1]):
         grids.append(wrap_indices(ctx, indices[..., t], int(shape[b + t]), f"data axis {b + t}"))
     return tuple(grids)

@@ -46,7 +46,7 @@ class ArgReduceOp:
             result = x.shape[axis] - 1 - self.fold(np.flip(x, axis), axis=axis)
         else:
             result = self.fold(x, axis=axis)
-        return [np.asarray(result, np.int64).reshape(ctx.output_tensor(0).shape.dims)]  # type: ignore[union-attr]
+        return [np.asarray(result, np.int64).reshape(ctx.require_static_output(0))]
 
     def plan(self, ctx: PlanCtx) -> None:
         dtype = ctx.input_dtype(0)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
-from onyxia.core import NodeCtx, SymbolicDim, SymbolicExpr
+from onyxia.core import NodeCtx, SymbolicDim, SymbolicExpr, static_dims
 from onyxia.operators.family import named_rows
 from onyxia.operators.indexmap.family import IndexMap, IndexMapOp
 from onyxia.operators.indexmap.slicing import normalize_slices, slice_inputs
@@ -43,7 +45,9 @@ def _slice(ctx: NodeCtx) -> IndexMap:
 def _fold_slice(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
     index = [slice(None)] * data.ndim
     for axis, start, end, step in zip(*slice_inputs(ctx, data.ndim)):
-        index[axis] = slice(int(start), int(end), int(step))  # type: ignore[call-overload]
+        if not (isinstance(start, int) and isinstance(end, int)):  # then the output is symbolic: never folded
+            raise ctx.error(f"cannot fold a Slice with symbolic bounds {start}:{end}")
+        index[axis] = slice(start, end, step)
     return data[tuple(index)]
 
 
@@ -60,7 +64,10 @@ def _expand(ctx: NodeCtx) -> IndexMap:
 
 
 def _fold_expand(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
-    return np.broadcast_to(data, [int(d) for d in _expand_dims(ctx)]).copy()
+    dims = static_dims(_expand_dims(ctx))
+    if dims is None:  # then the output is symbolic: never folded
+        raise ctx.error(f"cannot fold an Expand to the symbolic shape {_expand_dims(ctx)}")
+    return np.broadcast_to(data, dims).copy()
 
 
 def _tile(ctx: NodeCtx) -> IndexMap:
@@ -69,7 +76,7 @@ def _tile(ctx: NodeCtx) -> IndexMap:
     if len(repeats) != len(dims):
         raise ctx.error(f"repeats has {len(repeats)} entries for rank {len(dims)}")
     out = [d * r for d, r in zip(dims, repeats)]
-    return IndexMap(out, dims, contiguous_strides(dims), mode="tile")  # type: ignore[arg-type]
+    return IndexMap(out, dims, contiguous_strides(dims), mode="tile")
 
 
 def _fold_tile(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
@@ -77,7 +84,12 @@ def _fold_tile(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
 
 
 # ----- Pad ----------------------------------------------------------------------------------------
-def _pads(ctx: NodeCtx) -> tuple[list[int], list[int], str, float]:
+_PadMode = Literal["constant", "reflect", "edge", "wrap"]
+# The ONNX Pad modes we run, by name; np.pad spells them the same and its stub wants the Literal.
+_PAD_MODES: dict[str, _PadMode] = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def _pads(ctx: NodeCtx) -> tuple[list[int], list[int], _PadMode, float]:
     rank = ctx.input_rank(0)
     legacy = ctx.node.opset < 11
     raw = ctx.attr_ints("pads") if legacy else [int(p) for p in ctx.require_value(1, "pads").reshape(-1)]
@@ -92,9 +104,9 @@ def _pads(ctx: NodeCtx) -> tuple[list[int], list[int], str, float]:
     value = ctx.attr_float("value", 0.0) if legacy else 0.0
     if not legacy and ctx.has_input(2):
         value = ctx.require_value(2, "constant_value").reshape(-1)[0].item()
-    mode = ctx.attr_str("mode", "constant")
-    if mode not in ("constant", "reflect", "edge", "wrap"):
-        raise ctx.error(f"Pad mode '{mode}' is not supported")
+    mode = _PAD_MODES.get(ctx.attr_str("mode", "constant"))
+    if mode is None:
+        raise ctx.error(f"Pad mode '{ctx.attr_str('mode')}' is not supported")
     return begin, end, mode, value
 
 
@@ -129,18 +141,18 @@ def _view_transpose(view: list[SymbolicDim], perm: list[int], output: list[Symbo
 
 def _depth_to_space(ctx: NodeCtx) -> IndexMap:
     (n, c, h, w), b = _blocks(ctx)
-    c2 = c // (b * b)  # type: ignore[operator]
+    c2 = c // (b * b)
     if ctx.attr_str("mode", "DCR") == "DCR":
-        return _view_transpose([n, b, b, c2, h, w], [0, 3, 4, 1, 5, 2], [n, c2, h * b, w * b])  # type: ignore[operator]
-    return _view_transpose([n, c2, b, b, h, w], [0, 1, 4, 2, 5, 3], [n, c2, h * b, w * b])  # type: ignore[operator]
+        return _view_transpose([n, b, b, c2, h, w], [0, 3, 4, 1, 5, 2], [n, c2, h * b, w * b])
+    return _view_transpose([n, c2, b, b, h, w], [0, 1, 4, 2, 5, 3], [n, c2, h * b, w * b])
 
 
 def _space_to_depth(ctx: NodeCtx) -> IndexMap:
     (n, c, h, w), b = _blocks(ctx)
-    h2, w2 = h // b, w // b  # type: ignore[operator]
+    h2, w2 = h // b, w // b
     # opset 28's mode: DCR puts the block offset outermost in the output channel, CRD innermost
     perm = [0, 3, 5, 1, 2, 4] if ctx.attr_str("mode", "DCR") == "DCR" else [0, 1, 3, 5, 2, 4]
-    return _view_transpose([n, c, h2, b, w2, b], perm, [n, c * b * b, h2, w2])  # type: ignore[operator]
+    return _view_transpose([n, c, h2, b, w2, b], perm, [n, c * b * b, h2, w2])
 
 
 def _fold_view(ctx: NodeCtx, data: np.ndarray, build: object) -> np.ndarray:

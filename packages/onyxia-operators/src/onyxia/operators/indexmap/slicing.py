@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from onyxia.core import NodeCtx, SymbolicDim, SymbolicExpr
@@ -11,8 +13,10 @@ __all__ = ["normalize_slices", "slice_inputs"]
 _HUGE = 2**31 - 1  # exporters write INT64_MAX / INT32_MAX for "to the end"
 
 
-def slice_inputs(ctx: NodeCtx, rank: int) -> tuple[list[int], list[SymbolicDim], list[SymbolicDim], list[int]]:
+def slice_inputs(ctx: NodeCtx, rank: int) -> tuple[list[int], Sequence[SymbolicDim], Sequence[SymbolicDim], list[int]]:
     """(axes, starts, ends, steps), known at compile time (starts/ends may be symbolic); axes normalised."""
+    starts: Sequence[SymbolicDim]
+    ends: Sequence[SymbolicDim]
     if ctx.node.opset < 10:
         starts, ends = ctx.attr_ints("starts"), ctx.attr_ints("ends")
         axes = ctx.attr_ints("axes", list(range(len(starts))))
@@ -20,8 +24,8 @@ def slice_inputs(ctx: NodeCtx, rank: int) -> tuple[list[int], list[SymbolicDim],
     else:
         starts = _dims(ctx, 1, "starts")
         ends = _dims(ctx, 2, "ends")
-        axes = [int(a) for a in _dims(ctx, 3, "axes")] if ctx.has_input(3) else list(range(len(starts)))
-        steps = [int(a) for a in _dims(ctx, 4, "steps")] if ctx.has_input(4) else [1] * len(starts)
+        axes = _ints(ctx, 3, "axes") if ctx.has_input(3) else list(range(len(starts)))
+        steps = _ints(ctx, 4, "steps") if ctx.has_input(4) else [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ctx.error("starts, ends, axes and steps must have the same length")
     if 0 in steps:
@@ -31,9 +35,11 @@ def slice_inputs(ctx: NodeCtx, rank: int) -> tuple[list[int], list[SymbolicDim],
 
 def normalize_slices(ctx: NodeCtx, dims: list[SymbolicDim]) -> list[tuple[int, SymbolicDim, int, SymbolicDim]]:
     """Per sliced axis: (axis, first input index, step, output extent), clamped as ONNX specifies."""
-    result = []
+    result: list[tuple[int, SymbolicDim, int, SymbolicDim]] = []
     for axis, start, end, step in zip(*slice_inputs(ctx, len(dims))):
         dim = dims[axis]
+        first: SymbolicDim
+        extent: SymbolicDim
         if isinstance(dim, int) and isinstance(start, int) and isinstance(end, int):
             first, extent = _static(start, end, step, dim)
         else:
@@ -45,6 +51,10 @@ def normalize_slices(ctx: NodeCtx, dims: list[SymbolicDim]) -> list[tuple[int, S
 def _dims(ctx: NodeCtx, i: int, what: str) -> list[SymbolicDim]:
     values = np.asarray(ctx.require_value(i, what)).reshape(-1)
     return [v if isinstance(v, SymbolicExpr) else int(v) for v in values]
+
+
+def _ints(ctx: NodeCtx, i: int, what: str) -> list[int]:
+    return [int(v) for v in np.asarray(ctx.require_value(i, what)).reshape(-1)]
 
 
 def _static(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
@@ -61,9 +71,9 @@ def _symbolic(
         raise ctx.error(f"a negative slice step over the symbolic dim '{dim}' is not supported")
     first = _from_end(start, dim)
     stop = dim if isinstance(end, int) and end >= _HUGE else _from_end(end, dim)
-    return first, (stop - first + (step - 1)) // step  # type: ignore[operator]
+    return first, (stop - first + (step - 1)) // step
 
 
 def _from_end(bound: SymbolicDim, dim: SymbolicDim) -> SymbolicDim:
     """ONNX negative bounds count from the end; a symbolic bound is non-negative."""
-    return dim + bound if isinstance(bound, int) and bound < 0 else bound  # type: ignore[operator]
+    return dim + bound if isinstance(bound, int) and bound < 0 else bound

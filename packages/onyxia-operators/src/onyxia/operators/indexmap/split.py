@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, shape_of
+from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, shape_of, static_dims
 from onyxia.operators.indexmap.family import IndexMap, emit_index_map
 from onyxia.operators.layout import contiguous_strides
 
@@ -31,10 +31,11 @@ class SplitOp:
                 chunk = -(-total // parts)
                 sizes = [min(chunk, max(total - i * chunk, 0)) for i in range(parts)]
             else:
-                sizes = [total // parts] * parts  # type: ignore[operator]
+                sizes = [total // parts] * parts
         if len(sizes) != ctx.num_outputs:
             raise ctx.error(f"split gives {len(sizes)} parts for {ctx.num_outputs} outputs")
-        if all(isinstance(s, int) for s in sizes) and isinstance(dims[axis], int) and sum(sizes) != dims[axis]:  # type: ignore[arg-type]
+        static = static_dims(sizes)
+        if static is not None and isinstance(dims[axis], int) and sum(static) != dims[axis]:
             raise ctx.error(f"split sizes {sizes} do not add up to dim {dims[axis]} of axis {axis}")
         return axis, sizes
 
@@ -48,7 +49,8 @@ class SplitOp:
         if data is None:
             return None
         axis, sizes = self._sizes(ctx)
-        return list(np.split(data, np.cumsum([int(s) for s in sizes])[:-1], axis=axis))
+        static = static_dims(sizes)
+        return None if static is None else list(np.split(data, np.cumsum(static)[:-1], axis=axis))
 
     def plan(self, ctx: PlanCtx) -> None:
         axis, sizes = self._sizes(ctx)
@@ -59,4 +61,4 @@ class SplitOp:
             starts: list[SymbolicDim] = [0] * len(dims)
             starts[axis] = offset
             emit_index_map(ctx, IndexMap(out, dims, contiguous_strides(dims), starts), ctx.output(i))
-            offset = offset + size  # type: ignore[operator]
+            offset = offset + size

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from onyxia.core import (
+    BufferRange,
+    BufferRef,
     Chunk,
     DataType,
     FoldCtx,
@@ -74,7 +76,7 @@ class GatherOp:
             chunk_defs = defs if chunk.size is None else {**defs, "CHUNKED": True}
             chunk_sizes = sizes if chunk.size is None else {**sizes, "FIRST_ROW": chunk.first_row, "ROWS": chunk.rows}
             shader = ctx.compile_shader("movement/gather", _SOURCE, chunk_defs, chunk_sizes)
-            reads = [ctx.input_chunk(0, chunk), ctx.input(1)]
+            reads: list[BufferRef | BufferRange] = [ctx.input_chunk(0, chunk), ctx.input(1)]
             ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
 
 

@@ -8,7 +8,7 @@ Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operat
 ``onyxia::rotary`` so a fused attention kernel can import it.
 """
 
-from onyxia.core import Operator
+from onyxia.core import FamilyKey, Operator, merge_families
 from onyxia.operators.normalization.batch_norm import BATCH_NORM, BatchNormalizationOp
 from onyxia.operators.normalization.layer_norm import LAYER_NORMS, LAYER_NORMS_MS, NormalizationOp
 from onyxia.operators.normalization.rms_norm_rotary import RMS_NORM_ROTARY, RmsNormRotaryOp
@@ -28,6 +28,6 @@ __all__ = [
     "RotaryEmbeddingOp",
 ]
 
-NORMALIZATION: dict[str | tuple[str, int, int | None], Operator] = {**LAYER_NORMS, **BATCH_NORM}  # default domain
-NORMALIZATION_MS: dict[str | tuple[str, int, int | None], Operator] = {**LAYER_NORMS_MS, **ROTARY}  # com.microsoft
+NORMALIZATION: dict[FamilyKey, Operator] = merge_families(LAYER_NORMS, BATCH_NORM)  # default domain
+NORMALIZATION_MS: dict[FamilyKey, Operator] = merge_families(LAYER_NORMS_MS, ROTARY)  # com.microsoft
 NORMALIZATION_ONYXIA: dict[str, Operator] = {**RMS_NORM_ROTARY}  # com.onyxia

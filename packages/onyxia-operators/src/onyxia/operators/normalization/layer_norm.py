@@ -51,7 +51,7 @@ class NormalizationOp:
         dims, axis = self._checked_layout(ctx)
         stats = shape_of([*dims[:axis], *([1] * (len(dims) - axis))])
         types = {
-            "y": TensorType(ctx.input_dtype(self._index(ctx, self.y_dtype_from)), ctx.input_shape(0)),
+            "y": TensorType(ctx.input_dtype(self.inputs.index(self.y_dtype_from)), ctx.input_shape(0)),
             "mean": TensorType(DataType.FLOAT, stats),
             "inv_std": TensorType(DataType.FLOAT, stats),
             "sum": TensorType(ctx.input_dtype(0), ctx.input_shape(0)),
@@ -91,7 +91,7 @@ class NormalizationOp:
         if not ctx.all_inputs_have_values() or any(v is not None and v.dtype == object for v in values):
             return None
         _, axis = self._checked_layout(ctx)
-        operands = {role: values[i] for i, role in enumerate(self.inputs) if i < len(values) and values[i] is not None}
+        operands = {role: value for role, value in zip(self.inputs, values) if value is not None}
         results = normalize_rows(operands, axis, self._epsilon(ctx), self.rms)
         return [
             results[role].astype(ctx.output_numpy_dtype(i))

@@ -71,7 +71,7 @@ class RmsNormRotaryOp:
         if geo.pos_offset:
             defs["POS_OFFSET"] = True
         max_pos, cache_w = ctx.input_dims(2)
-        heads = n // geo.head  # type: ignore[operator]
+        heads = n // geo.head
         dims = {
             "HEADS_TOTAL": heads,
             "HEAD": geo.head,

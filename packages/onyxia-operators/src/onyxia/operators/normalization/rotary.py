@@ -77,7 +77,7 @@ class RotaryEmbeddingOp:
             "CACHE_W": cache_w,
             "MAX_POS": max_pos,
         }
-        shader = ctx.compile_shader("normalization/rotary", _SOURCE, defs, dims)  # type: ignore[arg-type]
+        shader = ctx.compile_shader("normalization/rotary", _SOURCE, defs, dims)
         ctx.dispatch(shader, [ctx.input(i) for i in range(4)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
 
 

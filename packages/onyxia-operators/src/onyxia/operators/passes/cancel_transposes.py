@@ -73,7 +73,7 @@ def _match_cancel(graph: IrGraph, outer: IrNode) -> Match | Decline | None:
     composed = [a[j] for j in b]
     if composed != list(range(len(composed))):
         return Decline(f"perms {a} then {b} compose to {composed}, not the identity", inner) if chain else None
-    if not chain and graph.is_graph_output(outer.outputs[0]):  # type: ignore[arg-type]
+    if not chain and graph.is_graph_output(outer.outputs[0]):
         return Decline("the pair cancels to nothing but its output is a graph output", outer)
     return Match(outer, inner=inner, chain=chain)
 
@@ -89,12 +89,12 @@ def _cancel(graph: IrGraph, m: Match) -> None:
         graph.set_input(node, index, x)
         layout = graph.tensor(x).shape
         for member in chain[:-1]:
-            graph.tensor(member.outputs[0]).shape = layout  # type: ignore[arg-type]
+            graph.tensor(member.outputs[0]).shape = layout
         last = chain[-1]
         old_out = last.outputs[0]
         graph.remove_node(outer, safe=False)  # its output moves to the last chain member
         graph.replace_node(last, last.op_type, last.inputs, last.attributes, outputs=[outer_out])
-        graph.remove_tensor(old_out)  # type: ignore[arg-type]
+        graph.remove_tensor(old_out)
     _drop(graph, inner)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from onyxia.core import IrGraph, IrNode
-from onyxia.core.plan_ctx import MAX_IMMEDIATE_BYTES
+from onyxia.core.shader_dims import MAX_IMMEDIATE_BYTES
 from onyxia.core.shapes import Absent, dims_product
 from onyxia.operators.elementwise.fused import FUSABLE, can_fuse, gpu_reads
 from onyxia.operators.family import ONYXIA_DOMAIN
@@ -151,7 +151,7 @@ def _rewrite(graph: IrGraph, m: Match) -> None:
             else:
                 inputs += [t] if t not in inputs else []
                 refs.append(f"x{inputs.index(t)}")
-        step = {"op": node.op_type, "name": node.name, "inputs": refs}
+        step: dict[str, object] = {"op": node.op_type, "name": node.name, "inputs": refs}
         step.update({"attrs": attrs} if (attrs := _attributes(node)) else {})
         steps.append(step)
     graph.opset_imports.setdefault(ONYXIA_DOMAIN, 1)

@@ -62,10 +62,10 @@ def _rewrite(graph: IrGraph, m: Match) -> None:
     products = list(group.outputs)
     graph.replace_node(mul, _GATED[group.op_type], inputs, attrs, domain=ONYXIA_DOMAIN)
     graph.remove_node(gelu)
-    graph.remove_tensor(gelu.outputs[0])  # type: ignore[arg-type]
+    graph.remove_tensor(gelu.outputs[0])
     graph.remove_node(group)
     for t in products:
-        graph.remove_tensor(t)  # type: ignore[arg-type]
+        graph.remove_tensor(t)
 
 
 MLP_GATE_RULES = tuple(

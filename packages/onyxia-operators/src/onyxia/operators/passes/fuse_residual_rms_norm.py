@@ -55,7 +55,7 @@ def _match(graph: IrGraph, norm: IrNode) -> Match | Decline | None:
     axis = int(norm.attributes.get("axis", -1))
     if rank == 0 or axis not in (-1, rank - 1):
         return Decline(f"axis {axis} is not the last axis of a rank-{rank} input", norm)
-    scale = graph.tensor(norm.inputs[1])  # type: ignore[arg-type]
+    scale = graph.tensor(norm.inputs[1])
     if sum_t.dtype not in FLOATS or scale.dtype != sum_t.dtype:
         return Decline(f"sum is {sum_t.dtype.short} and scale {scale.dtype.short}; both must be one float dtype", scale)
     operands = _input_and_skip(graph, add)
@@ -103,7 +103,7 @@ def _rewrite(graph: IrGraph, m: Match) -> None:
         outputs=outputs,
     )
     if not m.keep_sum:
-        graph.remove_tensor(sum_t)  # type: ignore[arg-type]
+        graph.remove_tensor(sum_t)
 
 
 def _rule(op_type: str) -> Rule:

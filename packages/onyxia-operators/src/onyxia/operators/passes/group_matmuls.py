@@ -104,9 +104,11 @@ def _group(
 ) -> Match | Decline | None:
     """`node` and its siblings (same op reading the same A, `same` as `node`), when `node` comes first."""
     a = node.inputs[0]
+    if a is None:  # A is a required input; an absent one is not ours to group
+        return None
     siblings = [
         n for n, i in graph.tensor_consumers(a) if i == 0 and (n.op_type, n.domain) == (node.op_type, node.domain)
-    ]  # type: ignore[arg-type]
+    ]
     members = list({n.id: n for n in siblings if n.id == node.id or same(n)}.values())
     if len(members) < 2:
         return None

@@ -218,7 +218,7 @@ def _remove_round_trips(graph: IrGraph, cast: IrNode, alive: set[int]) -> int:
     undo = [c for c in children if _dtype(graph, c.outputs[0]) == src and not graph.is_graph_output(c.outputs[0])]
     for c in undo:
         _bypass(graph, c, source, alive)  # type: ignore[arg-type]
-    if uses and len(children) == len(uses) and not graph.is_graph_output(out):  # type: ignore[arg-type]
+    if uses and len(children) == len(uses) and not graph.is_graph_output(out):
         _bypass(graph, cast, source, alive)  # type: ignore[arg-type]
         return len(undo) + 1
     return len(undo)

@@ -61,7 +61,7 @@ class ReductionOp:
         work = x.astype(np.float32) if x.dtype == np.float16 else x
         with np.errstate(all="ignore"):
             result = self.fold(reduce_last_axes(work, axes))
-        return [np.asarray(result).astype(x.dtype).reshape(ctx.output_tensor(0).shape.dims)]  # type: ignore[union-attr]
+        return [np.asarray(result).astype(x.dtype).reshape(ctx.require_static_output(0))]
 
     def plan(self, ctx: PlanCtx) -> None:
         x, y = ctx.input_tensor(0), ctx.output_tensor(0)
@@ -80,7 +80,7 @@ class ReductionOp:
         }
         dims = {"N_OUT": n_out, "N_RED": n_red, "KEPT_DIMS": kept_dims, "KEPT_STRIDES": kept_strides}
         dims.update(RED_DIMS=red_dims, RED_STRIDES=red_strides)
-        shader = ctx.compile_shader("reduction/reduce", _SOURCE, defs, dims)  # type: ignore[arg-type]
+        shader = ctx.compile_shader("reduction/reduce", _SOURCE, defs, dims)
         ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n_out, _WORKGROUP // lanes))
 
     def reduced_axes(self, ctx: NodeCtx) -> list[int]:

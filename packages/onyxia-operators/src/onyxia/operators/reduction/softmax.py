@@ -49,7 +49,7 @@ class SoftmaxOp:
         x = ctx.input_tensor(0)
         require_dtype(ctx, x.dtype, FLOATS)
         outer, length, inner = self._row_layout(ctx)
-        rows = outer * inner  # type: ignore[operator]
+        rows = outer * inner
         if rows == 0 or length == 0:
             return  # an empty output: nothing to write
         workgroup = (

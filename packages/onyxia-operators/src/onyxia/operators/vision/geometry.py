@@ -106,13 +106,13 @@ def forward_window(
     """Conv and pool geometry: ``out = floor_or_ceil((in + pads - dilated kernel) / stride) + 1``."""
     strides, dilations, pads = _spatial_attrs(ctx, len(kernel))
     mode, rank = _auto_pad(ctx), len(kernel)
-    begin, end, out = list(pads[:rank]), list(pads[rank:]), []
+    begin, end, out = list(pads[:rank]), list(pads[rank:]), list[SymbolicDim]()
     for i, (size, k, s, d) in enumerate(zip(spatial, kernel, strides, dilations)):
         span = (k - 1) * d + 1
         if mode.startswith("SAME"):
             n = _static(ctx, size, f"auto_pad={mode}")
-            out.append(-(-n // s))
-            total = max(0, (out[-1] - 1) * s + _static(ctx, span, "auto_pad") - n)
+            out.append(o := -(-n // s))
+            total = max(0, (o - 1) * s + _static(ctx, span, "auto_pad") - n)
             begin[i], end[i] = _split_same(total, mode == "SAME_UPPER")
             continue
         if mode == "VALID":
@@ -143,7 +143,7 @@ def transpose_window(ctx: NodeCtx, spatial: Sequence[SymbolicDim], kernel: Seque
     mode, rank = _auto_pad(ctx), len(kernel)
     output_padding = ctx.attr_ints("output_padding", [0] * rank)
     target = ctx.attr_ints("output_shape", [])[-rank:] if ctx.attr("output_shape") is not None else None
-    begin, end, out = list(pads[:rank]), list(pads[rank:]), []
+    begin, end, out = list(pads[:rank]), list(pads[rank:]), list[SymbolicDim]()
     for i, (size, k, s, d) in enumerate(zip(spatial, kernel, strides, dilations)):
         full = s * (size - 1) + output_padding[i] + (k - 1) * d + 1
         if target is not None or mode.startswith("SAME"):

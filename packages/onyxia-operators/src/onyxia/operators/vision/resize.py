@@ -104,14 +104,15 @@ def _constant(ctx: NodeCtx, i: int, what: str) -> np.ndarray | None:
 def _target(ctx: NodeCtx, dims: Sequence[SymbolicDim]) -> _Target:
     axes = ctx.normalize_axes(ctx.attr_ints("axes", list(range(len(dims)))), len(dims))
     scales, sizes = _constant(ctx, 2, "scales"), _constant(ctx, 3, "sizes")
-    if (scales is None) == (sizes is None):
+    given = scales if scales is not None else sizes
+    if given is None or (scales is not None and sizes is not None):
         raise ctx.error("exactly one of input 2 (scales) and input 3 (sizes) must be given")
-    given, what = (scales, "scales") if scales is not None else (sizes, "sizes")
-    if len(given) != len(axes):  # type: ignore[arg-type]
-        raise ctx.error(f"input {what} has {len(given)} entries; expected {len(axes)}")  # type: ignore[arg-type]
+    what = "scales" if scales is not None else "sizes"
+    if len(given) != len(axes):
+        raise ctx.error(f"input {what} has {len(given)} entries; expected {len(axes)}")
     if scales is not None:
         return _from_scales(ctx, dims, axes, [float(s) for s in scales.astype(np.float32)])
-    return _from_sizes(ctx, dims, axes, list(sizes))  # type: ignore[arg-type]
+    return _from_sizes(ctx, dims, axes, [s if isinstance(s, SymbolicExpr) else int(s) for s in given])
 
 
 def _from_scales(ctx: NodeCtx, dims: Sequence[SymbolicDim], axes: list[int], scales: list[float]) -> _Target:
@@ -127,14 +128,14 @@ def _from_sizes(ctx: NodeCtx, dims: Sequence[SymbolicDim], axes: list[int], size
     """The coordinate maps divide by ``out / in`` in float32; a size equal to its (maybe symbolic) dim is
     scale 1, so exporters' ``Concat(Shape(x)[:2], [h, w])`` keeps a symbolic batch."""
     ratios = [
-        1.0 if size == dims[axis] else float(np.float32(int(size)) / np.float32(_static(ctx, dims[axis])))
+        1.0 if size == dims[axis] else float(np.float32(_static(ctx, size)) / np.float32(_static(ctx, dims[axis])))
         for axis, size in zip(axes, sizes)
     ]
     out, factors = list(dims), [1.0] * len(dims)
     policy = ctx.attr_str("keep_aspect_ratio_policy", "stretch")
     if policy == "stretch":
         for axis, size, ratio in zip(axes, sizes, ratios):
-            out[axis], factors[axis] = size if isinstance(size, SymbolicExpr) else int(size), ratio
+            out[axis], factors[axis] = size, ratio
         return _Target(out, factors)
     if policy not in _POLICIES:
         raise unsupported_attribute(ctx, "keep_aspect_ratio_policy", policy, "stretch, not_larger or not_smaller")

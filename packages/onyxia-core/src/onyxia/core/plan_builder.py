@@ -1,0 +1,158 @@
+"""The builder that collects every op's steps, tensors and shaders into one `CompiledModel`.
+
+Planning makes one `PlanBuilder` per model and one `PlanCtx` per node; the builder owns what is
+shared across nodes: plan tensors (created on first use, with their role and upload data), shaders
+(deduplicated by label and defs, so a hundred Adds compile one pipeline), derived constants and the
+GPU features the plan needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onyxia.core.dtypes import DataType, require_gpu_type
+from onyxia.core.errors import PlanningError
+from onyxia.core.ir import IrGraph, TensorDef, TensorKind
+from onyxia.core.plan import (
+    CompiledModel,
+    CompiledShader,
+    Dispatch,
+    ImmediateField,
+    PlannedOp,
+    PlanTensor,
+    SymbolicBinding,
+    TensorRole,
+)
+from onyxia.core.shader_dims import DimValue, declare_immediates, shader_dims
+from onyxia.core.shapes import Absent
+from onyxia.core.values import TensorValue
+from onyxia.core.wgsl import ShaderLibrary, preprocess
+
+__all__ = ["PlanBuilder", "ShaderHandle"]
+
+_ShaderKey = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class ShaderHandle:
+    """A compiled shader plus this use's immediate values (the shader itself is shared)."""
+
+    index: int
+    immediates: tuple[ImmediateField, ...] = ()
+
+
+@dataclass
+class PlanBuilder:
+    """Accumulates shaders (deduplicated by label and defs), tensors and ops for one model."""
+
+    graph: IrGraph
+    library: ShaderLibrary
+    shaders: list[CompiledShader] = field(default_factory=list)
+    tensors: dict[int, PlanTensor] = field(default_factory=dict)
+    operations: list[PlannedOp] = field(default_factory=list)
+    features: set[str] = field(default_factory=set)
+    _shader_keys: dict[_ShaderKey, int] = field(default_factory=dict)
+    _scratch_ids: int = 0
+    _constants: dict[str, int] = field(default_factory=dict)  # key -> plan tensor id (negative)
+
+    def plan_tensor(self, tensor: TensorDef) -> PlanTensor:
+        """The plan entry for `tensor`, created on first use with its role and upload data."""
+        if tensor.id in self.tensors:
+            return self.tensors[tensor.id]
+        if isinstance(tensor.shape, Absent):
+            raise PlanningError(f"tensor '{tensor.name}' is absent but a GPU step uses it")
+        require_gpu_type(tensor.dtype, f"tensor '{tensor.name}'")
+        role, data = self._role(tensor)
+        if tensor.dtype == DataType.FLOAT16:
+            self.features.add("shader-f16")
+        entry = PlanTensor(tensor.id, tensor.name, tensor.dtype, tuple(tensor.shape.dims), role, data)
+        self.tensors[tensor.id] = entry
+        return entry
+
+    def constant(self, key: str, value: TensorValue) -> PlanTensor:
+        """A WEIGHT entry for host data no graph tensor holds; see `PlanCtx.constant`."""
+        if key in self._constants:
+            entry = self.tensors[self._constants[key]]
+            if (entry.dtype, entry.dims) != (value.dtype, value.dims):
+                raise PlanningError(
+                    f"constant '{key}' is registered as {entry.dtype.name.lower()}{list(entry.dims)}; "
+                    f"a second use asks for {value.dtype.name.lower()}{list(value.dims)} (derive keys from the content)"
+                )
+            return entry
+        require_gpu_type(value.dtype, f"constant '{key}'")
+        tensor_id = -1 - len(self._constants)  # graph ids are >= 0, so derived constants never collide
+        entry = PlanTensor(tensor_id, key, value.dtype, value.dims, TensorRole.WEIGHT, value)
+        self._constants[key] = tensor_id
+        self.tensors[tensor_id] = entry
+        return entry
+
+    def _role(self, tensor: TensorDef) -> tuple[TensorRole, TensorValue | np.ndarray | None]:
+        if tensor.kind is TensorKind.INPUT:
+            return TensorRole.INPUT, None
+        if tensor.id in self.graph.outputs and tensor.value is None:
+            return TensorRole.OUTPUT, None
+        if tensor.value is not None and tensor.value.dtype == object:
+            return TensorRole.SYMBOLIC, tensor.value
+        if tensor.value is not None:
+            _check_int_range(tensor.name, tensor.dtype, tensor.value)
+            return (TensorRole.OUTPUT if tensor.id in self.graph.outputs else TensorRole.WEIGHT), tensor.value
+        if tensor.initializer is not None:
+            if tensor.dtype == DataType.INT64:
+                _check_int_range(tensor.name, tensor.dtype, tensor.initializer.numpy())
+            return TensorRole.WEIGHT, tensor.initializer
+        return TensorRole.INTERMEDIATE, None
+
+    def compile_shader(
+        self, label: str, source: str, defs: Mapping[str, object], dims: Mapping[str, DimValue]
+    ) -> ShaderHandle:
+        """Preprocess once per (label, defs, symbolic dims); later uses only bring their immediates."""
+        spec = shader_dims(label, defs, dims)
+        key = (label, tuple(sorted((k, str(v)) for k, v in spec.defs.items())), spec.symbolic)
+        if key not in self._shader_keys:
+            text = declare_immediates(preprocess(source, spec.defs, label, self.library), spec.symbolic)
+            if "enable f16;" in text:
+                self.features.add("shader-f16")
+            self._shader_keys[key] = len(self.shaders)
+            self.shaders.append(CompiledShader(label, text, "main", 4 * len(spec.symbolic)))
+        return ShaderHandle(self._shader_keys[key], spec.fields)
+
+    def new_scratch_id(self) -> int:
+        self._scratch_ids += 1
+        return self._scratch_ids
+
+    def finish(self, dims: dict[str, int], metadata: dict[str, str]) -> CompiledModel:
+        """The plan: graph inputs and outputs get entries even when no step touches them."""
+        for t in (*self.graph.inputs, *self.graph.outputs):
+            self.plan_tensor(self.graph.tensor(t))
+        bindings = [
+            SymbolicBinding(op_index, step_index, f)
+            for op_index, op in enumerate(self.operations)
+            for step_index, step in enumerate(op.steps)
+            if isinstance(step, Dispatch)
+            for f in step.immediates
+        ]
+        return CompiledModel(
+            self.operations,
+            self.shaders,
+            self.tensors,
+            list(self.graph.inputs),
+            list(self.graph.outputs),
+            bindings,
+            dims=dict(dims),
+            required_features=set(self.features),
+            metadata=dict(metadata),
+            constraints=list(self.graph.constraints),
+            aliases={o: i for o, i in self.graph.aliases.items() if o in self.tensors and i in self.tensors},
+        )
+
+
+def _check_int_range(name: str, dtype: DataType, value: np.ndarray) -> None:
+    """int64 lives as i32 on the GPU: refuse a constant that would wrap."""
+    if dtype == DataType.INT64 and value.size and value.dtype != object:
+        lo, hi = int(value.min()), int(value.max())
+        info = np.iinfo(np.int32)
+        if lo < info.min or hi > info.max:
+            raise PlanningError(f"tensor '{name}': int64 value range [{lo}, {hi}] does not fit the GPU's i32 storage")
