@@ -27,7 +27,7 @@ from onyxia.core.errors import (
     UnsupportedOpError,
 )
 from onyxia.core.fixed_point import FixedPoint
-from onyxia.core.ir import GraphError, IrGraph, IrNode, TensorDef, TensorKind
+from onyxia.core.ir import GraphError, IrGraph, IrNode, TensorDef, TensorKind, TensorRef
 from onyxia.core.operator import Operator, OperatorBase, TensorType
 from onyxia.core.passes import Pass, Stage
 from onyxia.core.plan import (
@@ -109,6 +109,7 @@ __all__ = [
     "SymbolicExpr",
     "TensorDef",
     "TensorKind",
+    "TensorRef",
     "TensorRole",
     "TensorShape",
     "TensorType",

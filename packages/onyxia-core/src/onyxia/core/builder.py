@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from onyxia.core.dtypes import DataType
-from onyxia.core.ir import IrGraph, IrNode, TensorDef, TensorKind
+from onyxia.core.ir_graph import IrGraph
+from onyxia.core.ir_records import IrNode, TensorDef, TensorKind
 from onyxia.core.shapes import Absent, shape_of
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 from onyxia.core.values import TensorValue

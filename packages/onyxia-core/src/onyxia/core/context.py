@@ -14,7 +14,8 @@ import numpy as np
 
 from onyxia.core.dtypes import DataType
 from onyxia.core.errors import ShapeInferenceError
-from onyxia.core.ir import IrGraph, IrNode, TensorDef
+from onyxia.core.ir_graph import IrGraph
+from onyxia.core.ir_records import IrNode, TensorDef
 from onyxia.core.shapes import Absent, Static, Symbolic, TensorShape, shape_of
 from onyxia.core.symbolic import SymbolicDim
 

@@ -18,7 +18,7 @@ from onyxia.core.errors import OnyxiaError
 from onyxia.core.passes import Pass, Stage
 
 if TYPE_CHECKING:
-    from onyxia.core.ir import IrGraph
+    from onyxia.core.ir_graph import IrGraph
     from onyxia.core.registry import OperatorRegistry
 
 __all__ = ["FixedPoint"]

@@ -10,7 +10,7 @@ import enum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from onyxia.core.ir import IrGraph
+    from onyxia.core.ir_graph import IrGraph
     from onyxia.core.registry import OperatorRegistry
 
 __all__ = ["Pass", "Stage"]

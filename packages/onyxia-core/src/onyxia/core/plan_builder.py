@@ -15,7 +15,8 @@ import numpy as np
 
 from onyxia.core.dtypes import DataType, require_gpu_type
 from onyxia.core.errors import PlanningError
-from onyxia.core.ir import IrGraph, TensorDef, TensorKind
+from onyxia.core.ir_graph import IrGraph
+from onyxia.core.ir_records import TensorDef, TensorKind
 from onyxia.core.plan import (
     CompiledModel,
     CompiledShader,

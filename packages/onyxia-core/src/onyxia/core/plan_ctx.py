@@ -15,7 +15,7 @@ import numpy as np
 from onyxia.core.bindings import BufferRange, Chunk, max_binding_bytes, split_rows
 from onyxia.core.context import NodeCtx
 from onyxia.core.errors import PlanningError, ShaderError
-from onyxia.core.ir import IrNode
+from onyxia.core.ir_records import IrNode
 from onyxia.core.plan import BindingDesc, BufferRef, CopyBuffer, Dispatch, PlannedOp, ScratchBufferDesc
 from onyxia.core.plan_builder import PlanBuilder, ShaderHandle
 from onyxia.core.shader_dims import IMMEDIATE_DECLARATION, DimValue

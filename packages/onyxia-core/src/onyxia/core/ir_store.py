@@ -1,0 +1,180 @@
+"""`GraphStore`: the bottom layer of `IrGraph` — ids, names, the producer/consumer maps, add and look up.
+
+It owns the state every other layer relies on: ids come from one counter and are never reused,
+tensor and node names each have their own namespace (as in ONNX), and `_link` is the one place a
+new node's uses and outputs enter the maps. Rewiring and removal build on it in
+`onyxia.core.ir_edit`; use the complete `IrGraph` (`onyxia.core.ir`), not this layer directly.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from onyxia.core.dtypes import DataType
+from onyxia.core.ir_records import GraphError, IrNode, TensorDef, TensorKind, TensorRef
+from onyxia.core.shapes import TensorShape
+from onyxia.core.values import TensorValue
+
+__all__ = ["GraphStore"]
+
+
+class GraphStore:
+    """Nodes and tensors by id, in insertion order, with who produces and who consumes each tensor."""
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self.opset_imports: dict[str, int] = {}
+        self.metadata: dict[str, str] = {}
+        # (dim a, dim b, where): equalities shape rules assumed; checked when dims are bound
+        self.constraints: list[tuple[Any, Any, str]] = []
+        # output tensor id -> input tensor id whose GPU storage it shares (a KV cache updated in place,
+        # a Reshape made a view by BufferAliasingPass); printed as "%out shares %in"
+        self.aliases: dict[int, int] = {}
+        self.inputs: list[int] = []
+        self.outputs: list[int] = []
+        self._nodes: dict[int, IrNode] = {}
+        self._tensors: dict[int, TensorDef] = {}
+        self._producer: dict[int, int] = {}
+        self._consumers: dict[int, list[tuple[int, int]]] = {}
+        self._ids = itertools.count()
+        self._names: set[str] = set()  # tensor names
+        self._node_names: set[str] = set()  # nodes have their own namespace, as in ONNX
+
+    # ----- construction ------------------------------------------------------------------
+    def add_tensor(
+        self,
+        name: str,
+        dtype: DataType,
+        shape: TensorShape,
+        kind: TensorKind = TensorKind.INTERMEDIATE,
+        *,
+        value: np.ndarray | None = None,
+        initializer: TensorValue | None = None,
+    ) -> TensorDef:
+        name = self.unique_name(name)
+        tensor = TensorDef(next(self._ids), name, dtype, shape, kind, value, initializer)
+        self._tensors[tensor.id] = tensor
+        self._consumers[tensor.id] = []
+        if kind is TensorKind.INPUT:
+            self.inputs.append(tensor.id)
+        return tensor
+
+    def add_node(
+        self,
+        op_type: str,
+        inputs: Sequence[TensorRef | None],
+        outputs: Sequence[TensorRef | None],
+        attributes: dict[str, Any] | None = None,
+        *,
+        domain: str = "",
+        name: str | None = None,
+        opset: int | None = None,
+        before: IrNode | None = None,
+    ) -> IrNode:
+        """Append (or insert before `before`) a node; outputs must not have a producer yet."""
+        out_ids = [self._tid(t) for t in outputs]
+        for t in out_ids:
+            if t is not None and t in self._producer:
+                raise GraphError(f"tensor {self._tensors[t].name} already has a producer")
+        node = IrNode(
+            next(self._ids),
+            self._unique(name or op_type, self._node_names),
+            op_type,
+            domain,
+            [self._tid(t) for t in inputs],
+            out_ids,
+            dict(attributes or {}),
+            opset if opset is not None else self.opset_imports.get(domain, 0),
+        )
+        if before is None:
+            self._nodes[node.id] = node
+        else:
+            self._insert_before(before.id, node)
+        self._link(node)
+        return node
+
+    def unique_name(self, base: str) -> str:
+        """A tensor name not used yet (`base`, else `base_1`, `base_2`, ...)."""
+        return self._unique(base, self._names)
+
+    @staticmethod
+    def _unique(base: str, taken: set[str]) -> str:
+        name, n = base, 1
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
+        return name
+
+    def mark_output(self, tensor: TensorRef) -> None:
+        tid = self._tid(tensor)
+        assert tid is not None
+        self.outputs.append(tid)
+        if self._tensors[tid].kind is TensorKind.INTERMEDIATE:
+            self._tensors[tid].kind = TensorKind.OUTPUT
+
+    # ----- queries -----------------------------------------------------------------------
+    def node(self, node_id: int) -> IrNode:
+        return self._nodes[node_id]
+
+    def tensor(self, tensor: TensorRef) -> TensorDef:
+        tid = self._tid(tensor)
+        assert tid is not None
+        return self._tensors[tid]
+
+    def tensor_by_name(self, name: str) -> TensorDef | None:
+        return next((t for t in self._tensors.values() if t.name == name), None)
+
+    @property
+    def nodes(self) -> list[IrNode]:
+        """Snapshot of the nodes in their (topological) order."""
+        return list(self._nodes.values())
+
+    @property
+    def tensors(self) -> list[TensorDef]:
+        return list(self._tensors.values())
+
+    def nodes_of(self, op_type: str, domain: str = "") -> list[IrNode]:
+        return [n for n in self._nodes.values() if n.op_type == op_type and n.domain == domain]
+
+    def tensor_producer(self, tensor: TensorRef) -> IrNode | None:
+        node_id = self._producer.get(self._tid(tensor))  # type: ignore[arg-type]
+        return None if node_id is None else self._nodes[node_id]
+
+    def tensor_consumers(self, tensor: TensorRef) -> list[tuple[IrNode, int]]:
+        """Snapshot of (node, input index) uses, safe to iterate while rewiring."""
+        return [(self._nodes[n], i) for n, i in self._consumers[self._tid(tensor)]]  # type: ignore[index]
+
+    def is_graph_output(self, tensor: TensorRef | None) -> bool:
+        """False for None, so callers can ask about an optional slot (``node.outputs[i]``) directly."""
+        return self._tid(tensor) in self.outputs
+
+    def __iter__(self) -> Iterator[IrNode]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    # ----- internals ---------------------------------------------------------------------
+    @staticmethod
+    def _tid(tensor: TensorRef | None) -> int | None:
+        return tensor.id if isinstance(tensor, TensorDef) else tensor
+
+    def _link(self, node: IrNode) -> None:
+        for i, t in enumerate(node.inputs):
+            if t is not None:
+                if t not in self._tensors:
+                    raise GraphError(f"node '{node.name}' input {i} refers to unknown tensor {t}")
+                self._consumers[t].append((node.id, i))
+        for t in node.outputs:
+            if t is not None:
+                self._producer[t] = node.id
+
+    def _insert_before(self, anchor_id: int, node: IrNode) -> None:
+        items = list(self._nodes.items())
+        index = next(i for i, (nid, _) in enumerate(items) if nid == anchor_id)
+        items.insert(index, (node.id, node))
+        self._nodes = dict(items)
