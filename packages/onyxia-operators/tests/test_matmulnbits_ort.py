@@ -147,7 +147,7 @@ def test_symbolic_rows_switch_kernels_without_recompiling() -> None:
 
 
 def test_packed_weights_keep_their_bytes() -> None:
-    """B reaches the GPU as u32 words (N padded to 8), not one u32 per byte."""
+    """B reaches the GPU as u32 words (N padded to whole 64-column panels), not one u32 per byte."""
     weights = quantized_weights(256, 64, 32, "packed", np.float32)
     model = make_model(
         "MatMulNBits",
@@ -158,7 +158,7 @@ def test_packed_weights_keep_their_bytes() -> None:
     )
     compiled = _compile(model)
     uploaded = {t.name: t.nbytes for t in compiled.tensors.values() if t.role is TensorRole.WEIGHT}
-    assert uploaded["B:u32:word-major-64-pad-8"] == weights["B"].nbytes
+    assert uploaded["B:u32:panels-64-of-64"] == weights["B"].nbytes
     assert uploaded["zero_points:u32"] == weights["zero_points"].nbytes
     assert "B" not in uploaded and "zero_points" not in uploaded
 

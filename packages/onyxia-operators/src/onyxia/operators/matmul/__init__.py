@@ -1,6 +1,6 @@
 """Matrix products: MatMul (numpy semantics, batched and broadcast), com.onyxia MatMulTransB (b stored
-transposed), with one tiled shader, and the com.onyxia groups MatMulGroup / GatedMatMul (several weights
-of one activation per dispatch)."""
+transposed), and the com.onyxia groups MatMulGroup / GatedMatMul (several weights of one activation per
+dispatch), which also serve MatMul by a compile-time weight (`weights`: column panels)."""
 
 from onyxia.operators.matmul.gemm import GEMM
 from onyxia.operators.matmul.matmul import MATMUL as _MATMUL

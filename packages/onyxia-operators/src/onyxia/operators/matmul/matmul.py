@@ -8,6 +8,12 @@ MatMulTransB(a, w) is ``a @ swapaxes(w, -1, -2)`` with `w` read in place, as [N,
 `FoldTransposeIntoMatMul` pass produces it from a tied lm head's ``MatMul(x, Transpose(embed))``,
 whose transpose is too big to fold and would otherwise run on every step.
 
+Three shaders serve it. A float `b` that is a compile-time weight [K, N] is planned by MatMulGroup's
+(`plan_weight_products`, a group of one) in column panels, which a decode step streams linearly. A
+one-row product by a transposed `b` (the tied lm head on every decode step) runs matmul_rows.wgsl, which
+walks b's rows in place. Everything else (runtime operands, batches, integers, prefill by a transposed
+`b`) runs matmul.wgsl's register blocks.
+
 A batch-free `b` over the storage-binding limit (a 671 MB embedding used as the lm head) is split
 into row ranges, one dispatch each (`PlanCtx.chunks`): ranges of K for a plain `b` [K, N], whose
 partial products add up in y, and ranges of N for a transposed one, each writing its own columns.
@@ -23,18 +29,22 @@ from onyxia.core import Chunk, DataType, FoldCtx, InferenceCtx, PlanCtx, Symboli
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, type_defs
+from onyxia.operators.matmul.matmul_group import plan_weight_products
+from onyxia.operators.matmul.weights import at_most, panels_fit
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = ["MATMUL", "MATMUL_ONYXIA", "MatMulOp"]
 
 _SOURCE = load_wgsl(__package__, "matmul.wgsl")
+_ROWS_SOURCE = load_wgsl(__package__, "matmul_rows.wgsl")
 
-# Block shapes measured on lavapipe: tall 8-row blocks in 16x4 workgroups for many rows; for few
-# rows (decode steps, M = 1) one 64-wide row of invocations, so no invocation computes only padding.
-# A symbolic M gets the few-rows shape: it is usually the sequence length, 1 on every decode step.
+# matmul.wgsl block shapes measured on lavapipe: tall 8-row blocks in 16x4 workgroups for many rows; for
+# few rows one 64-wide row of invocations, so no invocation computes only padding. A symbolic M gets the
+# few-rows shape (it is usually the sequence length; its one-row steps go to matmul_rows.wgsl when it can).
 _MANY_ROWS = {"ROWS": 8, "WG_X": 16, "WG_Y": 4}
 _FEW_ROWS = {"ROWS": 4, "WG_X": 64, "WG_Y": 1}
 _FEW_ROWS_LIMIT = 16
+_ROWS_KERNEL = {"ROWS": 2, "WG": 64}  # matmul_rows.wgsl (one row of a times b stored [N, K]), measured on lavapipe
 _INT_TYPES = frozenset({DataType.INT32, DataType.INT64, DataType.UINT32})
 
 
@@ -87,35 +97,77 @@ class MatMulOp:
         dtype = ctx.input_dtype(0)
         require_dtype(ctx, dtype, self.dtypes)
         ops = _operands(ctx, self.trans_b)
-        acc = "f32" if dtype in FLOATS else dtype.wgsl
-        block = _MANY_ROWS if isinstance(ops.m, int) and ops.m > _FEW_ROWS_LIMIT else _FEW_ROWS
-        defs = {**type_defs(A_T=dtype, B_T=dtype, Y_T=dtype), **block, "ACC_T": acc, "BATCH_RANK": len(ops.batch)}
-        strides = {"B_K_STRIDE": 1, "B_N_STRIDE": ops.k} if self.trans_b else {"B_K_STRIDE": ops.n, "B_N_STRIDE": 1}
+        if _panel_weight(ctx, ops, self.trans_b):
+            plan_weight_products(ctx, ops.m, ops.k, [ops.n])  # type: ignore[list-item, arg-type]
+            return
+        decode = at_most(ops.m, 1) if _rows_kernel(ctx, ops, self.trans_b) else 0
         for index, part in enumerate(_parts(ctx, ops, self.trans_b)):
-            dims = {
-                "M": ops.m,
-                "N": part.n,
-                "K": part.k,
-                "A_ROW": ops.k,
-                "Y_ROW": ops.n,
-                "A_COL0": part.k0,
-                "Y_COL0": part.n0,
-                **strides,
-                "BATCH_DIMS": ops.batch,
-                "A_BATCH_STRIDES": ops.a_strides,
-                "B_BATCH_STRIDES": ops.b_strides,
-            }
-            groups = (
-                ceil_div(part.n, 4 * block["WG_X"]),
-                ceil_div(ops.m, block["ROWS"] * block["WG_Y"]),
-                dims_product(ops.batch),
-            )
-            if 0 in groups:
+            if 0 in (part.n, ops.m, dims_product(ops.batch)):
                 return  # an empty output (a zero K still writes zeros, so only M, N or batch count)
-            # K-ranges after the first add their partial product to y (N-ranges write disjoint columns)
-            part_defs = {**defs, "ACCUMULATE": True} if index and not self.trans_b else defs
-            shader = ctx.compile_shader("matmul/matmul", _SOURCE, part_defs, dims)
-            ctx.dispatch(shader, [ctx.input(0), ctx.input_chunk(1, part.chunk)], [ctx.output(0)], groups)
+            if decode != 0:
+                _dispatch_rows(ctx, part, ops.k, decode)  # type: ignore[arg-type]
+            if decode != 1:
+                _dispatch_blocks(ctx, ops, part, index, self.trans_b, 1 - decode)  # type: ignore[operator]
+
+
+def _dispatch_blocks(ctx: PlanCtx, ops: _Operands, part: _Part, index: int, trans_b: bool, share: SymbolicDim) -> None:
+    """One part of the product by matmul.wgsl; `share` (0 or 1 at run time) scales its workgroup count."""
+    dtype = ctx.input_dtype(0)
+    acc = "f32" if dtype in FLOATS else dtype.wgsl
+    block = _MANY_ROWS if isinstance(ops.m, int) and ops.m > _FEW_ROWS_LIMIT else _FEW_ROWS
+    defs = {**type_defs(A_T=dtype, B_T=dtype, Y_T=dtype), **block, "ACC_T": acc, "BATCH_RANK": len(ops.batch)}
+    if index and not trans_b:  # K-ranges after the first add their partial product to y (N-ranges write apart)
+        defs["ACCUMULATE"] = True
+    strides = {"B_K_STRIDE": 1, "B_N_STRIDE": ops.k} if trans_b else {"B_K_STRIDE": ops.n, "B_N_STRIDE": 1}
+    dims = {
+        "M": ops.m,
+        "N": part.n,
+        "K": part.k,
+        "A_ROW": ops.k,
+        "Y_ROW": ops.n,
+        "A_COL0": part.k0,
+        "Y_COL0": part.n0,
+        **strides,
+        "BATCH_DIMS": ops.batch,
+        "A_BATCH_STRIDES": ops.a_strides,
+        "B_BATCH_STRIDES": ops.b_strides,
+    }
+    groups = (
+        ceil_div(part.n, 4 * block["WG_X"]) * share,  # type: ignore[operator]
+        ceil_div(ops.m, block["ROWS"] * block["WG_Y"]),
+        dims_product(ops.batch),
+    )
+    shader = ctx.compile_shader("matmul/matmul", _SOURCE, defs, dims)
+    ctx.dispatch(shader, [ctx.input(0), ctx.input_chunk(1, part.chunk)], [ctx.output(0)], groups)
+
+
+def _dispatch_rows(ctx: PlanCtx, part: _Part, k: int, share: SymbolicDim) -> None:
+    """One part (a range of b's rows) of a one-row MatMulTransB by matmul_rows.wgsl."""
+    defs = {**type_defs(T=ctx.input_dtype(0)), **_ROWS_KERNEL}
+    dims = {"K4": k // 4, "N": part.n, "Y_COL0": part.n0}
+    shader = ctx.compile_shader("matmul/matmul_rows", _ROWS_SOURCE, defs, dims)
+    groups = ceil_div(part.n, _ROWS_KERNEL["ROWS"] * _ROWS_KERNEL["WG"]) * share  # type: ignore[operator]
+    ctx.dispatch(shader, [ctx.input(0), ctx.input_chunk(1, part.chunk)], [ctx.output(0)], groups)
+
+
+def _rows_kernel(ctx: PlanCtx, ops: _Operands, trans_b: bool) -> bool:
+    """Whether matmul_rows.wgsl can take a one-row product: a float, batch-free b stored [N, K] in whole vec4s."""
+    k = ops.k
+    return trans_b and ctx.input_dtype(0) in FLOATS and ops.batch == [1] and isinstance(k, int) and k > 0 and k % 4 == 0
+
+
+def _panel_weight(ctx: PlanCtx, ops: _Operands, trans_b: bool) -> bool:
+    """Whether b is a compile-time float weight [K, N] (leading 1s allowed) that MatMulGroup's shader reads as
+    column panels: a group of one, so the GroupMatMuls pass changes no bit of the output."""
+    return (
+        not trans_b
+        and ctx.input_dtype(0) in FLOATS
+        and ctx.input_rank(1) >= 2
+        and ops.batch == [1]
+        and isinstance(ops.k, int)
+        and isinstance(ops.n, int)
+        and panels_fit(ctx, 1, ops.k, ops.n)
+    )
 
 
 def _parts(ctx: PlanCtx, ops: _Operands, trans_b: bool) -> list[_Part]:

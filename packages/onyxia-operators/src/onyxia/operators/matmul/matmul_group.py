@@ -1,13 +1,14 @@
 """com.onyxia MatMulGroup and GatedMatMul: several products of one activation in one dispatch.
 
-``MatMulGroup(a, w0, ..., wn-1) -> y0, ..., yn-1`` is ``y_s = a @ w_s`` (n <= 4), each w_s a 2-D [K, N_s]
-weight bound on its own: the `GroupMatMuls` pass makes it from the q/k/v and gate/up projections of a
-decoder layer, which on lavapipe cost a fixed overhead per dispatch each. ``GatedMatMul(a, w_gate, w_up)``
-(attribute `approximate`, as Gelu's) is ``Gelu(a @ w_gate) * (a @ w_up)``: the `FuseMlpGate` pass makes it
-from a gate/up group feeding an MLP's activation, so the gate and the product are never stored.
+``MatMulGroup(a, w0, ..., wn-1) -> y0, ..., yn-1`` is ``y_s = a @ w_s`` (n <= 4), each w_s a 2-D [K, N_s] weight
+bound on its own: the `GroupMatMuls` pass makes it from the q/k/v and gate/up projections of a decoder layer,
+which on lavapipe cost a fixed overhead per dispatch each. ``GatedMatMul(a, w_gate, w_up)`` (attribute
+`approximate`, as Gelu's) is ``Gelu(a @ w_gate) * (a @ w_up)``: the `FuseMlpGate` pass makes it from a gate/up
+group feeding an MLP's activation, so the gate and the product are never stored.
 
-The shader (matmul_group.wgsl) sums each output exactly as matmul.wgsl does, so a group's outputs equal the
-separate MatMuls'. Decode steps (one row) get a one-row block, so no invocation multiplies clamped rows.
+`plan_weight_products` also plans MatMul by a compile-time weight (a group of one), so a group's outputs equal
+the separate MatMuls' bit for bit. Compile-time weights are repacked into column panels (`weights`), which a
+decode step (one row, the GEMV of each generated token) streams linearly.
 """
 
 from __future__ import annotations
@@ -27,22 +28,25 @@ from onyxia.core import (
     TensorType,
     ceil_div,
     load_wgsl,
+    max_binding_bytes,
     shape_of,
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.numpy_math import gelu
 from onyxia.operators.layout import type_defs
+from onyxia.operators.matmul.weights import PANEL, at_most, bind_panels, panels_fit
 from onyxia.operators.typesets import FLOATS
 
-__all__ = ["MATMUL_GROUP", "MAX_SLOTS", "MatMulGroupOp"]
+__all__ = ["MATMUL_GROUP", "MAX_SLOTS", "MatMulGroupOp", "plan_weight_products"]
 
 _SOURCE = load_wgsl(__package__, "matmul_group.wgsl")
 MAX_SLOTS = 4  # weights per group: the shader's slots
-# Blocks as MatMulOp's (measured on lavapipe), plus one row for decode steps: a symbolic M plans both and
-# the one on the wrong side dispatches zero workgroups at run time.
+# Blocks measured on lavapipe: tall 8-row blocks in 16x4 workgroups for many rows; for few rows one 64-wide row
+# of invocations; for decode steps one row. A symbolic M plans both of the last two and the one on the wrong side
+# dispatches zero workgroups at run time.
 _MANY_ROWS = {"ROWS": 8, "WG_X": 16, "WG_Y": 4}
 _FEW_ROWS = {"ROWS": 4, "WG_X": 64, "WG_Y": 1}
-_ONE_ROW = {"ROWS": 1, "WG_X": 64, "WG_Y": 1}
+_ONE_ROW = {"ROWS": 1, "WG_X": 16, "WG_Y": 1}  # 16 wide: enough workgroups for every thread at N = 256
 _FEW_ROWS_LIMIT = 16
 
 
@@ -68,36 +72,52 @@ class MatMulGroupOp:
 
     def plan(self, ctx: PlanCtx) -> None:
         dtype, rows, ns = _checked(ctx, self.gated)
-        m, k = dims_product(rows), ctx.input_dims(0)[-1]
-        for i in range(1, len(ns) + 1):
-            if len(ctx.chunks(i, ns[i - 1] * dtype.gpu_numpy.itemsize)) > 1:
+        k: int = ctx.input_dims(1)[0]  # type: ignore[assignment]  # static: _checked compares it with a's
+        for i, n in enumerate(ns, 1):
+            # sized from the dims: asking `ctx.chunks` would put the graph tensor in the plan (and upload it)
+            # beside the panels
+            if k * n * dtype.gpu_numpy.itemsize > max_binding_bytes():
                 raise PlanningError(
                     f"node '{ctx.node.name}' ({ctx.node.op_type}): input {i} exceeds one storage binding; "
                     "GroupMatMuls leaves such weights to MatMul, which splits them"
                 )
-        outputs = 1 if self.gated else len(ns)
-        names = ["A", *(f"W{s}" for s in range(len(ns))), *(f"Y{s}" for s in range(outputs))]
-        defs: dict[str, object] = {**type_defs(T=dtype), **{f"BIND_{name}": i for i, name in enumerate(names)}}
-        defs |= {f"SLOT{s}": True for s in range(1, len(ns))}
-        if self.gated:
-            defs |= {"GATED": True, "GELU": ctx.attr_str("approximate", "none")}
-        dims: dict[str, SymbolicDim] = {"M": m, "K": k, **{f"N{s}": n for s, n in enumerate(ns)}}
-        reads = [ctx.input(i) for i in range(len(ns) + 1)]
-        writes = [ctx.output(s) for s in range(outputs)]
-        for block, share in _blocks(m):
-            per_slot = [ceil_div(n, 4 * block["WG_X"]) for n in ns]
-            starts = {f"G{s}": sum(per_slot[:s]) for s in range(1, len(ns))}  # type: ignore[misc]
-            groups = per_slot[0] if self.gated else sum(per_slot)  # type: ignore[arg-type]
-            shader = ctx.compile_shader("matmul/matmul_group", _SOURCE, {**defs, **block}, {**dims, **starts})
-            ctx.dispatch(shader, reads, writes, (groups * share, ceil_div(m, block["ROWS"] * block["WG_Y"]), 1))
+        gelu = ctx.attr_str("approximate", "none") if self.gated else None
+        plan_weight_products(ctx, dims_product(rows), k, ns, gelu)
+
+
+def plan_weight_products(ctx: PlanCtx, m: SymbolicDim, k: int, ns: list[int], gelu: str | None = None) -> None:
+    """Dispatch input 0 (as [m, k]) times inputs 1 .. len(ns) ([k, N_s] each) into outputs 0 .. len(ns) - 1, or
+    with `gelu` into output 0 as gelu(a @ w0) * (a @ w1)."""
+    if m == 0:
+        return  # an empty output
+    dtype = ctx.input_dtype(0)
+    panels = all(panels_fit(ctx, i, k, n) for i, n in enumerate(ns, 1))
+    outputs = 1 if gelu is not None else len(ns)
+    names = ["A", *(f"W{s}" for s in range(len(ns))), *(f"Y{s}" for s in range(outputs))]
+    defs: dict[str, object] = {**type_defs(T=dtype, Y_T=dtype), **{f"BIND_{name}": i for i, name in enumerate(names)}}
+    defs |= {f"SLOT{s}": True for s in range(1, len(ns))}
+    if panels:
+        defs |= {"PANELS": True, "PANEL": PANEL}
+    if gelu is not None:
+        defs |= {"GATED": True, "GELU": gelu}
+    dims: dict[str, SymbolicDim] = {"M": m, "K": k, **{f"N{s}": n for s, n in enumerate(ns)}}
+    weights = [bind_panels(ctx, i, k, n) if panels else ctx.input(i) for i, n in enumerate(ns, 1)]
+    reads = [ctx.input(0), *weights]
+    writes = [ctx.output(s) for s in range(outputs)]
+    for block, share in _blocks(m):
+        per_slot = [ceil_div(n, 4 * block["WG_X"]) for n in ns]
+        starts = {f"G{s}": sum(per_slot[:s]) for s in range(1, len(ns))}  # type: ignore[misc]
+        groups = per_slot[0] if gelu is not None else sum(per_slot)  # type: ignore[arg-type]
+        shader = ctx.compile_shader("matmul/matmul_group", _SOURCE, {**defs, **block}, {**dims, **starts})
+        ctx.dispatch(shader, reads, writes, (groups * share, ceil_div(m, block["ROWS"] * block["WG_Y"]), 1))
 
 
 def _blocks(m: SymbolicDim) -> list[tuple[dict[str, int], SymbolicDim]]:
     """(block shape, 0-or-1 share) of each dispatch: one for a static M, decode and rows for a symbolic one."""
     if isinstance(m, int):
         return [(_ONE_ROW if m == 1 else _FEW_ROWS if m <= _FEW_ROWS_LIMIT else _MANY_ROWS, 1)]
-    decode = 2 // (m + 1)  # type: ignore[operator]  # 1 for one row, 0 above
-    return [(_ONE_ROW, decode), (_FEW_ROWS, 1 - decode)]
+    decode = at_most(m, 1)
+    return [(_ONE_ROW, decode), (_FEW_ROWS, 1 - decode)]  # type: ignore[operator]
 
 
 def _checked(ctx: NodeCtx, gated: bool) -> tuple[DataType, list[SymbolicDim], list[int]]:

@@ -1,14 +1,18 @@
 // com.onyxia MatMulGroup: y<s> = a @ w<s> for up to 4 weights w<s> [K, N<s>] sharing a [M, K] (q/k/v, gate/up
-// projections), in one dispatch. Slot s owns the column workgroups G<s> .. G<s+1> - 1 (G0 = 0), so a workgroup
-// never straddles two weights; the accessors switch on the slot and main calls `product` with a constant slot
-// per case, so after inlining each case reads its own binding with no branch per load. GATED (GatedMatMul):
-// slots 0 and 1 cover the same columns and one output y0 = gelu(a @ w0) * (a @ w1), rounded through T where
-// the unfused MatMul, Gelu and Mul would store.
-// Each invocation accumulates a ROWS x 4 block exactly as matmul.wgsl does (same order of the sums), reading a
-// and w straight from storage; reads past the last row or column are clamped, stores are bounds-checked.
+// projections), in one dispatch, each slot over its own column workgroups (onyxia::product_slots); MatMul by a
+// compile-time weight plans here as a group of one. GATED (GatedMatMul): y0 = gelu(a @ w0) * (a @ w1), rounded
+// through T where the unfused MatMul, Gelu and Mul would store.
+// Each invocation accumulates a ROWS x 4 block (four k per step, in one order for every block shape, so decode,
+// prefill, a group and its separate MatMuls all sum alike), reading a and w straight from storage; reads past
+// the last row are clamped, stores are bounds-checked.
+// Weights: with PANELS, each w<s> is a compile-time weight in column panels (matmul/weights.py: [ceil(N / PANEL)]
+// [K][PANEL], the columns past N zero) read as vec4s, so the 8 invocations of a lavapipe SIMD row read 128
+// contiguous bytes per k and walk one panel front to back. Without PANELS (a weight only known at run time) w<s>
+// is the graph's [K, N], read per element with the columns clamped to N - 1.
 // Bindings (numbers from the BIND_* defs): a, w0 [, w1, w2, w3] (read), then y0 [, y1, y2, y3] (write; y0 only
 //       with GATED).
-// Defs: T               f32 | f16 (storage type of a, w and y); F16 flag with f16 (sums are f32 either way)
+// Defs: T, Y_T          f32 | f16 (storage type of a and w, and of y: the same); F16 flag with f16 (sums are f32)
+//       PANELS          flag: the weights are in panels (above); PANEL: their columns (a multiple of 4)
 //       SLOT1, SLOT2, SLOT3  flags: those slots exist
 //       GATED           flag (with SLOT1); GELU: none | tanh (Gelu's approximate)
 //       ROWS            rows of the output block per invocation (columns are always 4)
@@ -18,56 +22,34 @@
 #ifdef F16
 enable f16;
 #endif
+#import onyxia::product_slots
 #ifdef GATED
 #import onyxia::math
 #import onyxia::rounding
 #endif
+#ifdef PANELS
+alias W_T = vec4<#{T}>;
+#else
+alias W_T = #{T};
+#endif
 
 @group(0) @binding(#{BIND_A}) var<storage, read> in_a: array<#{T}>;
-@group(0) @binding(#{BIND_W0}) var<storage, read> w0: array<#{T}>;
+@group(0) @binding(#{BIND_W0}) var<storage, read> w0: array<W_T>;
 #ifdef SLOT1
-@group(0) @binding(#{BIND_W1}) var<storage, read> w1: array<#{T}>;
+@group(0) @binding(#{BIND_W1}) var<storage, read> w1: array<W_T>;
 #endif
 #ifdef SLOT2
-@group(0) @binding(#{BIND_W2}) var<storage, read> w2: array<#{T}>;
+@group(0) @binding(#{BIND_W2}) var<storage, read> w2: array<W_T>;
 #endif
 #ifdef SLOT3
-@group(0) @binding(#{BIND_W3}) var<storage, read> w3: array<#{T}>;
-#endif
-@group(0) @binding(#{BIND_Y0}) var<storage, read_write> y0: array<#{T}>;
-#ifndef GATED
-#ifdef SLOT1
-@group(0) @binding(#{BIND_Y1}) var<storage, read_write> y1: array<#{T}>;
-#endif
-#endif
-#ifdef SLOT2
-@group(0) @binding(#{BIND_Y2}) var<storage, read_write> y2: array<#{T}>;
-#endif
-#ifdef SLOT3
-@group(0) @binding(#{BIND_Y3}) var<storage, read_write> y3: array<#{T}>;
+@group(0) @binding(#{BIND_W3}) var<storage, read> w3: array<W_T>;
 #endif
 
 const ROWS: u32 = #{ROWS}u;
+const PANEL: u32 = #{PANEL}u;
 
-fn slot_n(slot: u32) -> u32 {
-    var n = #{N0};
-    switch slot {
-#ifdef SLOT1
-        case 1u: { n = #{N1}; }
-#endif
-#ifdef SLOT2
-        case 2u: { n = #{N2}; }
-#endif
-#ifdef SLOT3
-        case 3u: { n = #{N3}; }
-#endif
-        default: {}
-    }
-    return n;
-}
-
-fn w_at(slot: u32, i: u32) -> f32 {
-    var v: #{T};
+fn w_at(slot: u32, i: u32) -> W_T {
+    var v: W_T;
     switch slot {
 #ifdef SLOT1
         case 1u: { v = w1[i]; }
@@ -80,18 +62,24 @@ fn w_at(slot: u32, i: u32) -> f32 {
 #endif
         default: { v = w0[i]; }
     }
-    return f32(v);
+    return v;
 }
 
-// Row k of w<slot> at the 4 (clamped) columns `cols`.
-fn w_row(slot: u32, base: u32, cols: vec4<u32>) -> vec4<f32> {
-    return vec4<f32>(w_at(slot, base + cols.x), w_at(slot, base + cols.y), w_at(slot, base + cols.z), w_at(slot, base + cols.w));
-}
-
-// Rows row0 .. row0 + ROWS - 1, columns col0 .. col0 + 3 of a @ w<slot> (matmul.wgsl's loop).
-fn product(slot: u32, row0: u32, col0: u32) -> array<vec4<f32>, ROWS> {
+// Columns col0 .. col0 + 3 (col0 % 4 == 0) of row k of w<slot>; past N: the panel's zeros, or column N - 1.
+fn w_row(slot: u32, k: u32, col0: u32) -> vec4<f32> {
+#ifdef PANELS
+    return vec4<f32>(w_at(slot, ((col0 / PANEL) * #{K} + k) * (PANEL / 4u) + (col0 % PANEL) / 4u));
+#else
     let n = slot_n(slot);
-    let cols = min(vec4<u32>(col0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(n - 1u));
+    let cols = min(vec4<u32>(col0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(n - 1u)) + k * n;
+    return vec4<f32>(
+        f32(w_at(slot, cols.x)), f32(w_at(slot, cols.y)), f32(w_at(slot, cols.z)), f32(w_at(slot, cols.w))
+    );
+#endif
+}
+
+// Rows row0 .. row0 + ROWS - 1, columns col0 .. col0 + 3 of a @ w<slot>.
+fn product(slot: u32, row0: u32, col0: u32) -> array<vec4<f32>, ROWS> {
     var a_rows: array<u32, ROWS>;
     for (var i = 0u; i < ROWS; i++) {
         a_rows[i] = min(row0 + i, #{M} - 1u) * #{K};
@@ -99,17 +87,17 @@ fn product(slot: u32, row0: u32, col0: u32) -> array<vec4<f32>, ROWS> {
     var acc: array<vec4<f32>, ROWS>;
     var k = 0u;
     for (; k + 4u <= #{K}; k += 4u) {  // four k at a time: fewer loop trips, each w row reused ROWS times
-        let b0 = w_row(slot, k * n, cols);
-        let b1 = w_row(slot, (k + 1u) * n, cols);
-        let b2 = w_row(slot, (k + 2u) * n, cols);
-        let b3 = w_row(slot, (k + 3u) * n, cols);
+        let b0 = w_row(slot, k, col0);
+        let b1 = w_row(slot, k + 1u, col0);
+        let b2 = w_row(slot, k + 2u, col0);
+        let b3 = w_row(slot, k + 3u, col0);
         for (var i = 0u; i < ROWS; i++) {
             let a = a_rows[i] + k;
             acc[i] += f32(in_a[a]) * b0 + f32(in_a[a + 1u]) * b1 + f32(in_a[a + 2u]) * b2 + f32(in_a[a + 3u]) * b3;
         }
     }
     for (; k < #{K}; k++) {
-        let b = w_row(slot, k * n, cols);
+        let b = w_row(slot, k, col0);
         for (var i = 0u; i < ROWS; i++) {
             acc[i] += f32(in_a[a_rows[i] + k]) * b;
         }
@@ -118,21 +106,6 @@ fn product(slot: u32, row0: u32, col0: u32) -> array<vec4<f32>, ROWS> {
 }
 
 #ifndef GATED
-fn store_y(slot: u32, i: u32, value: #{T}) {
-    switch slot {
-#ifdef SLOT1
-        case 1u: { y1[i] = value; }
-#endif
-#ifdef SLOT2
-        case 2u: { y2[i] = value; }
-#endif
-#ifdef SLOT3
-        case 3u: { y3[i] = value; }
-#endif
-        default: { y0[i] = value; }
-    }
-}
-
 fn run(slot: u32, row0: u32, col0: u32) {
     let acc = product(slot, row0, col0);
     let n = slot_n(slot);
@@ -174,28 +147,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 #ifdef GATED
     run_gated(row0, (wid.x * #{WG_X}u + lid.x) * 4u);
 #else
-    var slot = 0u;
-    var first = 0u;
-#ifdef SLOT1
-    if (wid.x >= #{G1}) {
-        slot = 1u;
-        first = #{G1};
-    }
-#endif
-#ifdef SLOT2
-    if (wid.x >= #{G2}) {
-        slot = 2u;
-        first = #{G2};
-    }
-#endif
-#ifdef SLOT3
-    if (wid.x >= #{G3}) {
-        slot = 3u;
-        first = #{G3};
-    }
-#endif
-    let col0 = ((wid.x - first) * #{WG_X}u + lid.x) * 4u;
-    switch slot {
+    let owner = slot_of(wid.x);
+    let col0 = ((wid.x - owner.y) * #{WG_X}u + lid.x) * 4u;
+    switch owner.x {
 #ifdef SLOT1
         case 1u: { run(1u, row0, col0); }
 #endif

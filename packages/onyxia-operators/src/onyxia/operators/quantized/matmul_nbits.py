@@ -18,7 +18,7 @@ Numerics follow onnxruntime's CPU kernel (1.31), which picks them per node (`_in
 
 One shader, two specialisations (`Kernel`): DECODE, one row per thread (M = 1, the GEMV of each
 generated token), and PREFILL, 4 rows per thread sharing each weight unpack. Each thread owns 4
-adjacent columns of a word-major repacked B (see the shader). With a symbolic M both are planned,
+adjacent columns of B repacked in column panels (see the shader). With a symbolic M both are planned,
 and the one on the wrong side of DECODE_MAX_M dispatches zero workgroups at run time.
 `plan_products` also serves the com.onyxia groups (matmul_nbits_group), several weights per dispatch.
 """
@@ -42,6 +42,7 @@ from onyxia.core import (
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
+from onyxia.operators.matmul.weights import at_most
 from onyxia.operators.quantized.matmul_nbits_layout import SINGLE, A, Layout, Slot, nbits_layout, unsupported
 from onyxia.operators.quantized.packing import PackedInput, bind_packed
 
@@ -67,21 +68,15 @@ class Kernel:
 # Measured on lavapipe (K 640, N 2048, per kernel): decode 0.25 ms; splitting K over threads costs more
 # in barriers than it gains (split 8: 2-3x slower); 8 columns per thread beat 4 by ~12% (each load of a
 # serves more columns); prefill at M = 37 takes 8 ms with 4 rows x 8 columns per thread, 20 ms with the
-# decode kernel. A discrete GPU would want split 8-32 for decode, to keep enough threads in flight.
-DECODE = Kernel("MatMulNBits/decode", rows=1, column_groups=2)
+# decode kernel; 32-thread decode workgroups beat 64 by ~15% at N 1024 (4 workgroups, not 2, for 2 CPU threads).
+# A discrete GPU would want split 8-32 for decode, to keep enough threads in flight.
+DECODE = Kernel("MatMulNBits/decode", rows=1, column_groups=2, workgroup_size=32)
 PREFILL = Kernel("MatMulNBits/prefill", rows=4, column_groups=2)
 DECODE_MAX_M = 1  # rows up to which DECODE runs (one row per workgroup z); PREFILL above
 QUANTIZE_WORKGROUP_SIZE = 64
 _INT8_MAX_BLOCK_SIZE = 256  # MLAS has CompInt8 kernels for block sizes 16 .. 256
-_COLUMN_PAD = 8  # the repacked B's columns are padded to a multiple of every kernel's 4 * column_groups
+_PANEL = 64  # columns per panel of the repacked B: one lavapipe SIMD row of 8 threads x 4 * column_groups
 _SHARED_BYTES = 16384  # WebGPU's default maxComputeWorkgroupStorageSize: the decode row quantized in place
-
-
-def _at_most(m: SymbolicDim, limit: int) -> SymbolicDim:
-    """1 when m <= limit else 0 (for m >= 0), as a dim expression the runtime evaluates per run."""
-    if isinstance(m, int):
-        return int(m <= limit)
-    return ((limit + 1) // (m + 1) + limit) // (limit + 1)  # type: ignore[operator]
 
 
 @dataclass(frozen=True)
@@ -101,10 +96,10 @@ class MatMulNBitsOp(OperatorBase):
 def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], gelu: str | None = None) -> None:
     """Dispatch A times each slot's weights into output s (with `gelu`: one output, gelu(A @ w0) * (A @ w1))."""
     m = dims_product(ctx.input_dims(A)[:-1])
-    weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=_COLUMN_PAD) for slot in slots]
+    weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=_PANEL) for slot in slots]
     _check_products(ctx, layout, slots, weights, gelu)
     int8 = _int8_activations(ctx, layout, all(w.known for w in weights))
-    decode = _at_most(m, DECODE_MAX_M)  # 1, 0, or an expression evaluated per run
+    decode = at_most(m, DECODE_MAX_M)  # 1, 0, or an expression evaluated per run
     shared = int8 and _fits_workgroup(layout, DECODE)  # the decode kernel quantizes its row itself
     quantized = None
     if int8 and (not shared or decode != 1):
@@ -146,7 +141,7 @@ def _dims(layout: Layout, slots: Sequence[Slot], m: SymbolicDim, int8: bool) -> 
         "ZB": (layout.n_blocks + 1) // 2,
     }
     for s, slot in enumerate(slots):
-        dims |= {f"N{s}": slot.n, f"NP{s}": -(-slot.n // _COLUMN_PAD) * _COLUMN_PAD}
+        dims[f"N{s}"] = slot.n
     if int8:
         kp = layout.n_blocks * layout.block_size
         dims |= {"KP": kp, "KP4": kp // 4, "MP": _rows_padded(m)}
@@ -174,6 +169,7 @@ def _dispatch(
     source = load_wgsl(__package__, "matmul_nbits.wgsl")
     kernel_defs = {
         **defs,
+        "PANEL": _PANEL,
         "ROWS": kernel.rows,
         "CG": kernel.column_groups,
         "SPLIT": kernel.split,
@@ -254,7 +250,7 @@ def _slot_bindings(
 ) -> tuple[dict[str, BufferRef], dict[str, object]]:
     """Each slot's read bindings by binding name (B0, SCALES0, ...), and the defs naming their forms."""
     reads: dict[str, BufferRef] = {}
-    defs: dict[str, object] = {**type_defs(A_T=ctx.input_dtype(A)), "ZP": layout.zero_points}
+    defs: dict[str, object] = {**type_defs(A_T=ctx.input_dtype(A), Y_T=ctx.input_dtype(A)), "ZP": layout.zero_points}
     if weights[0].widened:
         defs["B_WIDENED"] = True
     if layout.k % layout.block_size:

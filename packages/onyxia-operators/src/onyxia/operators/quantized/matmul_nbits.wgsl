@@ -13,20 +13,19 @@
 // which (more than the weight reads) bounds the speed on lavapipe; ROWS > 1 (prefill) shares each weight unpack.
 //
 // Slots (com.onyxia MatMulNBitsGroup): one dispatch computes up to 4 products of the same A (q/k/v, gate/up),
-// slot s with its own b, scales, zp, bias and y (declared with their accessors in onyxia::nbits_weights), over
-// workgroups G<s> .. G<s+1> - 1 (G0 = 0), so a workgroup never straddles two weights. main calls `product`
-// with a constant slot per case: after inlining each case reads its own bindings, with no branch per load. GATED
-// (GatedMatMulNBits): slots 0 and 1 cover the same columns and one output y0 = gelu(a @ w0) * (a @ w1), rounded
-// through A_T where the unfused Gelu and Mul would store.
+// slot s with its own b, scales, zp, bias (onyxia::nbits_weights) and y (onyxia::product_slots, which also maps
+// workgroups to slots). GATED (GatedMatMulNBits): one output y0 = gelu(a @ w0) * (a @ w1), rounded through A_T
+// where the unfused Gelu and Mul would store.
 //
 // Bindings (numbers from the BIND_* defs): a, [a_scales with INT8 and not Q_SHARED], then per slot s: b<s>,
 //   scales<s> [N * NB] (A_T), [zp<s> when ZP != none], [bias<s> [N] when BIAS]; then y<s> [M, N<s>] (A_T; y0
 //   only with GATED).
 //   a [M, K] (A_T; vec4s with A_VEC4; INT8: qa [M, KP] f32 vec4s; Q_SHARED: A_T, vec4s with QA_VEC4).
-//   b: a compile-time B repacked word-major, vec4<u32> at [word][column / 4] (columns padded to NP), each word
-//   8 nibbles low first; B_WIDENED (slot 0 only): a runtime uint8 B as the graph stores it, [N, WPC * 4] bytes,
+//   b: a compile-time B repacked in panels of PANEL columns (zero-padded), word-major within each: vec4<u32> at
+//   [column / PANEL][word][(column % PANEL) / 4], so a SIMD row of threads streams one panel front to back; each
+//   word 8 nibbles low first; B_WIDENED (slot 0 only): a runtime uint8 B as the graph stores it, [N, WPC * 4] bytes,
 //   one per u32.
-// Defs: A_T             f32 | f16 (activations, scales, float zero points, bias and output share it)
+// Defs: A_T, Y_T        f32 | f16 (activations, scales, float zero points, bias and output share it)
 //       F16             flag: A_T is f16
 //       ZP              none (zero point 8) | packed (4-bit, two per byte, ZB bytes per column) | float (A_T)
 //       B_WIDENED       flag: see b above
@@ -42,8 +41,9 @@
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
 //       WORKGROUP_SIZE
+//       PANEL           columns per panel of a repacked b (a multiple of 4 * CG)
 // Dims: M (rows, literal or immediate), K, KP and MP (INT8: NB * block size, M rounded up to 4), KP4 (Q_SHARED:
-//       KP / 4), N<s> and NP<s> per slot (NP: N rounded up to the repack's column padding, a multiple of 4 * CG),
+//       KP / 4), N<s> per slot,
 //       G1 .. G3 (first workgroup of each slot), NB (blocks per column), WPB (words per block), WPC (words per
 //       column), ZB (zero-point bytes per column).
 #ifdef F16
@@ -53,6 +53,7 @@ enable f16;
 #import onyxia::quant
 #endif
 #import onyxia::nbits_weights
+#import onyxia::product_slots
 #ifdef GATED
 #import onyxia::math
 #import onyxia::rounding
@@ -330,28 +331,9 @@ fn main(
 #ifdef GATED
     gated_product((group * THREADS + lid / #{SPLIT}u) * COLUMNS, m0, lid);
 #else
-    var slot = 0u;
-    var first = 0u;
-#ifdef SLOT1
-    if (group >= #{G1}) {
-        slot = 1u;
-        first = #{G1};
-    }
-#endif
-#ifdef SLOT2
-    if (group >= #{G2}) {
-        slot = 2u;
-        first = #{G2};
-    }
-#endif
-#ifdef SLOT3
-    if (group >= #{G3}) {
-        slot = 3u;
-        first = #{G3};
-    }
-#endif
-    let n0 = ((group - first) * THREADS + lid / #{SPLIT}u) * COLUMNS;
-    switch slot {
+    let owner = slot_of(group);
+    let n0 = ((group - owner.y) * THREADS + lid / #{SPLIT}u) * COLUMNS;
+    switch owner.x {
 #ifdef SLOT1
         case 1u: { product(1u, n0, m0, lid); }
 #endif

@@ -29,9 +29,10 @@ class PackedInput(NamedTuple):
 def u32_words(source: TensorValue | np.ndarray, name: str, columns: int = 0, pad: int = 4) -> TensorValue:
     """`source`'s bytes as a lazy 1-D UINT32 value (zero-padded to whole words).
 
-    With `columns`, `source` holds `columns` equal rows of whole words, stored word-major instead:
-    [words, columns] with the columns zero-padded to a multiple of `pad`, so a thread reads word w of
-    four neighbouring columns as one vec4<u32>, and neighbouring threads read neighbouring vec4s.
+    With `columns`, `source` holds `columns` equal rows of whole words, stored in column panels instead:
+    the columns zero-padded to a multiple of `pad`, then [panels, words, pad] (word-major within a panel of
+    `pad` columns), so a thread reads word w of four neighbouring columns as one vec4<u32>, neighbouring
+    threads read neighbouring vec4s, and the threads of one panel stream it front to back.
     """
     words = (source.nbytes + 3) // 4
     padded_columns = -(-columns // pad) * pad
@@ -47,19 +48,19 @@ def u32_words(source: TensorValue | np.ndarray, name: str, columns: int = 0, pad
         packed = flat.view("<u4")
         if not columns:
             return packed
-        out = np.zeros((words // columns, padded_columns), np.uint32)
-        out[:, :columns] = packed.reshape(columns, -1).T
-        return out.reshape(-1)
+        out = np.zeros((padded_columns, words // columns), np.uint32)
+        out[:columns] = packed.reshape(columns, -1)
+        return np.ascontiguousarray(out.reshape(padded_columns // pad, pad, -1).transpose(0, 2, 1)).reshape(-1)
 
     return TensorValue(DataType.UINT32, (size,), load, name=name)
 
 
 def bind_packed(ctx: PlanCtx, i: int, columns: int = 0, pad: int = 4) -> PackedInput:
     """Input `i` (4-bit values packed two per byte) as u32 words when known at compile time,
-    word-major by `columns` (see `u32_words`); else as the graph stores it."""
+    in column panels by `columns` (see `u32_words`); else as the graph stores it."""
     tensor = ctx.input_tensor(i)
     source = tensor.initializer if tensor.initializer is not None else tensor.value
     if source is None or (isinstance(source, np.ndarray) and source.dtype == object):
         return PackedInput(ctx.input(i), tensor.dtype == DataType.UINT8, False)
-    key = f"{tensor.name}:u32" + (f":word-major-{columns}-pad-{pad}" if columns else "")
+    key = f"{tensor.name}:u32" + (f":panels-{pad}-of-{columns}" if columns else "")
     return PackedInput(ctx.constant(key, u32_words(source, key, columns, pad)), False, True)

@@ -1,9 +1,9 @@
 #define_import_path onyxia::nbits_weights
-// MatMulNBits' weights, one set of bindings per slot (see matmul_nbits.wgsl): b<s>, scales<s>, zp<s>, bias<s> and
-// the output y<s>, with accessors that take the slot. Each accessor switches on `slot`; matmul_nbits.wgsl calls
-// its product with a constant slot per case, so after inlining each case reads its own bindings directly.
-// Reads defs A_T, ZP, B_WIDENED, ZP_WIDENED, BIAS, GATED, SLOT1 .. SLOT3, BIND_B<s>, BIND_SCALES<s>, BIND_ZP<s>,
-// BIND_BIAS<s>, BIND_Y<s>, and dims N<s>, NP<s>, NB, ZB, WPC (all as matmul_nbits.wgsl documents them).
+// MatMulNBits' weights, one set of bindings per slot (see matmul_nbits.wgsl and onyxia::product_slots): b<s>,
+// scales<s>, zp<s>, bias<s>, with accessors that take the slot (each switches on it, folding away once a caller
+// passes a constant slot).
+// Reads defs A_T, ZP, B_WIDENED, ZP_WIDENED, BIAS, SLOT1 .. SLOT3, BIND_B<s>, BIND_SCALES<s>, BIND_ZP<s>,
+// BIND_BIAS<s>, PANEL, and dims NB, ZB, WPC (all as matmul_nbits.wgsl documents them).
 
 #ifdef B_WIDENED
 @group(0) @binding(#{BIND_B0}) var<storage, read> b0: array<u32>;
@@ -20,7 +20,6 @@
 #ifdef BIAS
 @group(0) @binding(#{BIND_BIAS0}) var<storage, read> bias0: array<#{A_T}>;
 #endif
-@group(0) @binding(#{BIND_Y0}) var<storage, read_write> y0: array<#{A_T}>;
 
 #ifdef SLOT1
 @group(0) @binding(#{BIND_B1}) var<storage, read> b1: array<vec4<u32>>;
@@ -33,9 +32,6 @@
 #endif
 #ifdef BIAS
 @group(0) @binding(#{BIND_BIAS1}) var<storage, read> bias1: array<#{A_T}>;
-#endif
-#ifndef GATED
-@group(0) @binding(#{BIND_Y1}) var<storage, read_write> y1: array<#{A_T}>;
 #endif
 #endif
 
@@ -51,7 +47,6 @@
 #ifdef BIAS
 @group(0) @binding(#{BIND_BIAS2}) var<storage, read> bias2: array<#{A_T}>;
 #endif
-@group(0) @binding(#{BIND_Y2}) var<storage, read_write> y2: array<#{A_T}>;
 #endif
 
 #ifdef SLOT3
@@ -66,44 +61,11 @@
 #ifdef BIAS
 @group(0) @binding(#{BIND_BIAS3}) var<storage, read> bias3: array<#{A_T}>;
 #endif
-@group(0) @binding(#{BIND_Y3}) var<storage, read_write> y3: array<#{A_T}>;
 #endif
+
+const PANEL: u32 = #{PANEL}u;  // columns per panel of a repacked b
 
 // ----- per-slot accessors (each `switch` folds away once `slot` is a constant) -----
-
-fn slot_n(slot: u32) -> u32 {
-    var n = #{N0};
-    switch slot {
-#ifdef SLOT1
-        case 1u: { n = #{N1}; }
-#endif
-#ifdef SLOT2
-        case 2u: { n = #{N2}; }
-#endif
-#ifdef SLOT3
-        case 3u: { n = #{N3}; }
-#endif
-        default: {}
-    }
-    return n;
-}
-
-fn slot_np(slot: u32) -> u32 {
-    var np = #{NP0};
-    switch slot {
-#ifdef SLOT1
-        case 1u: { np = #{NP1}; }
-#endif
-#ifdef SLOT2
-        case 2u: { np = #{NP2}; }
-#endif
-#ifdef SLOT3
-        case 3u: { np = #{NP3}; }
-#endif
-        default: {}
-    }
-    return np;
-}
 
 // Word w of columns n0 .. n0 + 3. Columns past N read clamped or padding words whose sums are never stored.
 fn b_words(slot: u32, n0: u32, w: u32) -> vec4<u32> {
@@ -115,7 +77,7 @@ fn b_words(slot: u32, n0: u32, w: u32) -> vec4<u32> {
     }
     return words;
 #else
-    let i = w * (slot_np(slot) / 4u) + n0 / 4u;
+    let i = ((n0 / PANEL) * #{WPC} + w) * (PANEL / 4u) + (n0 % PANEL) / 4u;
     var words: vec4<u32>;
     switch slot {
 #ifdef SLOT1
@@ -204,23 +166,6 @@ fn bias_at(slot: u32, n: u32) -> f32 {
         default: { v = bias0[n]; }
     }
     return f32(v);
-}
-#endif
-
-#ifndef GATED
-fn store_y(slot: u32, i: u32, value: #{A_T}) {
-    switch slot {
-#ifdef SLOT1
-        case 1u: { y1[i] = value; }
-#endif
-#ifdef SLOT2
-        case 2u: { y2[i] = value; }
-#endif
-#ifdef SLOT3
-        case 3u: { y3[i] = value; }
-#endif
-        default: { y0[i] = value; }
-    }
 }
 #endif
 

@@ -1,0 +1,68 @@
+"""What the weight products (MatMul by a weight, the groups, MatMulNBits) share when planning.
+
+Column panels: a compile-time [K, N] weight is uploaded as panels of `PANEL` columns, [ceil(N / PANEL), K,
+PANEL] with the columns past N zero. lavapipe runs a workgroup's invocations 8 at a time (one SIMD row, one
+CPU thread), so with 4 columns per invocation a SIMD row reads 128 contiguous bytes per k and walks one panel
+front to back, a linear stream. In the graph's [K, N] order it would stride N * 4 bytes per k: the same
+decode-step GEMV measured 1.2-1.3x slower so. The panels replace the graph tensor on the GPU (it is not uploaded when no
+step binds it), so only weights that every reader takes as panels are repacked.
+
+`at_most` picks between a decode and a prefill dispatch when M is only known at run time: both are planned,
+and the one whose share is 0 dispatches no workgroup.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onyxia.core import BufferRef, PlanCtx, SymbolicDim, TensorValue, ceil_div, max_binding_bytes
+
+__all__ = ["PANEL", "at_most", "bind_panels", "panels_fit"]
+
+PANEL = 32  # columns per panel: 8 invocations x 4 columns
+_PANEL_READERS = frozenset({"MatMul", "MatMulGroup", "GatedMatMul"})  # ops that read a [K, N] weight as panels
+
+
+def at_most(m: SymbolicDim, limit: int) -> SymbolicDim:
+    """1 when m <= limit else 0 (for m >= 0): a literal for a static m, else an expression the runtime
+    evaluates per run."""
+    if isinstance(m, int):
+        return int(m <= limit)
+    return ((limit + 1) // (m + 1) + limit) // (limit + 1)  # type: ignore[operator]
+
+
+def panels_fit(ctx: PlanCtx, i: int, k: int, n: int) -> bool:
+    """Whether input `i`, a [k, n] weight, can be bound as panels: its data is known at compile time, every
+    node reading it takes it as a weight product's right operand (else the graph tensor would be uploaded as
+    well), and the padded panels fit one storage binding."""
+    tensor = ctx.input_tensor(i)
+    source = tensor.initializer if tensor.initializer is not None else tensor.value
+    if source is None or (isinstance(source, np.ndarray) and source.dtype == object) or k * n == 0:
+        return False
+    if ctx.graph.is_graph_output(tensor.id) or any(
+        node.op_type not in _PANEL_READERS or index == 0 for node, index in ctx.graph.tensor_consumers(tensor.id)
+    ):
+        return False
+    return k * _padded(n) * tensor.dtype.gpu_numpy.itemsize <= max_binding_bytes()
+
+
+def bind_panels(ctx: PlanCtx, i: int, k: int, n: int) -> BufferRef:
+    """Input `i` (`panels_fit`) as a constant in panels, repacked lazily when the runtime uploads it."""
+    tensor = ctx.input_tensor(i)
+    source = tensor.initializer if tensor.initializer is not None else tensor.value
+    columns = _padded(n)
+
+    def load() -> np.ndarray:
+        data = source.numpy() if isinstance(source, TensorValue) else np.asarray(source)
+        padded = np.zeros((k, columns), data.dtype)
+        padded[:, :n] = data.reshape(k, n)
+        if isinstance(source, TensorValue):
+            source.release()  # only the panels go to the GPU; the source may be a mapped file
+        return np.ascontiguousarray(padded.reshape(k, -1, PANEL).transpose(1, 0, 2)).reshape(-1)
+
+    key = f"{tensor.name}:panels-{PANEL}"
+    return ctx.constant(key, TensorValue(tensor.dtype, (k * columns,), load, name=key))
+
+
+def _padded(n: int) -> int:
+    return ceil_div(n, PANEL) * PANEL  # type: ignore[return-value]
