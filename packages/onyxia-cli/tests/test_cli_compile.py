@@ -44,7 +44,8 @@ def test_compile_prints_a_summary(cli, chain_model: Path) -> None:
     result = cli("compile", str(chain_model))
     assert result.code == 0, result.err
     assert "4 nodes -> 2 after" in result.out
-    assert "2 GPU ops, 2 dispatches, 2 shaders" in result.out
+    # MatMul by a constant with a symbolic row count plans its decode and prefill kernels (one runs)
+    assert "2 GPU ops, 3 dispatches, 3 shaders" in result.out
     assert "pass" not in result.out.splitlines()[-1]  # no table without --stats
 
 

@@ -52,8 +52,9 @@ class GemmOp:
         a = a.T if ctx.attr_int("transA", 0) else a  # type: ignore[union-attr]
         b = b.T if ctx.attr_int("transB", 0) else b  # type: ignore[union-attr]
         y = ctx.attr_float("alpha", 1.0) * (a.astype(np.float64) @ b.astype(np.float64))  # type: ignore[union-attr]
-        if ctx.has_input(2):
-            y = y + ctx.attr_float("beta", 1.0) * ctx.input_value(2)
+        c = ctx.input_value(2) if ctx.has_input(2) else None
+        if c is not None:
+            y = y + ctx.attr_float("beta", 1.0) * c
         return [y.astype(ctx.output_numpy_dtype())]
 
     def plan(self, ctx: PlanCtx) -> None:

@@ -25,7 +25,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import Chunk, DataType, FoldCtx, InferenceCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
+from onyxia.core import (
+    Chunk,
+    DataType,
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    PlanCtx,
+    SymbolicDim,
+    TensorType,
+    ceil_div,
+    load_wgsl,
+)
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, type_defs
@@ -182,7 +193,7 @@ def _parts(ctx: PlanCtx, ops: _Operands, trans_b: bool) -> list[_Part]:
     return [_Part(c, c.rows, ops.n, k0=c.first_row) for c in chunks]
 
 
-def _promoted(ctx: InferenceCtx, trans_b: bool) -> tuple[list[SymbolicDim], list[SymbolicDim]]:
+def _promoted(ctx: NodeCtx, trans_b: bool) -> tuple[list[SymbolicDim], list[SymbolicDim]]:
     """Both operands at rank >= 2, b in its logical [..., K, N] order."""
     a, b = list(ctx.input_dims(0)), list(ctx.input_dims(1))
     if not a or not b:
