@@ -63,7 +63,10 @@ def _print_error(console: Console, error: OnyxiaError) -> None:
 
 
 def _console(stream: TextIO) -> Console:
-    return Console(file=stream, width=None if stream.isatty() else _PIPE_WIDTH, highlight=False)
+    """Off a terminal, tables get a wide page and prose lines are never broken, so scripts can grep them."""
+    if stream.isatty():
+        return Console(file=stream, highlight=False)
+    return Console(file=stream, width=_PIPE_WIDTH, soft_wrap=True, highlight=False)
 
 
 def _configure_logging(verbosity: int, console: Console) -> None:
