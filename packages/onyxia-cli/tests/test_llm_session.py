@@ -7,6 +7,7 @@ from llm_cases import DATA, session
 from onyxia.cli.llm import LlmSession, SamplingParams
 from onyxia.cli.llm.chat import Conversation
 from onyxia.core import InputError, ModelLoadError
+from onyxia.runtime.readback import staged_bytes
 
 MODELS = [("gemma3-tiny-optimum", None), ("gemma3-tiny", "fp32")]
 
@@ -30,6 +31,11 @@ def test_kv_cache_is_appended_in_place(directory: str, precision: str | None) ->
     llm = session(directory, precision)
     assert len(llm.aliased) == len(llm.signature.kv)  # every cache tensor aliased: no per-step copy
     assert llm.executor._carries.copies == []
+    # nor does the readback staging buffer make room for it: only for what a step may read back
+    executor, presents = llm.executor, {p.present for p in llm.signature.kv}
+    others = [name for name in executor.output_names if name not in presents]
+    assert executor._pool.staging is not None
+    assert executor._pool.staging.size <= sum(staged_bytes(executor.buffer_bytes(name)) for name in others)
 
 
 def test_sampling_reads_one_logits_row_and_is_reproducible() -> None:

@@ -30,9 +30,10 @@ def test_resident_state_survives_growth(runtime) -> None:  # type: ignore[no-unt
 
 def test_outputs_selection_reads_back_only_those(runtime) -> None:  # type: ignore[no-untyped-def]
     executor = runtime.load_model(scale_plan([1024]))
-    before = executor.stats.bytes_read_back
+    before, held = executor.stats.bytes_read_back, executor.gpu_bytes
     assert executor.run({"x": np.ones(1024, np.float32)}, outputs=[]) == {}
     assert executor.stats.bytes_read_back == before
+    assert executor.gpu_bytes == held  # nor staging room for what no run has read back
     assert executor.run({"x": np.ones(1024, np.float32)}, outputs=["y"])["y"][0] == 2.0
     assert executor.stats.bytes_read_back == before + 4096
     with pytest.raises(InputError, match="not outputs"):

@@ -159,7 +159,7 @@ class PlanExecutor:
             self.ctx.queue.submit([encoder.finish()])
         self.stats.runs += 1
         self.stats.dispatches_encoded = self._program.dispatches
-        return self._readback.read(wanted)
+        return self._readback.read()
 
     def _prepare(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None, caller: str) -> set[str]:
         """Bind dims from the input shapes, queue the input writes; the outputs to read back."""
@@ -224,7 +224,7 @@ class PlanExecutor:
             self._encode_tail(encoder, wanted)
             timer.resolve(encoder)
             self.ctx.queue.submit([encoder.finish()])
-        result = self._readback.read(wanted)
+        result = self._readback.read()
         times = [DispatchTime(node, op, ns) for (node, op), ns in zip(labels, timer.read())]
         return RunProfile(result, times, prepared - started, encoded - prepared)
 

@@ -1,8 +1,9 @@
-"""Reading outputs back: every output the caller wants is copied into one staging buffer, mapped once.
+"""Reading outputs back: the outputs a run wants are packed into one staging buffer, mapped once.
 
-Where each output lands in the staging buffer depends on the dims, so the plan is redone at every
-dims change; outputs left out of a run stay on the GPU and cost no copy (an LLM reads back one token
-id and leaves its logits and cache where they are).
+Sizes and shapes depend on the dims, so they are replanned at every dims change; offsets depend on
+which outputs a run wants as well, so each run packs its own. Outputs left out of a run stay on the
+GPU and cost neither a copy nor staging room: an LLM reads back one token id and leaves its logits
+and cache where they are, so the staging buffer is a few bytes, not the size of the KV cache.
 """
 
 from __future__ import annotations
@@ -29,23 +30,19 @@ def staged_bytes(nbytes: int) -> int:
 
 
 @dataclass(frozen=True)
-class _Copy:
-    name: str
-    buffer: wgpu.GPUBuffer
-    offset: int  # in the staging buffer
-    size: int
-
-
-@dataclass(frozen=True)
 class _Output:
+    """One output under the current dims: where it lives on the GPU and what it reads back as."""
+
+    tensor: int
     name: str
     dtype: DataType
-    offset: int
+    buffer: wgpu.GPUBuffer | None  # None when empty
+    nbytes: int
     shape: tuple[int, ...]
 
 
 class OutputReadback:
-    """The staging layout of `compiled`'s outputs under the current dims."""
+    """Packs and reads back the outputs of `compiled` a run asks for."""
 
     def __init__(self, compiled: CompiledModel, pool: BufferPool) -> None:
         self.pool = pool
@@ -53,8 +50,11 @@ class OutputReadback:
         self._specs = [
             (t, compiled.tensors[t].name, compiled.tensors[t].dtype, BufferRef(tensor=t)) for t in compiled.outputs
         ]
-        self._copies: list[_Copy] = []
+        inputs = {pool.owner(BufferRef(tensor=t)) for t in compiled.inputs}
+        # outputs updated in place in an input's buffer (a KV cache): state, rarely read back
+        self._state = {ref for *_, ref in self._specs if pool.owner(ref) in inputs}
         self._outputs: list[_Output] = []
+        self._placed: list[tuple[_Output, int]] = []  # the last encoded run's outputs and offsets
 
     def select(self, outputs: Collection[str] | None) -> set[str]:
         """The outputs a run reads back: all by default; a name that is no output is an error."""
@@ -67,33 +67,43 @@ class OutputReadback:
         return set(outputs)
 
     def plan(self, layout: DimsLayout) -> None:
-        """Staging offsets per output for `layout`'s sizes (an output listed twice is copied once)."""
-        self._copies, self._outputs, offset, placed = [], [], 0, {}
+        """Each output's buffer, byte size and shape under `layout`'s dims."""
+        self._outputs = []
         for tid, name, dtype, ref in self._specs:
             nbytes = layout.buffer_bytes[ref]
-            if tid not in placed and nbytes:
-                placed[tid] = offset
-                self._copies.append(_Copy(name, self.pool.get(ref), offset, padded_nbytes(nbytes)))
-                offset += staged_bytes(nbytes)
-            self._outputs.append(_Output(name, dtype, placed.get(tid, 0), layout.output_shapes[tid]))
-        if offset:
-            self.pool.ensure_staging(offset)
+            buffer = self.pool.get(ref) if nbytes else None
+            self._outputs.append(_Output(tid, name, dtype, buffer, nbytes, layout.output_shapes[tid]))
 
     def preallocate(self, sizes: Mapping[BufferRef, int]) -> None:
-        """Size the staging buffer for every output at `sizes` (the largest dims) up front."""
-        self.pool.ensure_staging(sum(staged_bytes(sizes[ref]) for _, _, _, ref in self._specs))
+        """Size the staging buffer up front for every output but in-place state at `sizes` (the
+        largest dims), so reading them back never reallocates; state read back grows it then."""
+        self.pool.ensure_staging(sum(staged_bytes(sizes[ref]) for *_, ref in self._specs if ref not in self._state))
 
     def encode(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str]) -> int:
-        """Record the copies of the `wanted` outputs into the staging buffer; returns the bytes copied."""
+        """Record the copies of the `wanted` outputs into the staging buffer, packed in output order
+        (an output listed twice is copied once); returns the bytes copied."""
+        placed, offsets, end = [], {}, 0
+        for output in self._outputs:
+            if output.name not in wanted:
+                continue
+            if output.tensor not in offsets and output.buffer is not None:
+                offsets[output.tensor] = end
+                end += staged_bytes(output.nbytes)
+            placed.append((output, offsets.get(output.tensor, 0)))
+        self._placed = placed
+        if not end:
+            return 0
+        staging = self.pool.ensure_staging(end)
         copied = 0
-        for copy in self._copies:
-            if copy.name in wanted:
-                encoder.copy_buffer_to_buffer(copy.buffer, 0, self.pool.staging, copy.offset, copy.size)
-                copied += copy.size
+        for output, offset in placed:
+            if output.buffer is not None and offsets.pop(output.tensor, None) is not None:
+                size = padded_nbytes(output.nbytes)
+                encoder.copy_buffer_to_buffer(output.buffer, 0, staging, offset, size)
+                copied += size
         return copied
 
-    def read(self, wanted: set[str]) -> dict[str, np.ndarray]:
-        """After the submit: map the staging buffer once and convert the `wanted` outputs."""
-        end = max((c.offset + c.size for c in self._copies if c.name in wanted), default=0)
+    def read(self) -> dict[str, np.ndarray]:
+        """After the submit: map the staging buffer once and convert the outputs the last `encode` placed."""
+        end = max((offset + staged_bytes(o.nbytes) for o, offset in self._placed if o.buffer is not None), default=0)
         raw = self.pool.read_staging(end) if end else b""
-        return {o.name: from_gpu(o.dtype, raw, o.offset, o.shape) for o in self._outputs if o.name in wanted}
+        return {o.name: from_gpu(o.dtype, raw, offset, o.shape) for o, offset in self._placed}
