@@ -62,3 +62,51 @@ def test_unknown_and_cyclic_imports() -> None:
 def test_module_without_path() -> None:
     with pytest.raises(ShaderError, match="no '#define_import_path'"):
         _lib("fn a() {}")
+
+
+def test_for_repeats_its_body_per_item() -> None:
+    src = "#for s in 0 1  2\nlet w#{s} = #{BIND_W#{s}}u;\n#endfor\nend"
+    out = preprocess(src, {"BIND_W0": 3, "BIND_W1": 4, "BIND_W2": 5}, "t").split("\n")
+    assert [line for line in out if line] == ["let w0 = 3u;", "let w1 = 4u;", "let w2 = 5u;", "end"]
+
+
+def test_for_items_come_from_defs_and_may_be_empty() -> None:
+    src = "#for s in 0 #{OTHER}\ncase #{s}u\n#endfor"
+    assert preprocess(src, {"OTHER": "1 2"}, "t").split() == ["case", "0u", "case", "1u", "case", "2u"]
+    assert preprocess(src, {"OTHER": ""}, "t").split() == ["case", "0u"]
+    assert preprocess("#for s in #{OTHER}\nx#{s}\n#endfor\n#for s in\ny\n#endfor", {"OTHER": ""}, "t").split() == []
+
+
+def test_for_body_directives_apply_per_copy() -> None:
+    src = "#for s in 1 2\n#ifdef A\na#{s}\n#endif\n#if MODE == #{s}\nmode#{s}\n#else\nnot#{s}\n#endif\n#endfor"
+    assert preprocess(src, {"A": True, "MODE": 2}, "t").split() == ["a1", "not1", "a2", "mode2"]
+    assert preprocess(src, {"MODE": 1}, "t").split() == ["mode1", "not2"]
+
+
+def test_for_inside_dropped_block_needs_no_defs() -> None:
+    src = "#ifdef A\n#for s in #{MISSING}\nx#{s}\n#endfor\n#endif\nend"
+    assert preprocess(src, {}, "t").split() == ["end"]
+
+
+def test_nested_for_loops() -> None:
+    src = "#for i in 0 1\n#for j in #{i} 9\np#{i}#{j}\n#endfor\n#endfor"
+    assert preprocess(src, {}, "t").split() == ["p00", "p09", "p11", "p19"]
+
+
+@pytest.mark.parametrize(
+    ("src", "defs", "message"),
+    [
+        ("x\n#for s in 1\ny", {}, r"shader 't' line 2: '#for' not closed by '#endfor'"),
+        ("#for s in 1\n#endfor\n#endfor", {}, r"shader 't' line 3: '#endfor' without a matching '#for'"),
+        ("#for s\n#endfor", {}, r"shader 't' line 1: '#for s' must read '#for NAME in ITEMS'"),
+        ("#for 1 in 2\n#endfor", {}, r"line 1: '#for 1 in 2' must read"),
+        ("#for N in 1\n#endfor", {"N": 4}, r"line 1: '#for N' shadows the shader def 'N'"),
+        ("#for s in 1\n#for s in 2\n#endfor\n#endfor", {}, r"line 2: '#for s' shadows the loop variable 's'"),
+        ("#for s in #{X}\n#endfor", {}, r"line 1: shader def 'X' is not defined"),
+        ("#ifdef A\n#for s in 1\n#endif\n#endfor", {}, r"line 3: '#endif' of an '#if' opened outside its loop"),
+        ("#for s in 1\n#ifdef A\n#endfor\n#endif", {}, r"line 3: '#endfor' inside an '#if' opened in its loop"),
+    ],
+)
+def test_for_errors_name_shader_and_line(src: str, defs: dict[str, object], message: str) -> None:
+    with pytest.raises(ShaderError, match=message):
+        preprocess(src, defs, "t")

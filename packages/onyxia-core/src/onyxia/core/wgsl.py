@@ -5,6 +5,12 @@ Operators specialise one shader per family by defs instead of keeping a file per
 - ``#ifdef NAME`` / ``#ifndef NAME`` / ``#if NAME == value`` / ``#if NAME != value`` /
   ``#else`` / ``#endif`` (nestable) keep or drop lines;
 - ``#{NAME}`` is replaced by the def's value (an undefined name is an error, never blank);
+- ``#for VAR in ITEMS`` / ``#endfor`` (nestable, with each other and with ``#if`` blocks) repeat their
+  body once per whitespace-separated item, so a shader with up to N numbered bindings (``w0 .. w3``)
+  writes each declaration and ``switch`` case once. ITEMS may hold ``#{NAME}`` (``#for s in #{SLOTS}``;
+  an empty list gives no copies). In each copy ``#{VAR}`` becomes the item before anything else, so
+  ``#{BIND_W#{s}}`` reads def ``BIND_W1``, and the copy's directives then apply as written there. A
+  loop's ``#if`` blocks close inside it, and VAR may not shadow a def or an enclosing loop's VAR;
 - ``#import onyxia::indexing`` pulls in a module that opens with
   ``#define_import_path onyxia::indexing``; each module is included once, cycles are errors.
 
@@ -24,8 +30,13 @@ from onyxia.core.errors import ShaderError
 __all__ = ["ShaderLibrary", "load_wgsl", "preprocess"]
 
 _SUBST = re.compile(r"#\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_DIRECTIVE = re.compile(r"^\s*#(ifdef|ifndef|if|else|endif|import|define_import_path)\b\s*(.*?)\s*$")
+_DIRECTIVE = re.compile(r"^\s*#(ifdef|ifndef|if|else|endif|for|endfor|import|define_import_path)\b\s*(.*?)\s*$")
+_FOR = re.compile(r"([A-Za-z_]\w*)\s+in\b\s*(.*)")
 _IMPORT = re.compile(r"^([A-Za-z_][\w]*(?:::[A-Za-z_]\w*)*)(?:::\{[^}]*\})?$")
+_OPENS = ("ifdef", "ifndef", "if")
+
+# A source line as the expansion sees it: (line number in its shader, text, the enclosing loops' VARs).
+_Line = tuple[int, str, tuple[str, ...]]
 
 
 def load_wgsl(package: str, filename: str) -> str:
@@ -93,13 +104,15 @@ def _expand(
     imports: list[str] = []
     active: list[bool] = []  # one entry per open #if: is this branch taken
     seen_else: list[bool] = []
-    lines = source.splitlines()
-    for number, line in enumerate(lines, start=1):
+    pending: list[_Line] = [(number, line, ()) for number, line in enumerate(source.splitlines(), start=1)]
+    pending.reverse()  # last line first, so a `#for` puts its copies back on top and they expand like the source
+    while pending:
+        number, line, loops = pending.pop()
         where = f"shader '{label}' line {number}"
         match = _DIRECTIVE.match(line)
         if match:
             kind, arg = match.groups()
-            if kind in ("ifdef", "ifndef", "if"):
+            if kind in _OPENS:
                 parent = all(active)
                 active.append(parent and _condition(kind, arg, defs, where))
                 seen_else.append(False)
@@ -114,9 +127,18 @@ def _expand(
                     raise ShaderError(f"{where}: '#endif' without a matching '#if'")
                 active.pop()
                 seen_else.pop()
+            elif kind == "for":
+                var, items = _for_header(arg, where)
+                body = _loop_body(pending, label, where)
+                if all(active):
+                    pending.extend(reversed(_unroll(var, items, body, loops, defs, where)))
+                else:
+                    out.extend([""] * (len(body) + 1))  # the skipped body and its '#endfor'
+            elif kind == "endfor":
+                raise ShaderError(f"{where}: '#endfor' without a matching '#for'")
             elif kind == "import" and all(active):
                 imports.append(_import_path(arg, where))
-            out.append("")  # keep line numbers aligned with the source for naga's errors
+            out.append("")  # keep line numbers aligned with the source (up to a loop's copies) for naga's errors
             continue
         if not all(active):
             out.append("")
@@ -134,6 +156,47 @@ def _expand(
         prefix.append(_expand(module_source, defs, origin, library, included, (*stack, path)))
         included.append(path)
     return "\n".join([*prefix, *out]) if prefix else "\n".join(out)
+
+
+def _for_header(arg: str, where: str) -> tuple[str, str]:
+    """(VAR, ITEMS) of ``#for VAR in ITEMS``."""
+    match = _FOR.fullmatch(arg)
+    if not match:
+        raise ShaderError(f"{where}: '#for {arg}' must read '#for NAME in ITEMS'")
+    return match.group(1), match.group(2)
+
+
+def _loop_body(pending: list[_Line], label: str, where: str) -> list[_Line]:
+    """Take the lines up to the `#for`'s own `#endfor` off `pending`; nested loops stay in the body whole.
+    An `#if` may not straddle the loop's edge: each copy would open or close it once more."""
+    body: list[_Line] = []
+    loops = ifs = 0
+    while pending:
+        line = pending.pop()
+        match = _DIRECTIVE.match(line[1])
+        kind = match.group(1) if match else None
+        if kind == "endfor" and loops == 0:
+            if ifs:
+                raise ShaderError(f"shader '{label}' line {line[0]}: '#endfor' inside an '#if' opened in its loop")
+            return body
+        loops += 1 if kind == "for" else -1 if kind == "endfor" else 0
+        ifs += 1 if kind in _OPENS else -1 if kind == "endif" else 0
+        if ifs < 0 or (kind == "else" and ifs == 0):
+            raise ShaderError(f"shader '{label}' line {line[0]}: '#{kind}' of an '#if' opened outside its loop")
+        body.append(line)
+    raise ShaderError(f"{where}: '#for' not closed by '#endfor'")
+
+
+def _unroll(
+    var: str, items: str, body: list[_Line], loops: tuple[str, ...], defs: Mapping[str, object], where: str
+) -> list[_Line]:
+    """One copy of `body` per item, ``#{var}`` replaced in every line (nested loops' headers included)."""
+    if var in defs or var in loops:
+        shadowed = "shader def" if var in defs else "loop variable"
+        raise ShaderError(f"{where}: '#for {var}' shadows the {shadowed} '{var}'")
+    values = _SUBST.sub(lambda m: _lookup(m.group(1), defs, where), items).split()
+    token = f"#{{{var}}}"
+    return [(number, text.replace(token, value), (*loops, var)) for value in values for number, text, _ in body]
 
 
 def _condition(kind: str, arg: str, defs: Mapping[str, object], where: str) -> bool:

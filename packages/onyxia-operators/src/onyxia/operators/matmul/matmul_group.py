@@ -95,7 +95,7 @@ def plan_weight_products(ctx: PlanCtx, m: SymbolicDim, k: int, ns: list[int], ge
     outputs = 1 if gelu is not None else len(ns)
     names = ["A", *(f"W{s}" for s in range(len(ns))), *(f"Y{s}" for s in range(outputs))]
     defs: dict[str, object] = {**type_defs(T=dtype, Y_T=dtype), **{f"BIND_{name}": i for i, name in enumerate(names)}}
-    defs |= {f"SLOT{s}": True for s in range(1, len(ns))}
+    defs["OTHER_SLOTS"] = " ".join(str(s) for s in range(1, len(ns)))  # the shader's `#for` list
     if panels:
         defs |= {"PANELS": True, "PANEL": PANEL}
     if gelu is not None:

@@ -13,8 +13,8 @@
 //       with GATED).
 // Defs: T, Y_T          f32 | f16 (storage type of a and w, and of y: the same); F16 flag with f16 (sums are f32)
 //       PANELS          flag: the weights are in panels (above); PANEL: their columns (a multiple of 4)
-//       SLOT1, SLOT2, SLOT3  flags: those slots exist
-//       GATED           flag (with SLOT1); GELU: none | tanh (Gelu's approximate)
+//       OTHER_SLOTS     the slots past 0 as a `#for` list: "1 2 3", "1", or "" for a group of one
+//       GATED           flag (two slots); GELU: none | tanh (Gelu's approximate)
 //       ROWS            rows of the output block per invocation (columns are always 4)
 //       WG_X, WG_Y      workgroup shape: a workgroup covers (WG_Y * ROWS) rows x (WG_X * 4) columns
 // Dims: M, K, N0 .. N3 (columns per slot), G1 .. G3 (first column workgroup of each slot).
@@ -23,10 +23,6 @@
 enable f16;
 #endif
 #import onyxia::product_slots
-#ifdef GATED
-#import onyxia::math
-#import onyxia::rounding
-#endif
 #ifdef PANELS
 alias W_T = vec4<#{T}>;
 #else
@@ -34,16 +30,9 @@ alias W_T = #{T};
 #endif
 
 @group(0) @binding(#{BIND_A}) var<storage, read> in_a: array<#{T}>;
-@group(0) @binding(#{BIND_W0}) var<storage, read> w0: array<W_T>;
-#ifdef SLOT1
-@group(0) @binding(#{BIND_W1}) var<storage, read> w1: array<W_T>;
-#endif
-#ifdef SLOT2
-@group(0) @binding(#{BIND_W2}) var<storage, read> w2: array<W_T>;
-#endif
-#ifdef SLOT3
-@group(0) @binding(#{BIND_W3}) var<storage, read> w3: array<W_T>;
-#endif
+#for s in 0 #{OTHER_SLOTS}
+@group(0) @binding(#{BIND_W#{s}}) var<storage, read> w#{s}: array<W_T>;
+#endfor
 
 const ROWS: u32 = #{ROWS}u;
 const PANEL: u32 = #{PANEL}u;
@@ -51,15 +40,9 @@ const PANEL: u32 = #{PANEL}u;
 fn w_at(slot: u32, i: u32) -> W_T {
     var v: W_T;
     switch slot {
-#ifdef SLOT1
-        case 1u: { v = w1[i]; }
-#endif
-#ifdef SLOT2
-        case 2u: { v = w2[i]; }
-#endif
-#ifdef SLOT3
-        case 3u: { v = w3[i]; }
-#endif
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { v = w#{s}[i]; }
+#endfor
         default: { v = w0[i]; }
     }
     return v;
@@ -118,23 +101,13 @@ fn run(slot: u32, row0: u32, col0: u32) {
     }
 }
 #else
-// a value as the unfused graph stores it in T (see onyxia::rounding for why not `f32(T(x))`)
-fn stored(x: f32) -> f32 {
-#ifdef F16
-    return round_to_f16(x);
-#else
-    return x;
-#endif
-}
-
 fn run_gated(row0: u32, col0: u32) {
     let gate = product(0u, row0, col0);
     let up = product(1u, row0, col0);
     for (var i = 0u; i < ROWS; i++) {
         for (var j = 0u; j < 4u; j++) {
             if (row0 + i < #{M} && col0 + j < #{N0}) {
-                let activated = stored(gelu_#{GELU}(stored(gate[i][j])));
-                y0[(row0 + i) * #{N0} + col0 + j] = #{T}(activated * stored(up[i][j]));
+                y0[(row0 + i) * #{N0} + col0 + j] = gated(gate[i][j], up[i][j]);
             }
         }
     }
@@ -150,15 +123,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let owner = slot_of(wid.x);
     let col0 = ((wid.x - owner.y) * #{WG_X}u + lid.x) * 4u;
     switch owner.x {
-#ifdef SLOT1
-        case 1u: { run(1u, row0, col0); }
-#endif
-#ifdef SLOT2
-        case 2u: { run(2u, row0, col0); }
-#endif
-#ifdef SLOT3
-        case 3u: { run(3u, row0, col0); }
-#endif
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { run(#{s}u, row0, col0); }
+#endfor
         default: { run(0u, row0, col0); }
     }
 #endif

@@ -155,7 +155,7 @@ def _widened_zero_points(ctx: PlanCtx, layout: Layout, slot: Slot) -> bool:
 def _workgroups(kernel: Kernel, slots: Sequence[Slot], gated: bool, dims: dict, defs: dict) -> SymbolicDim:
     """Column workgroups over every slot (slot s starts at G<s>), or over slot 0's columns when gated."""
     per_slot = [ceil_div(slot.n, kernel.columns_per_workgroup) for slot in slots]
-    defs |= {f"SLOT{s}": True for s in range(1, len(slots))}
+    defs["OTHER_SLOTS"] = " ".join(str(s) for s in range(1, len(slots)))  # the shader's `#for` list
     if gated:
         return per_slot[0]
     for s in range(1, len(slots)):

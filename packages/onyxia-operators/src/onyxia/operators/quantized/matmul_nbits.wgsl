@@ -35,8 +35,8 @@
 //       A_VEC4          flag: K % 8 == 0, so a row's 8 elements per word are two aligned vec4 loads
 //       INT8            flag: a is int8-quantized per block (accuracy_level 4), rows padded to KP = NB * block size
 //       Q_SHARED        flag (with INT8, ROWS 1): quantize the row in the workgroup; QA_VEC4 flag: K % 4 == 0
-//       SLOT1, SLOT2, SLOT3  flags: those slots exist
-//       GATED           flag (with SLOT1): y0 = gelu(product 0) * product 1; GELU: none | tanh (Gelu's approximate)
+//       OTHER_SLOTS     the slots past 0 as a `#for` list: "1 2 3", "1", or "" for one weight
+//       GATED           flag (two slots): y0 = gelu(product 0) * product 1; GELU: none | tanh (Gelu's approximate)
 //       ROWS            rows per thread (1 for decode)
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
@@ -54,10 +54,6 @@ enable f16;
 #endif
 #import onyxia::nbits_weights
 #import onyxia::product_slots
-#ifdef GATED
-#import onyxia::math
-#import onyxia::rounding
-#endif
 
 #ifdef INT8
 #ifdef Q_SHARED
@@ -282,20 +278,6 @@ fn product(slot: u32, n0: u32, m0: u32, lid: u32) {
     }
 }
 #else
-// a value as the unfused graph stores it in A_T (see onyxia::rounding for why not `f32(A_T(x))`)
-fn stored(x: f32) -> f32 {
-#ifdef F16
-    return round_to_f16(x);
-#else
-    return x;
-#endif
-}
-
-// gelu(gate) * up with the unfused graph's roundings: each product, then the Gelu, stored as A_T (no BIAS)
-fn gated(gate: f32, up: f32) -> #{A_T} {
-    return #{A_T}(stored(gelu_#{GELU}(stored(gate))) * stored(up));
-}
-
 fn gated_product(n0: u32, m0: u32, lid: u32) {
     let t = lid % #{SPLIT}u;
     let gate = split_sum(accumulate(0u, n0, m0, t), lid);
@@ -334,15 +316,9 @@ fn main(
     let owner = slot_of(group);
     let n0 = ((group - owner.y) * THREADS + lid / #{SPLIT}u) * COLUMNS;
     switch owner.x {
-#ifdef SLOT1
-        case 1u: { product(1u, n0, m0, lid); }
-#endif
-#ifdef SLOT2
-        case 2u: { product(2u, n0, m0, lid); }
-#endif
-#ifdef SLOT3
-        case 3u: { product(3u, n0, m0, lid); }
-#endif
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { product(#{s}u, n0, m0, lid); }
+#endfor
         default: { product(0u, n0, m0, lid); }
     }
 #endif

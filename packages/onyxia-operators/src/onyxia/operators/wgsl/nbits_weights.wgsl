@@ -2,66 +2,27 @@
 // MatMulNBits' weights, one set of bindings per slot (see matmul_nbits.wgsl and onyxia::product_slots): b<s>,
 // scales<s>, zp<s>, bias<s>, with accessors that take the slot (each switches on it, folding away once a caller
 // passes a constant slot).
-// Reads defs A_T, ZP, B_WIDENED, ZP_WIDENED, BIAS, SLOT1 .. SLOT3, BIND_B<s>, BIND_SCALES<s>, BIND_ZP<s>,
+// Reads defs A_T, ZP, B_WIDENED, ZP_WIDENED, BIAS, OTHER_SLOTS, BIND_B<s>, BIND_SCALES<s>, BIND_ZP<s>,
 // BIND_BIAS<s>, PANEL, and dims NB, ZB, WPC (all as matmul_nbits.wgsl documents them).
 
+// B_WIDENED comes with slot 0 alone: the planner groups only weights repacked at compile time
+#for s in 0 #{OTHER_SLOTS}
 #ifdef B_WIDENED
-@group(0) @binding(#{BIND_B0}) var<storage, read> b0: array<u32>;
+@group(0) @binding(#{BIND_B#{s}}) var<storage, read> b#{s}: array<u32>;
 #else
-@group(0) @binding(#{BIND_B0}) var<storage, read> b0: array<vec4<u32>>;
+@group(0) @binding(#{BIND_B#{s}}) var<storage, read> b#{s}: array<vec4<u32>>;
 #endif
-@group(0) @binding(#{BIND_SCALES0}) var<storage, read> scales0: array<#{A_T}>;
+@group(0) @binding(#{BIND_SCALES#{s}}) var<storage, read> scales#{s}: array<#{A_T}>;
 #if ZP == packed
-@group(0) @binding(#{BIND_ZP0}) var<storage, read> zp0: array<u32>;
+@group(0) @binding(#{BIND_ZP#{s}}) var<storage, read> zp#{s}: array<u32>;
 #endif
 #if ZP == float
-@group(0) @binding(#{BIND_ZP0}) var<storage, read> zp0: array<#{A_T}>;
+@group(0) @binding(#{BIND_ZP#{s}}) var<storage, read> zp#{s}: array<#{A_T}>;
 #endif
 #ifdef BIAS
-@group(0) @binding(#{BIND_BIAS0}) var<storage, read> bias0: array<#{A_T}>;
+@group(0) @binding(#{BIND_BIAS#{s}}) var<storage, read> bias#{s}: array<#{A_T}>;
 #endif
-
-#ifdef SLOT1
-@group(0) @binding(#{BIND_B1}) var<storage, read> b1: array<vec4<u32>>;
-@group(0) @binding(#{BIND_SCALES1}) var<storage, read> scales1: array<#{A_T}>;
-#if ZP == packed
-@group(0) @binding(#{BIND_ZP1}) var<storage, read> zp1: array<u32>;
-#endif
-#if ZP == float
-@group(0) @binding(#{BIND_ZP1}) var<storage, read> zp1: array<#{A_T}>;
-#endif
-#ifdef BIAS
-@group(0) @binding(#{BIND_BIAS1}) var<storage, read> bias1: array<#{A_T}>;
-#endif
-#endif
-
-#ifdef SLOT2
-@group(0) @binding(#{BIND_B2}) var<storage, read> b2: array<vec4<u32>>;
-@group(0) @binding(#{BIND_SCALES2}) var<storage, read> scales2: array<#{A_T}>;
-#if ZP == packed
-@group(0) @binding(#{BIND_ZP2}) var<storage, read> zp2: array<u32>;
-#endif
-#if ZP == float
-@group(0) @binding(#{BIND_ZP2}) var<storage, read> zp2: array<#{A_T}>;
-#endif
-#ifdef BIAS
-@group(0) @binding(#{BIND_BIAS2}) var<storage, read> bias2: array<#{A_T}>;
-#endif
-#endif
-
-#ifdef SLOT3
-@group(0) @binding(#{BIND_B3}) var<storage, read> b3: array<vec4<u32>>;
-@group(0) @binding(#{BIND_SCALES3}) var<storage, read> scales3: array<#{A_T}>;
-#if ZP == packed
-@group(0) @binding(#{BIND_ZP3}) var<storage, read> zp3: array<u32>;
-#endif
-#if ZP == float
-@group(0) @binding(#{BIND_ZP3}) var<storage, read> zp3: array<#{A_T}>;
-#endif
-#ifdef BIAS
-@group(0) @binding(#{BIND_BIAS3}) var<storage, read> bias3: array<#{A_T}>;
-#endif
-#endif
+#endfor
 
 const PANEL: u32 = #{PANEL}u;  // columns per panel of a repacked b
 
@@ -80,15 +41,9 @@ fn b_words(slot: u32, n0: u32, w: u32) -> vec4<u32> {
     let i = ((n0 / PANEL) * #{WPC} + w) * (PANEL / 4u) + (n0 % PANEL) / 4u;
     var words: vec4<u32>;
     switch slot {
-#ifdef SLOT1
-        case 1u: { words = b1[i]; }
-#endif
-#ifdef SLOT2
-        case 2u: { words = b2[i]; }
-#endif
-#ifdef SLOT3
-        case 3u: { words = b3[i]; }
-#endif
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { words = b#{s}[i]; }
+#endfor
         default: { words = b0[i]; }
     }
     return words;
@@ -98,15 +53,9 @@ fn b_words(slot: u32, n0: u32, w: u32) -> vec4<u32> {
 fn scale_at(slot: u32, i: u32) -> f32 {
     var s: #{A_T};
     switch slot {
-#ifdef SLOT1
-        case 1u: { s = scales1[i]; }
-#endif
-#ifdef SLOT2
-        case 2u: { s = scales2[i]; }
-#endif
-#ifdef SLOT3
-        case 3u: { s = scales3[i]; }
-#endif
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { s = scales#{s}[i]; }
+#endfor
         default: { s = scales0[i]; }
     }
     return f32(s);
@@ -116,15 +65,9 @@ fn scale_at(slot: u32, i: u32) -> f32 {
 fn zp_word(slot: u32, i: u32) -> u32 {
     var word: u32;
     switch slot {
-#ifdef SLOT1
-        case 1u: { word = zp1[i]; }
-#endif
-#ifdef SLOT2
-        case 2u: { word = zp2[i]; }
-#endif
-#ifdef SLOT3
-        case 3u: { word = zp3[i]; }
-#endif
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { word = zp#{s}[i]; }
+#endfor
         default: { word = zp0[i]; }
     }
     return word;
@@ -135,15 +78,9 @@ fn zp_word(slot: u32, i: u32) -> u32 {
 fn zp_value(slot: u32, i: u32) -> f32 {
     var z: #{A_T};
     switch slot {
-#ifdef SLOT1
-        case 1u: { z = zp1[i]; }
-#endif
-#ifdef SLOT2
-        case 2u: { z = zp2[i]; }
-#endif
-#ifdef SLOT3
-        case 3u: { z = zp3[i]; }
-#endif
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { z = zp#{s}[i]; }
+#endfor
         default: { z = zp0[i]; }
     }
     return f32(z);
@@ -154,15 +91,9 @@ fn zp_value(slot: u32, i: u32) -> f32 {
 fn bias_at(slot: u32, n: u32) -> f32 {
     var v: #{A_T};
     switch slot {
-#ifdef SLOT1
-        case 1u: { v = bias1[n]; }
-#endif
-#ifdef SLOT2
-        case 2u: { v = bias2[n]; }
-#endif
-#ifdef SLOT3
-        case 3u: { v = bias3[n]; }
-#endif
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { v = bias#{s}[n]; }
+#endfor
         default: { v = bias0[n]; }
     }
     return f32(v);

@@ -4,36 +4,30 @@
 // column workgroups G<s> .. G<s+1> - 1 (G0 = 0), so a workgroup never straddles two weights. A shader's main finds
 // its slot with `slot_of`, then calls its product with a constant slot per `switch` case: after inlining, each
 // case reads its own bindings with no branch per load (every accessor here switches on `slot`).
-// GATED (GatedMatMul, GatedMatMulNBits): slots 0 and 1 cover the same columns and one output y0.
+// GATED (GatedMatMul, GatedMatMulNBits): slots 0 and 1 cover the same columns and one output y0, their products
+// combined by `gated`.
 // Declares y0 [, y1, y2, y3] (read_write, Y_T) at BIND_Y0 .. BIND_Y3.
-// Reads defs Y_T, GATED, SLOT1 .. SLOT3, BIND_Y<s>, and dims N0 .. N3, G1 .. G3.
+// Reads defs Y_T, F16 (Y_T is f16), GATED, GELU (none | tanh), OTHER_SLOTS (the slots past 0, a `#for` list),
+// BIND_Y<s>, and dims N0 .. N3, G1 .. G3.
+#ifdef GATED
+#import onyxia::math
+#import onyxia::rounding
+#endif
 
 @group(0) @binding(#{BIND_Y0}) var<storage, read_write> y0: array<#{Y_T}>;
 #ifndef GATED
-#ifdef SLOT1
-@group(0) @binding(#{BIND_Y1}) var<storage, read_write> y1: array<#{Y_T}>;
-#endif
-#endif
-#ifdef SLOT2
-@group(0) @binding(#{BIND_Y2}) var<storage, read_write> y2: array<#{Y_T}>;
-#endif
-#ifdef SLOT3
-@group(0) @binding(#{BIND_Y3}) var<storage, read_write> y3: array<#{Y_T}>;
+#for s in #{OTHER_SLOTS}
+@group(0) @binding(#{BIND_Y#{s}}) var<storage, read_write> y#{s}: array<#{Y_T}>;
+#endfor
 #endif
 
 // Columns of slot `slot`.
 fn slot_n(slot: u32) -> u32 {
     var n = #{N0};
     switch slot {
-#ifdef SLOT1
-        case 1u: { n = #{N1}; }
-#endif
-#ifdef SLOT2
-        case 2u: { n = #{N2}; }
-#endif
-#ifdef SLOT3
-        case 3u: { n = #{N3}; }
-#endif
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { n = #{N#{s}}; }
+#endfor
         default: {}
     }
     return n;
@@ -43,21 +37,11 @@ fn slot_n(slot: u32) -> u32 {
 fn slot_of(group: u32) -> vec2<u32> {
     var owner = vec2<u32>(0u, 0u);
 #ifndef GATED
-#ifdef SLOT1
-    if (group >= #{G1}) {
-        owner = vec2<u32>(1u, #{G1});
+#for s in #{OTHER_SLOTS}
+    if (group >= #{G#{s}}) {
+        owner = vec2<u32>(#{s}u, #{G#{s}});
     }
-#endif
-#ifdef SLOT2
-    if (group >= #{G2}) {
-        owner = vec2<u32>(2u, #{G2});
-    }
-#endif
-#ifdef SLOT3
-    if (group >= #{G3}) {
-        owner = vec2<u32>(3u, #{G3});
-    }
-#endif
+#endfor
 #endif
     return owner;
 }
@@ -65,16 +49,24 @@ fn slot_of(group: u32) -> vec2<u32> {
 #ifndef GATED
 fn store_y(slot: u32, i: u32, value: #{Y_T}) {
     switch slot {
-#ifdef SLOT1
-        case 1u: { y1[i] = value; }
-#endif
-#ifdef SLOT2
-        case 2u: { y2[i] = value; }
-#endif
-#ifdef SLOT3
-        case 3u: { y3[i] = value; }
-#endif
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { y#{s}[i] = value; }
+#endfor
         default: { y0[i] = value; }
     }
+}
+#else
+// a value as the unfused graph stores it in Y_T (see onyxia::rounding for why not `f32(Y_T(x))`)
+fn stored(x: f32) -> f32 {
+#ifdef F16
+    return round_to_f16(x);
+#else
+    return x;
+#endif
+}
+
+// y0 = gelu(gate) * up with the unfused graph's roundings: each product, then the Gelu, stored as Y_T (no bias)
+fn gated(gate: f32, up: f32) -> #{Y_T} {
+    return #{Y_T}(stored(gelu_#{GELU}(stored(gate))) * stored(up));
 }
 #endif
