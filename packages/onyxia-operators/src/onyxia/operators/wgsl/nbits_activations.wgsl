@@ -1,0 +1,104 @@
+#define_import_path onyxia::nbits_activations
+// MatMulNBits' activations: the binding of a (and a_scales), read eight at a time as `Eight`, and with Q_SHARED
+// the workgroup's own int8 quantization of its row (see matmul_nbits.wgsl, whose header documents the bindings and
+// the defs read here: A_T, INT8, Q_SHARED, QA_VEC4, A_VEC4, K_TAIL, BIND_A, BIND_A_SCALES, WORKGROUP_SIZE and dims
+// K, KP, KP4, NB, WPB).
+#ifdef Q_SHARED
+#import onyxia::quant
+#endif
+
+#ifdef INT8
+#ifdef Q_SHARED
+#ifdef QA_VEC4
+@group(0) @binding(#{BIND_A}) var<storage, read> a: array<vec4<#{A_T}>>;
+#else
+@group(0) @binding(#{BIND_A}) var<storage, read> a: array<#{A_T}>;
+#endif
+#else
+@group(0) @binding(#{BIND_A}) var<storage, read> a: array<vec4<f32>>;
+@group(0) @binding(#{BIND_A_SCALES}) var<storage, read> a_scales: array<vec4<f32>>;
+#endif
+#else
+#ifdef A_VEC4
+@group(0) @binding(#{BIND_A}) var<storage, read> a: array<vec4<#{A_T}>>;
+#else
+@group(0) @binding(#{BIND_A}) var<storage, read> a: array<#{A_T}>;
+#endif
+#endif
+
+// Eight consecutive values (elements k0 .. k0 + 3 and k0 + 4 .. k0 + 7).
+struct Eight {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+}
+
+#ifdef Q_SHARED
+var<workgroup> shared_qa: array<vec4<f32>, #{KP4}>;
+var<workgroup> shared_sa: array<f32, #{NB}>;
+
+// Elements k .. k + 3 of a (flat index, k % 4 == 0); zero at and past `end` (as matmul_nbits_quantize.wgsl).
+fn a_four(k: u32, end: u32) -> vec4<f32> {
+#ifdef QA_VEC4
+    return select(vec4<f32>(0.0), vec4<f32>(a[k / 4u]), k < end);  // end - k is a multiple of 4
+#else
+    var v = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        if (k + j < end) {
+            v[j] = f32(a[k + j]);
+        }
+    }
+    return v;
+#endif
+}
+
+// Row m of A quantized per block into shared_qa / shared_sa (the workgroup's threads take a block each).
+fn quantize_row(m: u32, lid: u32) {
+    let block_size = #{WPB} * 8u;
+    for (var blk = lid; blk < #{NB}; blk += #{WORKGROUP_SIZE}u) {
+        let k0 = blk * block_size;
+        let src = m * #{K} + k0;
+        let end = src + min(block_size, #{K} - k0);
+        var amax4 = vec4<f32>(0.0);
+        for (var j = 0u; j < block_size; j += 4u) {
+            amax4 = max(amax4, abs(a_four(src + j, end)));
+        }
+        let block = int8_block(max(max(amax4.x, amax4.y), max(amax4.z, amax4.w)));
+        shared_sa[blk] = block.y;
+        for (var j = 0u; j < block_size; j += 4u) {
+            shared_qa[(k0 + j) / 4u] = int8_round(a_four(src + j, end), block.x);
+        }
+    }
+    workgroupBarrier();
+}
+#endif
+
+// Row m's elements k0 .. k0 + 7; zero past K (the padded tail of the last block must not contribute).
+fn a_eight(m: u32, k0: u32) -> Eight {
+#ifdef INT8
+#ifdef Q_SHARED
+    let i = k0 / 4u;  // the workgroup's own row (ROWS 1), tail zeroed by quantize_row
+    return Eight(shared_qa[i], shared_qa[i + 1u]);
+#else
+    let i = (m * #{KP} + k0) / 4u;  // whole blocks, the tail zeroed by the quantize pass
+    return Eight(a[i], a[i + 1u]);
+#endif
+#else
+#ifdef A_VEC4
+#ifdef K_TAIL
+    if (k0 >= #{K}) {
+        return Eight(vec4<f32>(0.0), vec4<f32>(0.0));
+    }
+#endif
+    let i = (m * #{K} + k0) / 4u;
+    return Eight(vec4<f32>(a[i]), vec4<f32>(a[i + 1u]));
+#else
+    var v: array<f32, 8>;
+    for (var j = 0u; j < 8u; j++) {
+        if (k0 + j < #{K}) {
+            v[j] = f32(a[m * #{K} + k0 + j]);
+        }
+    }
+    return Eight(vec4<f32>(v[0], v[1], v[2], v[3]), vec4<f32>(v[4], v[5], v[6], v[7]));
+#endif
+#endif
+}
