@@ -220,7 +220,7 @@ def _quantize_activations(
         "WORKGROUP_SIZE": QUANTIZE_WORKGROUP_SIZE,
     }
     if layout.k % 4 == 0:
-        defs["A_VEC4"] = True
+        defs["QA_VEC4"] = True
     dims = {"K": layout.k, "NB": layout.n_blocks, "ROW_BLOCKS": row_blocks, "MP": _rows_padded(m)}
     source = load_wgsl(__package__, "matmul_nbits_quantize.wgsl")
     shader = ctx.compile_shader("MatMulNBits/quantize", source, defs, dims)

@@ -4,11 +4,11 @@
 // The int8 values are stored as integer-valued f32, so the GEMM's f32 sums of qa * nibble stay exact integers
 // (|sum| <= 256 * 127 * 15 < 2^24) and it can keep its float dot products.
 //
-// One thread per (row, block), reading and writing vec4s (4 elements; K % 4 == 0 with A_VEC4, else scalar reads
+// One thread per (row, block), reading and writing vec4s (4 elements; K % 4 == 0 with QA_VEC4, else scalar reads
 // of a). Bindings: 0 a [M, K] (A_T), 1 qa [M, NB * BLOCK_SIZE] (f32 vec4s, the tail zeroed), 2 sa [NB, MP] (f32;
 //   block-major, so the GEMM reads 4 rows' scales as one vec4).
 // Defs: A_T             f32 | f16; F16 flag when f16 (MLAS widens f16 activations to f32 first: exact)
-//       A_VEC4          flag: K % 4 == 0, so a's 4-element groups are aligned vec4s
+//       QA_VEC4         flag: K % 4 == 0, so a's 4-element groups are aligned vec4s (onyxia::quant_rows)
 //       BLOCK_SIZE      elements per block (a power of two, 16 .. 256)
 //       WORKGROUP_SIZE
 // Dims: K, NB (blocks per row), ROW_BLOCKS (M * NB), MP (M rounded up to a multiple of 4)
@@ -16,30 +16,15 @@
 enable f16;
 #endif
 #import onyxia::indexing
-#import onyxia::quant
+#import onyxia::quant_rows
 
-#ifdef A_VEC4
+#ifdef QA_VEC4
 @group(0) @binding(0) var<storage, read> a: array<vec4<#{A_T}>>;
 #else
 @group(0) @binding(0) var<storage, read> a: array<#{A_T}>;
 #endif
 @group(0) @binding(1) var<storage, read_write> qa: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> sa: array<f32>;
-
-// Elements k .. k + 3 of a (flat index, k % 4 == 0); zero at and past `end`.
-fn a_four(k: u32, end: u32) -> vec4<f32> {
-#ifdef A_VEC4
-    return select(vec4<f32>(0.0), vec4<f32>(a[k / 4u]), k < end);  // end - k is a multiple of 4
-#else
-    var v = vec4<f32>(0.0);
-    for (var j = 0u; j < 4u; j++) {
-        if (k + j < end) {
-            v[j] = f32(a[k + j]);
-        }
-    }
-    return v;
-#endif
-}
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(
@@ -56,12 +41,7 @@ fn main(
     let k0 = blk * #{BLOCK_SIZE}u;
     let src = m * #{K} + k0;
     let end = src + min(#{BLOCK_SIZE}u, #{K} - k0);
-    var amax4 = vec4<f32>(0.0);
-    for (var j = 0u; j < #{BLOCK_SIZE}u; j += 4u) {
-        amax4 = max(amax4, abs(a_four(src + j, end)));
-    }
-    let amax = max(max(amax4.x, amax4.y), max(amax4.z, amax4.w));
-    let block = int8_block(amax);
+    let block = int8_block_at(src, end, #{BLOCK_SIZE}u);
     sa[blk * #{MP} + m] = block.y;
     let dst = i * #{BLOCK_SIZE}u / 4u;
     for (var j = 0u; j < #{BLOCK_SIZE}u; j += 4u) {

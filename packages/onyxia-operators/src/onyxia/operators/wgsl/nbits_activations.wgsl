@@ -4,7 +4,7 @@
 // the defs read here: A_T, INT8, Q_SHARED, QA_VEC4, A_VEC4, K_TAIL, BIND_A, BIND_A_SCALES, WORKGROUP_SIZE and dims
 // K, KP, KP4, NB, WPB).
 #ifdef Q_SHARED
-#import onyxia::quant
+#import onyxia::quant_rows
 #endif
 
 #ifdef INT8
@@ -36,21 +36,6 @@ struct Eight {
 var<workgroup> shared_qa: array<vec4<f32>, #{KP4}>;
 var<workgroup> shared_sa: array<f32, #{NB}>;
 
-// Elements k .. k + 3 of a (flat index, k % 4 == 0); zero at and past `end` (as matmul_nbits_quantize.wgsl).
-fn a_four(k: u32, end: u32) -> vec4<f32> {
-#ifdef QA_VEC4
-    return select(vec4<f32>(0.0), vec4<f32>(a[k / 4u]), k < end);  // end - k is a multiple of 4
-#else
-    var v = vec4<f32>(0.0);
-    for (var j = 0u; j < 4u; j++) {
-        if (k + j < end) {
-            v[j] = f32(a[k + j]);
-        }
-    }
-    return v;
-#endif
-}
-
 // Row m of A quantized per block into shared_qa / shared_sa (the workgroup's threads take a block each).
 fn quantize_row(m: u32, lid: u32) {
     let block_size = #{WPB} * 8u;
@@ -58,11 +43,7 @@ fn quantize_row(m: u32, lid: u32) {
         let k0 = blk * block_size;
         let src = m * #{K} + k0;
         let end = src + min(block_size, #{K} - k0);
-        var amax4 = vec4<f32>(0.0);
-        for (var j = 0u; j < block_size; j += 4u) {
-            amax4 = max(amax4, abs(a_four(src + j, end)));
-        }
-        let block = int8_block(max(max(amax4.x, amax4.y), max(amax4.z, amax4.w)));
+        let block = int8_block_at(src, end, block_size);
         shared_sa[blk] = block.y;
         for (var j = 0u; j < block_size; j += 4u) {
             shared_qa[(k0 + j) / 4u] = int8_round(a_four(src + j, end), block.x);
