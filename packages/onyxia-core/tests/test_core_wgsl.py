@@ -59,6 +59,61 @@ def test_unknown_and_cyclic_imports() -> None:
         preprocess("#import x::a", {}, "t", lib)
 
 
+_ITEMS_MODULE = """#define_import_path onyxia::m
+// fn commented_out() {}
+#ifdef WITH_EXTRA
+fn extra() {}
+#endif
+struct Pair { first: u32, second: u32 }
+const LIMIT: u32 = 4u;
+alias Row = array<f32, 4>;
+@group(0) @binding(0) var<storage, read> table: array<u32>;
+var<workgroup> scratch: array<f32, 64>;
+fn ravel(p: Pair) -> u32 {
+    const local_const = 1u;
+    var local_var = p.first;
+    return local_var + local_const;
+}"""
+
+
+def test_import_item_list_names_declared_items() -> None:
+    src = "#import onyxia::m::{ravel, Pair, LIMIT, Row, table, scratch}\nfn main() {}"
+    out = preprocess(src, {}, "t", _lib(_ITEMS_MODULE))
+    assert out.index("fn ravel(") < out.index("fn main()")
+    # a second import of the same module checks its own list against the one copy
+    out = preprocess("#import onyxia::m\n#import onyxia::m::{extra}", {"WITH_EXTRA": 1}, "t", _lib(_ITEMS_MODULE))
+    assert out.count("fn ravel(") == 1
+
+
+@pytest.mark.parametrize(
+    ("src", "line", "missing"),
+    [
+        ("x\n#import onyxia::m::{ravel, unravel}", 2, "'unravel'"),
+        ("#import onyxia::m::{local_var, local_const}", 1, "'local_var', 'local_const'"),
+        ("#import onyxia::m::{commented_out}", 1, "'commented_out'"),
+        ("#import onyxia::m::{extra}", 1, "'extra'"),  # declared only under an #ifdef not taken
+        ("#import onyxia::m\n\n#import onyxia::m::{nope}", 3, "'nope'"),
+    ],
+)
+def test_import_item_missing_from_module_names_shader_line_and_item(src: str, line: int, missing: str) -> None:
+    with pytest.raises(
+        ShaderError, match=rf"shader 'gather' line {line}: .* lists {missing}, which module 'onyxia::m' "
+    ):
+        preprocess(src, {}, "gather", _lib(_ITEMS_MODULE))
+
+
+def test_import_item_missing_in_a_module_names_that_module() -> None:
+    lib = _lib(_ITEMS_MODULE, "#define_import_path onyxia::n\n#import onyxia::m::{unravel}\nfn n() {}")
+    with pytest.raises(ShaderError, match=r"shader 'mod1.wgsl' line 2: .*lists 'unravel'.*declares: LIMIT, Pair"):
+        preprocess("#import onyxia::n::{n}", {}, "t", lib)
+
+
+@pytest.mark.parametrize("arg", ["onyxia::m::{}", "onyxia::m::{ravel,}", "onyxia::m::{ravel unravel}"])
+def test_malformed_import_item_list(arg: str) -> None:
+    with pytest.raises(ShaderError, match=r"shader 't' line 1: malformed item list"):
+        preprocess(f"#import {arg}", {}, "t", _lib(_ITEMS_MODULE))
+
+
 def test_module_without_path() -> None:
     with pytest.raises(ShaderError, match="no '#define_import_path'"):
         _lib("fn a() {}")

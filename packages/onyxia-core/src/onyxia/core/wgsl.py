@@ -13,6 +13,10 @@ Operators specialise one shader per family by defs instead of keeping a file per
   loop's ``#if`` blocks close inside it, and VAR may not shadow a def or an enclosing loop's VAR;
 - ``#import onyxia::indexing`` pulls in a module that opens with
   ``#define_import_path onyxia::indexing``; each module is included once, cycles are errors.
+  ``#import onyxia::indexing::{flat_invocation, unravel}`` still includes the whole module (WGSL text
+  cannot be cut apart safely), but checks that the module declares each listed item at module scope
+  (``fn``, ``struct``, ``const``, ``override``, ``alias`` or ``var``, after its own directives), so the
+  list is a checked statement of what the shader uses rather than a comment that can go stale.
 
 Modules are found by scanning the ``wgsl/`` folders of the packages in `ShaderLibrary`, through
 `importlib.resources`, so a downstream operator package adds its own folder and no list is kept
@@ -32,7 +36,11 @@ __all__ = ["ShaderLibrary", "load_wgsl", "preprocess"]
 _SUBST = re.compile(r"#\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _DIRECTIVE = re.compile(r"^\s*#(ifdef|ifndef|if|else|endif|for|endfor|import|define_import_path)\b\s*(.*?)\s*$")
 _FOR = re.compile(r"([A-Za-z_]\w*)\s+in\b\s*(.*)")
-_IMPORT = re.compile(r"^([A-Za-z_][\w]*(?:::[A-Za-z_]\w*)*)(?:::\{[^}]*\})?$")
+_IMPORT = re.compile(r"^([A-Za-z_][\w]*(?:::[A-Za-z_]\w*)*)(?:::\{([^}]*)\})?$")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+# Braces (for the nesting depth) and declarations; comments are stripped first.
+_DECLARATION = re.compile(r"[{}]|\b(?:fn|struct|const|override|alias|var)\b\s*(?:<[^>]*>)?\s*([A-Za-z_]\w*)")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _OPENS = ("ifdef", "ifndef", "if")
 
 # A source line as the expansion sees it: (line number in its shader, text, the enclosing loops' VARs).
@@ -81,7 +89,7 @@ class ShaderLibrary:
 
 def preprocess(source: str, defs: Mapping[str, object], label: str, library: ShaderLibrary | None = None) -> str:
     """Expand directives, imports and ``#{NAME}``; returns plain WGSL."""
-    included: list[str] = []
+    included: dict[str, frozenset[str]] = {}  # module path -> the names it declares
     body = _expand(source, defs, label, library or ShaderLibrary(), included, stack=())
     # `enable` directives must precede every declaration, imported modules' included
     lines = body.split("\n")
@@ -97,11 +105,11 @@ def _expand(
     defs: Mapping[str, object],
     label: str,
     library: ShaderLibrary,
-    included: list[str],
+    included: dict[str, frozenset[str]],
     stack: tuple[str, ...],
 ) -> str:
     out: list[str] = []
-    imports: list[str] = []
+    imports: list[tuple[str, tuple[str, ...], str]] = []  # (path, listed items, where)
     active: list[bool] = []  # one entry per open #if: is this branch taken
     seen_else: list[bool] = []
     pending: list[_Line] = [(number, line, ()) for number, line in enumerate(source.splitlines(), start=1)]
@@ -137,24 +145,25 @@ def _expand(
             elif kind == "endfor":
                 raise ShaderError(f"{where}: '#endfor' without a matching '#for'")
             elif kind == "import" and all(active):
-                imports.append(_import_path(arg, where))
+                imports.append((*_import_path(arg, where), where))
             out.append("")  # keep line numbers aligned with the source (up to a loop's copies) for naga's errors
             continue
         if not all(active):
             out.append("")
             continue
-        out.append(_SUBST.sub(lambda m, where=where: _lookup(m.group(1), defs, where), line))  # type: ignore[misc]
+        out.append(_substitute(line, defs, where))
     if active:
         raise ShaderError(f"shader '{label}': {len(active)} '#if' block(s) not closed by '#endif'")
     prefix: list[str] = []
-    for path in imports:
+    for path, listed, at in imports:
         if path in stack:
             raise ShaderError(f"shader '{label}': cyclic import {' -> '.join((*stack, path))}")
-        if path in included:
-            continue
-        origin, module_source = library.module(path, f"shader '{label}'")
-        prefix.append(_expand(module_source, defs, origin, library, included, (*stack, path)))
-        included.append(path)
+        if path not in included:
+            origin, module_source = library.module(path, f"shader '{label}'")
+            text = _expand(module_source, defs, origin, library, included, (*stack, path))
+            prefix.append(text)
+            included[path] = _declared_names(text)
+        _check_items(path, listed, included[path], library, at)
     return "\n".join([*prefix, *out]) if prefix else "\n".join(out)
 
 
@@ -194,7 +203,7 @@ def _unroll(
     if var in defs or var in loops:
         shadowed = "shader def" if var in defs else "loop variable"
         raise ShaderError(f"{where}: '#for {var}' shadows the {shadowed} '{var}'")
-    values = _SUBST.sub(lambda m: _lookup(m.group(1), defs, where), items).split()
+    values = _substitute(items, defs, where).split()
     token = f"#{{{var}}}"
     return [(number, text.replace(token, value), (*loops, var)) for value in values for number, text, _ in body]
 
@@ -214,6 +223,10 @@ def _condition(kind: str, arg: str, defs: Mapping[str, object], where: str) -> b
     return equal if op == "==" else not equal
 
 
+def _substitute(text: str, defs: Mapping[str, object], where: str) -> str:
+    return _SUBST.sub(lambda m: _lookup(m.group(1), defs, where), text)
+
+
 def _lookup(name: str, defs: Mapping[str, object], where: str) -> str:
     if name not in defs:
         raise ShaderError(f"{where}: shader def '{name}' is not defined (used as #{{{name}}})")
@@ -226,8 +239,42 @@ def _render(value: object) -> str:
     return str(value)
 
 
-def _import_path(arg: str, where: str) -> str:
+def _import_path(arg: str, where: str) -> tuple[str, tuple[str, ...]]:
+    """(module path, listed items) of ``#import a::b`` or ``#import a::b::{x, y}``."""
     match = _IMPORT.match(arg)
     if not match:
         raise ShaderError(f"{where}: malformed '#import {arg}'")
-    return match.group(1)
+    if match.group(2) is None:
+        return match.group(1), ()
+    items = tuple(item.strip() for item in match.group(2).split(","))
+    if not all(_NAME.fullmatch(item) for item in items):
+        raise ShaderError(f"{where}: malformed item list in '#import {arg}' (expected '{{name, name, ...}}')")
+    return match.group(1), items
+
+
+def _declared_names(text: str) -> frozenset[str]:
+    """The names a preprocessed module declares at module scope (brace depth 0)."""
+    names: set[str] = set()
+    depth = 0
+    for match in _DECLARATION.finditer(_COMMENT.sub("", text)):
+        token = match.group(0)
+        if token == "{":
+            depth += 1
+        elif token == "}":
+            depth -= 1
+        elif depth == 0:
+            names.add(match.group(1))
+    return frozenset(names)
+
+
+def _check_items(
+    path: str, items: tuple[str, ...], declared: frozenset[str], library: ShaderLibrary, where: str
+) -> None:
+    missing = [item for item in items if item not in declared]
+    if missing:
+        origin, _ = library.module(path, where)
+        listed = ", ".join(sorted(declared)) or "nothing"
+        raise ShaderError(
+            f"{where}: '#import {path}::{{{', '.join(items)}}}' lists {', '.join(repr(m) for m in missing)}, "
+            f"which module '{path}' ({origin}) does not declare (it declares: {listed})"
+        )
