@@ -36,8 +36,8 @@ def test_constant_is_a_lazy_weight_outside_the_graph_ids() -> None:
     ctx = _plan_ctx()
     calls: list[int] = []
     ref = ctx.constant("packed:u32", _words(calls))
-    entry = ctx.builder.tensors[ref.tensor]  # type: ignore[index]
     assert ref.tensor is not None and ref.tensor < 0  # graph ids are >= 0
+    entry = ctx.builder.tensors[ref.tensor]
     assert (entry.name, entry.dtype, entry.dims, entry.role) == ("packed:u32", DataType.UINT32, (2,), TensorRole.WEIGHT)
     assert entry.nbytes == 8 and not calls  # the loader runs at upload, not while planning
     assert isinstance(entry.data, TensorValue)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from onyxia.core import BufferRef, CompiledModel, DataType, PlanningError, PlanTensor, TensorRole
 
 
-def _model(aliases: dict[int, int], groups: list[tuple[BufferRef, ...]] = ()) -> CompiledModel:  # type: ignore[assignment]
+def _model(aliases: dict[int, int], groups: Sequence[tuple[BufferRef, ...]] = ()) -> CompiledModel:
     tensors = {i: PlanTensor(i, f"t{i}", DataType.FLOAT, (4,), TensorRole.INTERMEDIATE) for i in range(6)}
     return CompiledModel([], [], tensors, [], [], [], aliases=aliases, buffer_groups=list(groups))
 

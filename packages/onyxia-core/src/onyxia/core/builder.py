@@ -10,7 +10,7 @@ Outputs of `op` start with dtype UNDEFINED and an Absent shape; `ShapeInferenceP
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -51,6 +51,26 @@ class GraphBuilder:
         value = TensorValue.from_numpy(np.asarray(array), name)
         return self.op("Constant", value=value, _name=name)
 
+    @overload
+    def op(
+        self,
+        op_type: str,
+        *inputs: TensorDef | None,
+        _outputs: Literal[1] = 1,
+        _domain: str = "",
+        _name: str | None = None,
+        **attrs: Any,
+    ) -> TensorDef: ...
+    @overload
+    def op(
+        self,
+        op_type: str,
+        *inputs: TensorDef | None,
+        _outputs: int,
+        _domain: str = "",
+        _name: str | None = None,
+        **attrs: Any,
+    ) -> tuple[TensorDef, ...]: ...
     def op(
         self,
         op_type: str,
@@ -59,7 +79,7 @@ class GraphBuilder:
         _domain: str = "",
         _name: str | None = None,
         **attrs: Any,
-    ) -> Any:
+    ) -> TensorDef | tuple[TensorDef, ...]:
         """Add a node; returns its output TensorDef, or a tuple when `_outputs` > 1."""
         outs = [
             self.graph.add_tensor(f"{_name or op_type}_out{i}", DataType.UNDEFINED, Absent()) for i in range(_outputs)

@@ -62,10 +62,10 @@ class NodeCtx:
     def input_tensor(self, i: int) -> TensorDef:
         if not self.has_input(i):
             raise self.error(f"input {i} is required but absent")
-        return self.graph.tensor(self.node.inputs[i])  # type: ignore[arg-type]
+        return self.graph.tensor(self.node.inputs[i])
 
     def output_tensor(self, i: int) -> TensorDef:
-        return self.graph.tensor(self.node.outputs[i])  # type: ignore[arg-type]
+        return self.graph.tensor(self.node.outputs[i])
 
     def input_shape(self, i: int) -> TensorShape:
         return self.input_tensor(i).shape if self.has_input(i) else Absent()
@@ -195,6 +195,13 @@ class FoldCtx(NodeCtx):
     def values(self) -> list[np.ndarray | None]:
         return [self.input_value(i) for i in range(self.num_inputs)]
 
+    def known_values(self) -> list[np.ndarray] | None:
+        """Every input slot's value, or None when one is unknown or absent: a fold whose inputs are all
+        required gets its guard and typed operands in one call instead of `values()` plus a check."""
+        values = self.values()
+        known = [v for v in values if v is not None]
+        return known if len(known) == len(values) else None
+
     def output_numpy_dtype(self, i: int = 0) -> np.dtype:
         return self.output_tensor(i).dtype.numpy
 
@@ -208,14 +215,14 @@ class FoldCtx(NodeCtx):
     def unary_fold(self, fn: Callable[[np.ndarray], np.ndarray]) -> list[np.ndarray] | None:
         if not self.all_inputs_have_values():
             return None
-        return [as_output_value(fn(self.input_value(0)), self.output_numpy_dtype())]  # type: ignore[arg-type]
+        return [as_output_value(fn(self.require_value(0, "operand")), self.output_numpy_dtype())]
 
     def binary_fold(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> list[np.ndarray] | None:
         if not self.all_inputs_have_values():
             return None
-        a, b = self.input_value(0), self.input_value(1)
+        a, b = self.require_value(0, "left operand"), self.require_value(1, "right operand")
         with np.errstate(all="ignore"):
-            result = fn(a, b)  # type: ignore[arg-type]
+            result = fn(a, b)
         return [as_output_value(result, self.output_numpy_dtype())]
 
 

@@ -29,10 +29,9 @@ class GraphEditor(GraphStore):
         if new is not None:
             self._consumers[new].append((node.id, index))
 
-    def replace_all_uses(self, old: TensorRef, new: TensorRef, *, outputs: bool = False) -> int:
+    def replace_all_uses(self, old: TensorRef | None, new: TensorRef | None, *, outputs: bool = False) -> int:
         """Point every use of `old` at `new`; a graph output moves only when `outputs` is set."""
-        old_id, new_id = self._tid(old), self._tid(new)
-        assert old_id is not None and new_id is not None
+        old_id, new_id = self._require(old, "replace_all_uses() old"), self._require(new, "replace_all_uses() new")
         if old_id in self.outputs and not outputs:
             raise GraphError(
                 f"tensor '{self._tensors[old_id].name}' is an output of graph '{self.name}'; "
@@ -91,9 +90,8 @@ class GraphEditor(GraphStore):
         del self._nodes[old.id]
         return new
 
-    def remove_tensor(self, tensor: TensorRef) -> None:
-        tid = self._tid(tensor)
-        assert tid is not None
+    def remove_tensor(self, tensor: TensorRef | None) -> None:
+        tid = self._require(tensor, "remove_tensor()")
         if self._consumers[tid] or tid in self._producer or tid in self.outputs:
             raise GraphError(f"cannot remove tensor '{self._tensors[tid].name}': still in use")
         if tid in self.inputs:

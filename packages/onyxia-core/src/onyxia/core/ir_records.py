@@ -15,7 +15,8 @@ import numpy as np
 
 from onyxia.core.dtypes import DataType
 from onyxia.core.errors import OnyxiaError
-from onyxia.core.shapes import TensorShape
+from onyxia.core.shapes import Absent, TensorShape
+from onyxia.core.symbolic import SymbolicDim
 from onyxia.core.values import TensorValue
 
 __all__ = ["GraphError", "IrNode", "TensorDef", "TensorKind", "TensorRef"]
@@ -48,6 +49,13 @@ class TensorDef:
     @property
     def is_folded(self) -> bool:
         return self.value is not None
+
+    @property
+    def dims(self) -> tuple[SymbolicDim, ...]:
+        """The shape's dims; an omitted (`Absent`) tensor has none, which a caller asking is a bug."""
+        if isinstance(self.shape, Absent):
+            raise GraphError(f"tensor '{self.name}' (%{self.id}) is absent: it has no dims (expected a shaped tensor)")
+        return self.shape.dims
 
     def __str__(self) -> str:
         return f"%{self.id}:{self.dtype.short}{self.shape}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -111,7 +111,6 @@ class GraphStore:
 
     def mark_output(self, tensor: TensorRef) -> None:
         tid = self._tid(tensor)
-        assert tid is not None
         self.outputs.append(tid)
         if self._tensors[tid].kind is TensorKind.INTERMEDIATE:
             self._tensors[tid].kind = TensorKind.OUTPUT
@@ -120,10 +119,10 @@ class GraphStore:
     def node(self, node_id: int) -> IrNode:
         return self._nodes[node_id]
 
-    def tensor(self, tensor: TensorRef) -> TensorDef:
-        tid = self._tid(tensor)
-        assert tid is not None
-        return self._tensors[tid]
+    def tensor(self, tensor: TensorRef | None) -> TensorDef:
+        """The tensor by id or def. Takes a node's slot (``node.inputs[i]``, `int | None`) directly:
+        an empty slot raises `GraphError`, so a caller that knows the slot is set need not unwrap it."""
+        return self._tensors[self._require(tensor, "tensor()")]
 
     def tensor_by_name(self, name: str) -> TensorDef | None:
         return next((t for t in self._tensors.values() if t.name == name), None)
@@ -140,13 +139,15 @@ class GraphStore:
     def nodes_of(self, op_type: str, domain: str = "") -> list[IrNode]:
         return [n for n in self._nodes.values() if n.op_type == op_type and n.domain == domain]
 
-    def tensor_producer(self, tensor: TensorRef) -> IrNode | None:
-        node_id = self._producer.get(self._tid(tensor))  # type: ignore[arg-type]
+    def tensor_producer(self, tensor: TensorRef | None) -> IrNode | None:
+        """The node that writes `tensor`; None for a graph input, an initializer or an empty slot."""
+        tid = self._tid(tensor)
+        node_id = None if tid is None else self._producer.get(tid)
         return None if node_id is None else self._nodes[node_id]
 
-    def tensor_consumers(self, tensor: TensorRef) -> list[tuple[IrNode, int]]:
+    def tensor_consumers(self, tensor: TensorRef | None) -> list[tuple[IrNode, int]]:
         """Snapshot of (node, input index) uses, safe to iterate while rewiring."""
-        return [(self._nodes[n], i) for n, i in self._consumers[self._tid(tensor)]]  # type: ignore[index]
+        return [(self._nodes[n], i) for n, i in self._consumers[self._require(tensor, "tensor_consumers()")]]
 
     def is_graph_output(self, tensor: TensorRef | None) -> bool:
         """False for None, so callers can ask about an optional slot (``node.outputs[i]``) directly."""
@@ -159,9 +160,21 @@ class GraphStore:
         return len(self._nodes)
 
     # ----- internals ---------------------------------------------------------------------
+    @overload
+    @staticmethod
+    def _tid(tensor: TensorRef) -> int: ...
+    @overload
+    @staticmethod
+    def _tid(tensor: TensorRef | None) -> int | None: ...
     @staticmethod
     def _tid(tensor: TensorRef | None) -> int | None:
         return tensor.id if isinstance(tensor, TensorDef) else tensor
+
+    def _require(self, tensor: TensorRef | None, where: str) -> int:
+        """`tensor`'s id; an empty slot (None) is a caller bug, named here rather than as a KeyError."""
+        if tensor is None:
+            raise GraphError(f"graph '{self.name}': {where} got None (an empty optional slot), expected a tensor")
+        return self._tid(tensor)
 
     def _link(self, node: IrNode) -> None:
         for i, t in enumerate(node.inputs):

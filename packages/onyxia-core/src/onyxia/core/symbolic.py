@@ -90,6 +90,14 @@ class SymbolicExpr:
     def is_name(self) -> bool:
         return self.op == "name"
 
+    @property
+    def operands(self) -> tuple[SymbolicDim, SymbolicDim]:
+        """The two sides of a binary node (`args` also holds a name node's string, hence the check)."""
+        a, b = self.args
+        if isinstance(a, str) or isinstance(b, str):
+            raise SymbolicError(f"'{self}' is a name, not a binary expression: it has no operands")
+        return a, b
+
     def names(self) -> set[str]:
         if self.is_name:
             return {str(self.args[0])}
@@ -111,8 +119,8 @@ class SymbolicExpr:
         """Replace the names that `bindings` knows; the result is an int once nothing is left."""
         if self.is_name:
             return bindings.get(str(self.args[0]), self)
-        a, b = (x.substitute(bindings) if isinstance(x, SymbolicExpr) else x for x in self.args)
-        return SymbolicExpr.binary(self.op, a, b)  # type: ignore[arg-type]
+        a, b = (x.substitute(bindings) if isinstance(x, SymbolicExpr) else x for x in self.operands)
+        return SymbolicExpr.binary(self.op, a, b)
 
     # ----- arithmetic (so shape rules read like math) ----------------------------------------
     def __add__(self, other: SymbolicDim) -> SymbolicDim:
@@ -160,12 +168,9 @@ def _poly(x: SymbolicDim) -> _Poly:
     """A polynomial over atoms (names, and opaque ``/`` or ``%`` nodes)."""
     if isinstance(x, int):
         return {(): x} if x else {}
-    if x.op == "+":
-        return _poly_add(_poly(x.args[0]), _poly(x.args[1]), 1)  # type: ignore[arg-type]
-    if x.op == "-":
-        return _poly_add(_poly(x.args[0]), _poly(x.args[1]), -1)  # type: ignore[arg-type]
-    if x.op == "*":
-        return _poly_mul(_poly(x.args[0]), _poly(x.args[1]))  # type: ignore[arg-type]
+    if x.op in ("+", "-", "*"):
+        a, b = x.operands
+        return _poly_mul(_poly(a), _poly(b)) if x.op == "*" else _poly_add(_poly(a), _poly(b), 1 if x.op == "+" else -1)
     return {(x,): 1}
 
 
@@ -207,7 +212,9 @@ def _as_dim(x: object) -> SymbolicDim:
     """numpy integers (from folded shape tensors) become plain ints so literals keep folding."""
     if isinstance(x, Integral) and not isinstance(x, int):
         return int(x)
-    return x  # type: ignore[return-value]
+    if isinstance(x, (int, SymbolicExpr)):
+        return x
+    raise SymbolicError(f"dim arithmetic got {x!r} ({type(x).__name__}); expected an int or a SymbolicExpr")
 
 
 def _format_operand(x: SymbolicDim | str, parent_op: str, right: bool) -> str:

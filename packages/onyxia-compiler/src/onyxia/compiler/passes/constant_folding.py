@@ -21,7 +21,9 @@ from onyxia.core import (
     OperatorRegistry,
     ShapeInferenceError,
     Stage,
+    SymbolicDim,
     as_output_value,
+    static_dims,
 )
 
 __all__ = ["ConstantFoldingPass", "fold_node"]
@@ -50,10 +52,7 @@ def fold_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> bool:
     if operator is None:
         return False
     # a Constant's value already exists whatever its size; anything else big stays on the GPU
-    if not getattr(operator, "always_fold", False) and any(
-        _numel(t.shape.dims) > FOLD_ELEMENT_LIMIT  # type: ignore[union-attr]
-        for t in outputs
-    ):
+    if not getattr(operator, "always_fold", False) and any(_numel(t.dims) > FOLD_ELEMENT_LIMIT for t in outputs):
         return False
     ctx = FoldCtx(graph, node)
     try:
@@ -66,7 +65,7 @@ def fold_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> bool:
         return False
     for tensor, value in zip(outputs, values):
         value = np.asarray(value)
-        expected = tuple(tensor.shape.dims)  # type: ignore[union-attr]
+        expected = tuple(tensor.dims)
         if value.shape != expected and all(isinstance(d, int) for d in expected):
             raise ShapeInferenceError(
                 f"node '{node.name}' ({node.op_type}): folded value of output '{tensor.name}' has shape "
@@ -76,7 +75,8 @@ def fold_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> bool:
     return True
 
 
-def _numel(dims: tuple) -> int:
-    if not all(isinstance(d, int) for d in dims):
+def _numel(dims: tuple[SymbolicDim, ...]) -> int:
+    ints = static_dims(dims)
+    if ints is None:
         return FOLD_ELEMENT_LIMIT + 1  # symbolic sizes are never folded
-    return int(np.prod(dims, dtype=np.int64))
+    return int(np.prod(ints, dtype=np.int64))

@@ -48,9 +48,10 @@ class BatchNormalizationOp:
                 raise ctx.error(f"input {i} ({role}) has shape {ctx.input_shape(i)}; expected [{dims[1]}] (channels)")
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        if not ctx.all_inputs_have_values():
+        values = ctx.known_values()
+        if values is None:
             return None
-        x, scale, bias, mean, var = (v.astype(np.float32) for v in ctx.values())  # type: ignore[union-attr]
+        x, scale, bias, mean, var = (v.astype(np.float32) for v in values)
         shape = (1, -1) + (1,) * (x.ndim - 2)
         gain = scale / np.sqrt(var + np.float32(self._epsilon(ctx)))
         y = (x - mean.reshape(shape)) * gain.reshape(shape) + bias.reshape(shape)

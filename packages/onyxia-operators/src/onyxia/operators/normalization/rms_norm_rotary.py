@@ -42,14 +42,15 @@ class RmsNormRotaryOp:
         return [TensorType(ctx.input_dtype(0), ctx.input_shape(0))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        if not ctx.all_inputs_have_values() or any(v.dtype == object for v in ctx.values() if v is not None):
+        values = ctx.known_values()
+        if values is None or any(v.dtype == object for v in values):
             return None
         geo = _checked(ctx)
-        x, pos, cos, sin, scale = ctx.values()
-        heads = x.reshape(-1, geo.head)  # type: ignore[union-attr]
-        normed = normalize_rows({"x": heads, "scale": scale}, 1, _epsilon(ctx), rms=True)["y"]  # type: ignore[dict-item]
-        normed = normed.astype(ctx.output_numpy_dtype(0)).reshape(x.shape)  # type: ignore[union-attr]
-        y = rotary_numpy(normed, pos, cos, sin, geo, bool(ctx.attr_int("interleaved", 0)))  # type: ignore[arg-type]
+        x, pos, cos, sin, scale = values
+        heads = x.reshape(-1, geo.head)
+        normed = normalize_rows({"x": heads, "scale": scale}, 1, _epsilon(ctx), rms=True)["y"]
+        normed = normed.astype(ctx.output_numpy_dtype(0)).reshape(x.shape)
+        y = rotary_numpy(normed, pos, cos, sin, geo, bool(ctx.attr_int("interleaved", 0)))
         return [y.astype(ctx.output_numpy_dtype(0))]
 
     def plan(self, ctx: PlanCtx) -> None:

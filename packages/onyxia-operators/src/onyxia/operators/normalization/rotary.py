@@ -47,10 +47,11 @@ class RotaryEmbeddingOp:
         return [TensorType(ctx.input_dtype(0), ctx.input_shape(0))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        if not ctx.all_inputs_have_values():
+        values = ctx.known_values()
+        if values is None:
             return None
-        x, pos, cos, sin = ctx.values()
-        y = rotary_numpy(x, pos, cos, sin, rotary_geometry(ctx), bool(ctx.attr_int("interleaved", 0)))  # type: ignore[arg-type]
+        x, pos, cos, sin = values
+        y = rotary_numpy(x, pos, cos, sin, rotary_geometry(ctx), bool(ctx.attr_int("interleaved", 0)))
         return [y.astype(ctx.output_numpy_dtype(0))]
 
     def plan(self, ctx: PlanCtx) -> None:
