@@ -18,6 +18,7 @@ import onyxia.compiler
 import onyxia.onnx
 import onyxia.operators
 from onyxia.core import BufferRef, CompiledModel
+from onyxia.core.settings import override
 from onyxia.operators.passes import BufferAliasingPass
 from onyxia.runtime.layout import buffer_sizes
 
@@ -31,14 +32,12 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _compile(path: Path, *, share: bool, monkeypatch: pytest.MonkeyPatch) -> CompiledModel:
+def _compile(path: Path, *, share: bool) -> CompiledModel:
     registry = onyxia.operators.core_operator_registry()
     if not share:
-        monkeypatch.setenv("ONYXIA_SHARE_BUFFERS", "0")
         registry.passes = [p for p in registry.passes if not isinstance(p, BufferAliasingPass)]
-    model = onyxia.compiler.compile(onyxia.onnx.load_and_parse_model(path), registry, {"batch_size": 1})
-    monkeypatch.delenv("ONYXIA_SHARE_BUFFERS", raising=False)
-    return model
+    with override(share_buffers=share):
+        return onyxia.compiler.compile(onyxia.onnx.load_and_parse_model(path), registry, {"batch_size": 1})
 
 
 def _check_group_sizes(executor: Any, model: CompiledModel) -> None:
@@ -50,9 +49,9 @@ def _check_group_sizes(executor: Any, model: CompiledModel) -> None:
         assert buffer.size >= largest
 
 
-def test_views_and_sharing_keep_outputs_and_save_memory(model_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_views_and_sharing_keep_outputs_and_save_memory(model_path: Path) -> None:
     session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
-    plain, shared = (_compile(model_path, share=s, monkeypatch=monkeypatch) for s in (False, True))
+    plain, shared = (_compile(model_path, share=s) for s in (False, True))
     assert shared.buffer_groups and len(shared.aliases) == 3 and not plain.buffer_groups and not plain.aliases
     executors = [runtime().load_model(m) for m in (plain, shared)]
     rng = np.random.default_rng(7)
@@ -65,8 +64,8 @@ def test_views_and_sharing_keep_outputs_and_save_memory(model_path: Path, monkey
     assert executors[1].gpu_bytes < executors[0].gpu_bytes
 
 
-def test_owners_are_storage_roots(model_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = _compile(model_path, share=True, monkeypatch=monkeypatch)
+def test_owners_are_storage_roots(model_path: Path) -> None:
+    model = _compile(model_path, share=True)
     owners = model.storage_owners()
     assert all(owner not in owners for owner in owners.values())  # one hop to the buffer, chains resolved
     assert all(BufferRef(tensor=o) in owners for o in model.aliases)

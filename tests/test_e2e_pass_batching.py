@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 from oracle import assert_close, runtime
 
 from onyxia.compiler import CompilerPipeline
 from onyxia.compiler.passes.compute_pass_batching import count_segments
 from onyxia.core import CompiledModel
+from onyxia.core.settings import override
 from onyxia.onnx import load_and_parse_model
 from onyxia.operators import core_operator_registry
 
@@ -44,19 +44,19 @@ def _branches(hidden: int = 8, seed: int = 0) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
-def _compile(path: Path, batch: bool, monkeypatch: pytest.MonkeyPatch) -> CompiledModel:
-    monkeypatch.setenv("ONYXIA_BATCH_PASSES", "1" if batch else "0")
+def _compile(path: Path, batch: bool) -> CompiledModel:
     registry = core_operator_registry()
     registry.passes[:] = []  # no aliasing (the Reshapes stay copies), no MatMul grouping
-    return CompilerPipeline(registry).compile(load_and_parse_model(path), {})
+    with override(batch_passes=batch):
+        return CompilerPipeline(registry).compile(load_and_parse_model(path), {})
 
 
-def test_batched_plan_matches_onnxruntime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batched_plan_matches_onnxruntime(tmp_path: Path) -> None:
     import onnxruntime as ort
 
     path = tmp_path / "branches.onnx"
     onnx.save_model(_branches(), path)
-    planned, batched = _compile(path, False, monkeypatch), _compile(path, True, monkeypatch)
+    planned, batched = _compile(path, False), _compile(path, True)
     assert [op.op_type for op in planned.operations] == ["MatMul", "Reshape", "MatMul", "Reshape", "Mul"]
     assert [op.op_type for op in batched.operations] == ["MatMul", "MatMul", "Reshape", "Reshape", "Mul"]
     assert count_segments(batched) == count_segments(planned) - 1

@@ -14,6 +14,7 @@ from onyxia.cli.bench import runners, worker
 from onyxia.cli.bench.report import FIGURES
 from onyxia.cli.bench.suite import prompt_ids
 from onyxia.cli.commands import bench as bench_command
+from onyxia.core.settings import override
 
 ENGINE_FIGURES = ("decode_tok_s", "prefill_s", "prefill_tok_s", "ttft_s", "load_compile_s", "peak_rss_bytes")
 BOUND_FIGURES = ("weight_bytes", "kv_bytes", "bytes_per_step", "bound_ms_per_token", "onyxia_percent_of_bound")
@@ -26,8 +27,7 @@ def tiny_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     root = tmp_path_factory.mktemp("bench")
     out = root / "bench.json"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ONYXIA_CACHE_DIR", str(root / "cache"))
+    with override(cache_dir=root / "cache"):  # what ONYXIA_CACHE_DIR sets
         argv = ["bench", "--size", "tiny", "--precision", "both", "--engines", "onyxia,ort-cpu", "--json", str(out)]
         code = main([*argv, "--prompt-tokens", "8", "--decode-tokens", "8", "--prefill-tokens", "16"])
     assert code == 0
@@ -70,12 +70,12 @@ def test_bench_bandwidth_is_measured_in_the_same_run(tiny_report: dict[str, Any]
 def test_bench_prints_the_table_and_ratios(
     cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ONYXIA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(runners, "webgpu_python", _unavailable)
-    result = cli(
-        "bench", "--size", "tiny", "--precision", "fp32", "--engines", "ort-cpu,ort-webgpu",
-        "--prompt-tokens", "4", "--decode-tokens", "2", "--prefill-tokens", "4",
-    )  # fmt: skip
+    with override(cache_dir=tmp_path):
+        result = cli(
+            "bench", "--size", "tiny", "--precision", "fp32", "--engines", "ort-cpu,ort-webgpu",
+            "--prompt-tokens", "4", "--decode-tokens", "2", "--prefill-tokens", "4",
+        )  # fmt: skip
     assert result.code == 0, result.err
     assert "decode tok/s" in result.out and "host peak RSS" in result.out
     assert "ort-webgpu: unavailable" in result.out and "no venv in this test" in result.out

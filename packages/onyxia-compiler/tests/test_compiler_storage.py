@@ -19,6 +19,7 @@ from onyxia.core import (
     TensorDef,
     TensorRole,
 )
+from onyxia.core.settings import override
 from onyxia.operators import core_operator_registry
 
 
@@ -53,9 +54,9 @@ def test_a_chain_shares_every_other_intermediate(registry: OperatorRegistry) -> 
     assert owners == {_refs(compiled, "Neg_out0")[0]: _refs(compiled, "Relu_out0")[0]}
 
 
-def test_sharing_can_be_turned_off(registry: OperatorRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ONYXIA_SHARE_BUFFERS", "0")
-    assert CompilerPipeline(registry).compile(_chain("Relu", "Exp", "Neg", "Sigmoid").graph).buffer_groups == []
+def test_sharing_can_be_turned_off(registry: OperatorRegistry) -> None:
+    with override(share_buffers=False):
+        assert CompilerPipeline(registry).compile(_chain("Relu", "Exp", "Neg", "Sigmoid").graph).buffer_groups == []
 
 
 def test_inputs_outputs_weights_and_views_of_outputs_never_share(registry: OperatorRegistry) -> None:

@@ -1,4 +1,4 @@
-"""Pass observers, `PassRun`/`PassStats` and the env hooks (ONYXIA_PASS_STATS, ONYXIA_DUMP_IR, ONYXIA_CHECK)."""
+"""Pass observers, `PassRun`/`PassStats` and the settings hooks (pass_stats, dump_ir, check: ONYXIA_PASS_STATS, ...)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from onyxia.compiler import CompilerPipeline, PassError
 from onyxia.compiler.stats import PassRun, PassStats, aggregate, format_stats
 from onyxia.core import DataType, GraphBuilder, IrGraph, OnyxiaError, OperatorRegistry, Stage
+from onyxia.core.settings import override
 from onyxia.operators import core_operator_registry
 
 
@@ -98,16 +99,13 @@ def test_stats_are_per_compile(registry: OperatorRegistry) -> None:
     assert pipeline.runs[0].index == 1
 
 
-def test_pass_stats_env_logs_one_table(
-    registry: OperatorRegistry, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    monkeypatch.delenv("ONYXIA_DEBUG", raising=False)  # its per-run lines would log too
-    with caplog.at_level(logging.WARNING, logger="onyxia.compiler.pipeline"):
+def test_pass_stats_setting_logs_one_table(registry: OperatorRegistry, caplog: pytest.LogCaptureFixture) -> None:
+    # debug 0: its per-run lines would log too
+    with override(debug=0, pass_stats=False), caplog.at_level(logging.WARNING, logger="onyxia.compiler.pipeline"):
         CompilerPipeline(registry).compile(_graph())
     assert not caplog.records, "nothing is logged without ONYXIA_PASS_STATS"
-    monkeypatch.setenv("ONYXIA_PASS_STATS", "1")
     pipeline = CompilerPipeline(registry).add_pass(_Counting("counted", Stage.OPTIMIZATION, changes=1, rewrites=5))
-    with caplog.at_level(logging.WARNING, logger="onyxia.compiler.pipeline"):
+    with override(debug=0, pass_stats=True), caplog.at_level(logging.WARNING, logger="onyxia.compiler.pipeline"):
         pipeline.compile(_graph())
     assert len(caplog.records) == 1
     lines = caplog.records[0].getMessage().splitlines()
@@ -123,7 +121,7 @@ def test_pass_stats_env_logs_one_table(
 
 
 def test_failed_compile_keeps_stats_and_still_logs_them(
-    registry: OperatorRegistry, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    registry: OperatorRegistry, caplog: pytest.LogCaptureFixture
 ) -> None:
     class Broken:
         name, stage = "Broken", Stage.OPTIMIZATION
@@ -131,9 +129,12 @@ def test_failed_compile_keeps_stats_and_still_logs_them(
         def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
             raise RuntimeError("boom")
 
-    monkeypatch.setenv("ONYXIA_PASS_STATS", "1")
     pipeline = CompilerPipeline(registry).add_pass(Broken())
-    with caplog.at_level(logging.WARNING, logger="onyxia.compiler.pipeline"), pytest.raises(PassError, match="Broken"):
+    with (
+        override(debug=0, pass_stats=True),
+        caplog.at_level(logging.WARNING, logger="onyxia.compiler.pipeline"),
+        pytest.raises(PassError, match="Broken"),
+    ):
         pipeline.compile(_graph())
     names = [s.name for s in pipeline.stats]
     assert names[:3] == ["SymbolicResolution", "ShapeInference", "ConstantFolding"] and "Broken" not in names
@@ -158,12 +159,10 @@ def test_format_stats_totals() -> None:
     ]
 
 
-def test_dump_ir_env_writes_one_text_file_per_run(
-    registry: OperatorRegistry, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("ONYXIA_DUMP_IR", str(tmp_path / "ir"))
+def test_dump_ir_setting_writes_one_text_file_per_run(registry: OperatorRegistry, tmp_path: Path) -> None:
     pipeline = CompilerPipeline(registry)
-    pipeline.compile(_graph())
+    with override(dump_ir=tmp_path / "ir"):
+        pipeline.compile(_graph())
     files = sorted(p.name for p in (tmp_path / "ir").iterdir())
     assert files == [f"{r.index:03d}-{r.name}.txt" for r in pipeline.runs]
     assert "Transpose" in (tmp_path / "ir" / files[0]).read_text()
@@ -171,9 +170,7 @@ def test_dump_ir_env_writes_one_text_file_per_run(
     assert last.startswith("graph ") and "Transpose" not in last
 
 
-def test_check_env_names_the_pass_that_broke_the_graph(
-    registry: OperatorRegistry, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_check_setting_names_the_pass_that_broke_the_graph(registry: OperatorRegistry) -> None:
     class Corrupting:
         name, stage = "Corrupting", Stage.FOLDING  # before fusion takes the Add away
 
@@ -182,7 +179,6 @@ def test_check_env_names_the_pass_that_broke_the_graph(
             node.inputs[0] = node.inputs[1]  # behind the graph's back: the use maps drift
             return False
 
-    monkeypatch.setenv("ONYXIA_CHECK", "1")
-    with pytest.raises(OnyxiaError, match="not tracked as a use") as info:
+    with override(check=True), pytest.raises(OnyxiaError, match="not tracked as a use") as info:
         CompilerPipeline(registry).add_pass(Corrupting()).compile(_graph())
     assert "ONYXIA_CHECK after pass Corrupting" in info.value.__notes__

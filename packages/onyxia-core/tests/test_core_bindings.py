@@ -1,4 +1,4 @@
-"""The binding limit (default, env, override) and `split_rows`: aligned, balanced, within the limit."""
+"""The binding limit (default, setting, override) and `split_rows`: aligned, balanced, within the limit."""
 
 from __future__ import annotations
 
@@ -6,19 +6,24 @@ import pytest
 
 from onyxia.core import BINDING_ALIGNMENT, MAX_BINDING_BYTES, Chunk, PlanningError, binding_limit, max_binding_bytes
 from onyxia.core.bindings import split_rows
+from onyxia.core.settings import Settings, SettingsError, override
 
 
-def test_limit_default_env_and_override(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ONYXIA_MAX_BINDING_BYTES", raising=False)
-    assert max_binding_bytes() == MAX_BINDING_BYTES == 128 << 20
-    monkeypatch.setenv("ONYXIA_MAX_BINDING_BYTES", "0x10000")
-    assert max_binding_bytes() == 65536
-    with binding_limit(4096):
-        assert max_binding_bytes() == 4096
-    assert max_binding_bytes() == 65536
-    monkeypatch.setenv("ONYXIA_MAX_BINDING_BYTES", "lots")
-    with pytest.raises(PlanningError, match=r"ONYXIA_MAX_BINDING_BYTES='lots': expected a byte count >= 256"):
-        max_binding_bytes()
+def test_limit_default_env_and_override() -> None:
+    with override(max_binding_bytes=None):
+        assert max_binding_bytes() == MAX_BINDING_BYTES == 128 << 20
+    from_env = Settings.from_environ({"ONYXIA_MAX_BINDING_BYTES": "0x10000"})
+    with override(max_binding_bytes=from_env.max_binding_bytes):
+        assert max_binding_bytes() == 65536
+        with binding_limit(4096):
+            assert max_binding_bytes() == 4096
+        assert max_binding_bytes() == 65536
+    with pytest.raises(SettingsError, match=r"ONYXIA_MAX_BINDING_BYTES='lots': expected an integer"):
+        Settings.from_environ({"ONYXIA_MAX_BINDING_BYTES": "lots"})
+    with pytest.raises(SettingsError, match=r"ONYXIA_MAX_BINDING_BYTES='100': .* must be >= 256"):
+        Settings.from_environ({"ONYXIA_MAX_BINDING_BYTES": "100"})
+    with pytest.raises(SettingsError, match=r"'max_binding_bytes' must be >= 256, got 100"), binding_limit(100):
+        pass
 
 
 def test_fitting_input_is_one_whole_chunk() -> None:

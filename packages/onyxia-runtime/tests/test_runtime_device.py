@@ -10,6 +10,7 @@ import pytest
 from runtime_plans import scale_plan
 
 from onyxia.core import CompiledShader, DeviceError, ShaderError
+from onyxia.core.settings import override
 from onyxia.runtime import Runtime
 
 
@@ -22,15 +23,17 @@ def test_uniform_fallback_does_not_request_immediates(uniform_runtime: Runtime) 
     assert "immediates" not in uniform_runtime.features
 
 
-def test_backend_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ONYXIA_BACKEND", "vulkan")
-    assert Runtime().adapter_info["backend_type"] == "Vulkan"
+def test_backend_from_settings() -> None:
+    with override(backend="vulkan"):  # what ONYXIA_BACKEND=vulkan sets
+        assert Runtime().adapter_info["backend_type"] == "Vulkan"
 
 
-def test_backend_without_adapter_lists_what_was_seen(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ONYXIA_BACKEND", "metal")
-    with pytest.raises(
-        DeviceError, match=r"ONYXIA_BACKEND='metal': no compute-capable Metal adapter; adapters seen: .*llvmpipe"
+def test_backend_without_adapter_lists_what_was_seen() -> None:
+    with (
+        override(backend="metal"),
+        pytest.raises(
+            DeviceError, match=r"ONYXIA_BACKEND='metal': no compute-capable Metal adapter; adapters seen: .*llvmpipe"
+        ),
     ):
         Runtime()
 

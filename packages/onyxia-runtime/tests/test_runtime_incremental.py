@@ -10,6 +10,7 @@ from runtime_plans import SCALE_WGSL, ElementwiseSpec, build_plan
 
 import onyxia.runtime.executor as executor_module
 from onyxia.core import CompiledModel, DataType, PlanCtx, SymbolicExpr, ceil_div
+from onyxia.core.settings import override
 from onyxia.core.symbolic import evaluate_dim
 from onyxia.runtime import PlanExecutor, Runtime
 from onyxia.runtime.incremental import compile_dims
@@ -208,7 +209,7 @@ def test_encode_skips_state_the_pass_already_holds() -> None:
     ]
 
 
-def test_native_encoder_matches_the_public_api(any_runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_native_encoder_matches_the_public_api(any_runtime: Runtime) -> None:
     native = any_runtime.load_model(_decode_like_plan(), dims={"p": 3})
     public = any_runtime.load_model(_decode_like_plan(), dims={"p": 3})
     assert native._encode is not encode, "wgpu-native's entry points were not found"
@@ -218,5 +219,5 @@ def test_native_encoder_matches_the_public_api(any_runtime: Runtime, monkeypatch
         a, b = native.run({"x": x}), public.run({"x": x})
         for name in a:
             np.testing.assert_array_equal(a[name], b[name])
-    monkeypatch.setenv("ONYXIA_NATIVE_ENCODE", "0")
-    assert native_encoder(any_runtime.ctx.device) is None
+    with override(native_encode=False):  # what ONYXIA_NATIVE_ENCODE=0 sets
+        assert native_encoder(any_runtime.ctx.device) is None

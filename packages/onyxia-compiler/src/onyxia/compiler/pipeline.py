@@ -5,16 +5,16 @@ that never settles is an error naming it). Failures are re-raised naming the pas
 that ran before it. Every pass run is recorded as a `PassRun` (`pipeline.runs`, summed per pass in
 `pipeline.stats`) and handed with the graph to the observers (`observe`): that is how
 ``onyxia compile --dump-dir`` writes ONNX after each pass while this package never imports onnx.
-``ONYXIA_CHECK=1`` runs `graph.check()` after every pass, ``ONYXIA_DUMP_IR=dir`` writes the graph
-text after each one (a built-in observer), ``ONYXIA_DEBUG>=1`` logs each run as it ends (DEBUG level
-otherwise) and ``ONYXIA_PASS_STATS=1`` logs the `PassStats` table at the end of each compile.
+The settings (`onyxia.core.settings`, from ``ONYXIA_*`` or code) switch on more: `check` runs
+`graph.check()` after every pass, `dump_ir` writes the graph text after each one (a built-in
+observer), `debug >= 1` logs each run as it ends (DEBUG level otherwise) and `pass_stats` logs the
+`PassStats` table at the end of each compile.
 Compiling needs no GPU.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -22,6 +22,7 @@ from pathlib import Path
 from onyxia.compiler.passes import ConstantFoldingPass, PlanningPass, ShapeInferencePass, SymbolicResolutionPass
 from onyxia.compiler.stats import PassRun, PassStats, aggregate, format_stats
 from onyxia.core import CompiledModel, IrGraph, OnyxiaError, OperatorRegistry, Pass, Stage
+from onyxia.core.settings import Settings, settings
 
 __all__ = ["CompilerPipeline", "Observer", "PassError", "compile"]
 
@@ -80,7 +81,8 @@ class CompilerPipeline:
         dims = dict(dims or {})
         work = graph.copy()
         self.runs = []
-        observers = [*self._observers, *_env_observers()]
+        config = settings()
+        observers = [*self._observers, *_settings_observers(config)]
         planner = PlanningPass(dims)
         stages = self.passes(dims)
         try:
@@ -88,7 +90,7 @@ class CompilerPipeline:
                 self._run_stage(stage, [p for p in stages if p.stage == stage], work, observers)
             self._run_pass(planner, work, observers)  # once, after the PLANNING passes (view aliasing) settle
         finally:
-            if os.environ.get("ONYXIA_PASS_STATS") == "1":
+            if config.pass_stats:
                 log.warning("pass statistics:\n%s", format_stats(self.stats))
         assert planner.compiled is not None
         return planner.compiled
@@ -126,11 +128,12 @@ class CompilerPipeline:
             nodes_after=len(graph),
         )
         self.runs.append(run)
-        level = logging.WARNING if int(os.environ.get("ONYXIA_DEBUG", "0") or 0) >= 1 else logging.DEBUG
+        config = settings()
+        level = logging.WARNING if config.debug >= 1 else logging.DEBUG
         log.log(
             level, "pass %03d %-24s changed=%-5s nodes=%-5d %.1f ms", run.index, p.name, changed, len(graph), run.ms
         )
-        if os.environ.get("ONYXIA_CHECK") == "1":
+        if config.check:
             try:
                 graph.check()
             except OnyxiaError as e:
@@ -149,13 +152,12 @@ def _rewrites(p: Pass, changed: bool) -> int:
     return reported if isinstance(reported, int) and reported > 0 else 1
 
 
-def _env_observers() -> list[Observer]:
-    dump = os.environ.get("ONYXIA_DUMP_IR")
-    return [_text_dumper(Path(dump))] if dump else []
+def _settings_observers(config: Settings) -> list[Observer]:
+    return [_text_dumper(config.dump_ir)] if config.dump_ir is not None else []
 
 
 def _text_dumper(directory: Path) -> Observer:
-    """``ONYXIA_DUMP_IR``: the printed graph after each pass, as ``NNN-<pass>.txt``."""
+    """The `dump_ir` setting (``ONYXIA_DUMP_IR``): the printed graph after each pass, as ``NNN-<pass>.txt``."""
 
     def dump(run: PassRun, graph: IrGraph) -> None:
         directory.mkdir(parents=True, exist_ok=True)

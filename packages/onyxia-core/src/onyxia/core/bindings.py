@@ -6,21 +6,21 @@ lavapipe) far below the buffer size an adapter allows, and a real LLM's weights 
 work into one dispatch per range of rows (`PlanCtx.chunks`), each binding only its range. Ranges
 start at multiples of `BINDING_ALIGNMENT`, the portable ``min-storage-buffer-offset-alignment``.
 
-The limit is `MAX_BINDING_BYTES` unless ``ONYXIA_MAX_BINDING_BYTES`` or `binding_limit()` lowers
-it, which is how tests exercise the split with small tensors.
+The limit is `MAX_BINDING_BYTES` unless the `max_binding_bytes` setting (``ONYXIA_MAX_BINDING_BYTES``,
+`override`, or `binding_limit()` for a block) lowers it, which is how tests exercise the split with
+small tensors.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 from onyxia.core.errors import PlanningError
 from onyxia.core.plan import BufferRef
+from onyxia.core.settings import BINDING_ALIGNMENT, override, settings
 from onyxia.core.symbolic import SymbolicDim
 
 __all__ = [
@@ -34,38 +34,21 @@ __all__ = [
 ]
 
 MAX_BINDING_BYTES = 128 << 20  # WebGPU's default maxStorageBufferBindingSize, and lavapipe's
-BINDING_ALIGNMENT = 256  # the largest min-storage-buffer-offset-alignment WebGPU allows (lavapipe: 32)
-_ENV = "ONYXIA_MAX_BINDING_BYTES"
-_OVERRIDE: ContextVar[int | None] = ContextVar("onyxia_max_binding_bytes", default=None)
+# BINDING_ALIGNMENT (256) is the largest min-storage-buffer-offset-alignment WebGPU allows (lavapipe: 32);
+# it lives in onyxia.core.settings, which checks that no limit is set below it.
 
 
 def max_binding_bytes() -> int:
-    """The limit in force: `binding_limit()`'s, else ``ONYXIA_MAX_BINDING_BYTES``, else the default."""
-    override = _OVERRIDE.get()
-    if override is not None:
-        return override
-    text = os.environ.get(_ENV, "").strip()
-    if not text:
-        return MAX_BINDING_BYTES
-    try:
-        value = int(text, 0)
-    except ValueError:
-        value = 0
-    if value < BINDING_ALIGNMENT:
-        raise PlanningError(f"{_ENV}={text!r}: expected a byte count >= {BINDING_ALIGNMENT}")
-    return value
+    """The limit in force: the `max_binding_bytes` setting, else the WebGPU default."""
+    limit = settings().max_binding_bytes
+    return MAX_BINDING_BYTES if limit is None else limit
 
 
 @contextmanager
 def binding_limit(nbytes: int) -> Iterator[None]:
     """Plan with a binding limit of `nbytes` inside the block (tests use 64 KiB to split small tensors)."""
-    if nbytes < BINDING_ALIGNMENT:
-        raise ValueError(f"binding limit {nbytes} is below the {BINDING_ALIGNMENT}-byte offset alignment")
-    token = _OVERRIDE.set(nbytes)
-    try:
+    with override(max_binding_bytes=nbytes):
         yield
-    finally:
-        _OVERRIDE.reset(token)
 
 
 @dataclass(frozen=True)

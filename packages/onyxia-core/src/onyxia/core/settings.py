@@ -103,7 +103,10 @@ def _parse(f: dataclasses.Field[Any], text: str) -> Any:
                 raise ValueError("expected 0 or 1")
             value: Any = text == "1"
         elif kind in ("int", "int | None"):
-            value = int(text, 0)
+            try:
+                value = int(text, 0)
+            except ValueError:
+                raise ValueError("expected an integer (decimal, or 0x... for hex)") from None
         elif kind == "Path | None":
             value = Path(text)
         else:

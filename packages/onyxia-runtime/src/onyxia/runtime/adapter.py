@@ -1,7 +1,7 @@
 """`Runtime`: choosing a WebGPU adapter and opening one device for every model loaded on it.
 
-``ONYXIA_BACKEND`` (vulkan, metal, dx12, gl) restricts the choice to one backend, which is how a
-machine with both a Vulkan and a GL view of the same GPU is pinned. The device asks only for
+The `backend` setting (``ONYXIA_BACKEND``: vulkan, metal, dx12, gl) restricts the choice to one
+backend, which is how a machine with both a Vulkan and a GL view of the same GPU is pinned. The device asks only for
 features Onyxia uses (``immediates``, ``shader-f16``) and for the adapter's full buffer limits, since
 WebGPU's defaults (128 MiB buffers) would cap model size far below what the hardware allows.
 """
@@ -9,13 +9,13 @@ WebGPU's defaults (128 MiB buffers) would cap model size far below what the hard
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 
 import wgpu
 
 from onyxia.core.errors import DeviceError
 from onyxia.core.plan import CompiledModel
+from onyxia.core.settings import settings
 from onyxia.runtime.device import WGPU_ERRORS, DeviceContext, wgpu_boundary
 from onyxia.runtime.executor import PlanExecutor
 from onyxia.runtime.profiling import TIMESTAMP_FEATURE
@@ -84,7 +84,7 @@ class Runtime:
     def __init__(
         self, *, backend: str | None = None, use_immediates: bool | None = None, profiling: bool = False
     ) -> None:
-        backend = backend if backend is not None else (os.environ.get("ONYXIA_BACKEND") or None)
+        backend = backend if backend is not None else settings().backend
         self.adapter = select_adapter(backend)
         self.adapter_info: dict[str, object] = dict(self.adapter.info)
         has_immediates = "immediates" in self.adapter.features

@@ -11,16 +11,17 @@ still goes through wgpu-py (inside `run()`'s `wgpu_boundary`). The wrappers in t
 keep the pipelines and bind groups alive; only their `_internal` handles are passed. Those handles
 and `wgpu.backends.wgpu_native._api` are wgpu-py internals (as of 0.32), so `native_encoder` returns
 None, and the executor uses `program.encode`, when they are missing, when the device is another
-backend's, or when ``ONYXIA_NATIVE_ENCODE=0`` asks for the plain API (to rule this path out).
+backend's, or when the `native_encode` setting (``ONYXIA_NATIVE_ENCODE=0``) asks for the plain API
+(to rule this path out).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import wgpu
 
+from onyxia.core.settings import settings
 from onyxia.runtime.program import Program
 
 __all__ = ["Encoder", "native_encoder"]
@@ -30,7 +31,7 @@ Encoder = Callable[[wgpu.GPUCommandEncoder, Program], None]
 
 def native_encoder(device: wgpu.GPUDevice) -> Encoder | None:
     """An `encode` replacement for `device`, or None where only the public API is usable."""
-    if os.environ.get("ONYXIA_NATIVE_ENCODE", "1") == "0":
+    if not settings().native_encode:
         return None
     try:
         from wgpu.backends.wgpu_native import _api

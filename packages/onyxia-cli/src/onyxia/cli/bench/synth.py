@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from onyxia.cli.bench.hf_files import write_hf_files
 from onyxia.cli.bench.quantize import quantize_q4_symmetric
 from onyxia.cli.bench.tensor_writer import ExternalDataWriter
 from onyxia.cli.bench.weights import iter_weight_chunks, weight_array
+from onyxia.core.settings import settings
 
 __all__ = ["MANIFEST", "MODEL_FILES", "SYNTH_VERSION", "SynthesizedModel", "default_cache_dir", "synthesize"]
 
@@ -62,8 +62,8 @@ class SynthesizedModel:
 
 
 def default_cache_dir(config: GemmaConfig) -> Path:
-    """`$ONYXIA_CACHE_DIR` or `~/.cache/onyxia`, then `bench/<name>-synthetic`."""
-    root = Path(os.environ.get("ONYXIA_CACHE_DIR") or Path.home() / ".cache" / "onyxia")
+    """The `cache_dir` setting (``ONYXIA_CACHE_DIR``) or `~/.cache/onyxia`, then `bench/<name>-synthetic`."""
+    root = settings().cache_dir or Path.home() / ".cache" / "onyxia"
     return root / "bench" / f"{config.name}-synthetic"
 
 

@@ -3,14 +3,14 @@
 The result is a pure-data `CompiledModel` (no GPU needed to build it), kept on the pass as
 `compiled` for the pipeline to return. Intermediates whose lifetimes never overlap are put in
 shared buffer groups (`onyxia.compiler.storage`), after `ComputePassBatchingPass` has ordered the
-operations so that lifetimes are those of the final order. ``ONYXIA_SHARE_BUFFERS=0`` and
-``ONYXIA_BATCH_PASSES=0`` turn either off, to measure it or to rule it out when a result looks wrong.
+operations so that lifetimes are those of the final order. The settings `share_buffers` and
+`batch_passes` (``ONYXIA_SHARE_BUFFERS=0``, ``ONYXIA_BATCH_PASSES=0``) turn either off, to measure it
+or to rule it out when a result looks wrong.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 
 from onyxia.compiler.passes.compute_pass_batching import ComputePassBatchingPass
 from onyxia.compiler.storage import share_buffers
@@ -24,6 +24,7 @@ from onyxia.core import (
     PlanningError,
     Stage,
 )
+from onyxia.core.settings import settings
 
 __all__ = ["PlanningPass"]
 
@@ -60,9 +61,10 @@ class PlanningPass:
             builder.operations.append(ctx.op)
         metadata = {"graph": graph.name, **graph.metadata}
         self.compiled = builder.finish(self.dims, metadata)
-        if os.environ.get("ONYXIA_BATCH_PASSES", "1") != "0":
+        config = settings()
+        if config.batch_passes:
             ComputePassBatchingPass().run(self.compiled)
-        if os.environ.get("ONYXIA_SHARE_BUFFERS", "1") != "0":
+        if config.share_buffers:
             self.compiled.buffer_groups = share_buffers(self.compiled)
         log.info(
             "%s: %d ops planned, %d folded nodes skipped, %d dispatches, %d shaders",
