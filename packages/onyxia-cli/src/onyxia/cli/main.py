@@ -1,7 +1,10 @@
 """The `onyxia` console script: argument parsing, logging, and the one place errors are printed.
 
 Every `OnyxiaError` ends here as one red ``error:`` line on stderr with no traceback: exit
-status 2 for bad user input (`InputError`), 1 for anything else about the model.
+status 2 for bad user input (`InputError`), 1 for anything else about the model. The global flags
+``--debug``, ``--check`` and ``--backend`` set the settings of the same names (`onyxia.core.settings`,
+which ``ONYXIA_DEBUG``, ``ONYXIA_CHECK`` and ``ONYXIA_BACKEND`` set otherwise) for the command they
+run, as an `override`, so an embedded `main()` leaves the process's settings as they were.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.logging import RichHandler
@@ -18,6 +21,7 @@ from rich.markup import escape
 
 from onyxia.cli.commands import COMMANDS
 from onyxia.core import InputError, OnyxiaError
+from onyxia.core.settings import override
 
 __all__ = ["build_parser", "main"]
 
@@ -29,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="onyxia", description="Compile ONNX models to WebGPU compute shaders and run them."
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log passes (-v) or nodes (-vv)")
+    parser.add_argument(
+        "--debug", type=int, default=None, metavar="LEVEL", help="1: log every pass run; 2: also declined rewrites"
+    )
+    parser.add_argument("--check", action="store_true", default=None, help="check the graph after every pass")
+    parser.add_argument("--backend", default=None, help="wgpu backend to use (vulkan, metal, dx12, gl)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
@@ -42,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = _console(sys.stderr)
     _configure_logging(args.verbose, errors)
     try:
-        status: int = args.handler(args, console)
+        with override(**_settings_from_flags(args)):
+            status: int = args.handler(args, console)
         return status
     except InputError as e:
         _print_error(errors, e)
@@ -53,6 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         errors.print("[red]interrupted[/]")
         return 130
+
+
+def _settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the global flags give; a flag left out keeps the environment's value."""
+    flags = {"debug": args.debug, "check": args.check, "backend": args.backend}
+    return {name: value for name, value in flags.items() if value is not None}
 
 
 def _print_error(console: Console, error: OnyxiaError) -> None:

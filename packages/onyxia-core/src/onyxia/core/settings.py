@@ -3,8 +3,9 @@
 Each field names its variable, its type, its default and its meaning (the README's table is checked
 against `SETTINGS_DOC`). The environment is parsed the first time `settings()` is called; code
 changes a value for a block with `override(check=True)` (a context variable, so threads and tests do
-not leak into each other) or for the rest of the process with `configure(debug=1)`, which is what
-the CLI's flags do. No other module reads ``os.environ`` for an ``ONYXIA_*`` name (`nox -s lint`
+not leak into each other) or for the rest of the process with `configure(debug=1)`. The CLI's
+global flags (``--debug``, ``--check``, ``--backend``) are an `override` around the command they run,
+so an embedded `main()` leaves the process's settings alone. No other module reads ``os.environ`` for an ``ONYXIA_*`` name (`nox -s lint`
 checks it).
 """
 
