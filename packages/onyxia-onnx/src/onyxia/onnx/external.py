@@ -19,7 +19,7 @@ import onnx
 from onyxia.core.dtypes import DataType
 from onyxia.core.values import TensorValue
 from onyxia.onnx.errors import OnnxError
-from onyxia.onnx.tensors import PACKED_4BIT, storage_count, storage_dtype
+from onyxia.onnx.storage import PACKED_4BIT, storage_count, storage_dtype
 
 __all__ = ["ExternalDataStore"]
 

@@ -1,15 +1,13 @@
 """`TensorProto` <-> `TensorValue`: inline data here, external data delegated to `ExternalDataStore`.
 
-Every tensor is kept in its ONNX *storage* form so nothing is reinterpreted on load: 4-bit types
-stay packed bytes (flat uint8, low nibble first), bfloat16 stays uint16 bit patterns and float8
-stays uint8, because numpy has no such dtypes and the GPU side unpacks them anyway. Sizes are
+Every tensor is kept in its ONNX *storage* form (`onyxia.onnx.storage`, shared with the external
+data reader) so nothing is reinterpreted on load: 4-bit types stay packed bytes (flat uint8, low
+nibble first), bfloat16 stays uint16 bit patterns and float8 stays uint8. Sizes are
 checked against the dims up front, so a short tensor fails at load time naming the tensor rather
 than deep inside an operator.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,14 +17,10 @@ from onyxia.core.dtypes import DataType
 from onyxia.core.errors import OnyxiaError
 from onyxia.core.values import TensorValue
 from onyxia.onnx.errors import OnnxError
+from onyxia.onnx.external import ExternalDataStore
+from onyxia.onnx.storage import BYTE_FLOATS, PACKED_4BIT, storage_count, storage_dtype
 
-if TYPE_CHECKING:
-    from onyxia.onnx.external import ExternalDataStore
-
-__all__ = ["PACKED_4BIT", "read_tensor", "storage_count", "storage_dtype", "tensor_proto", "to_datatype"]
-
-PACKED_4BIT = frozenset({DataType.UINT4, DataType.INT4, DataType.FLOAT4E2M1})
-_BYTE_FLOATS = frozenset({DataType.FLOAT8E4M3FN, DataType.FLOAT8E4M3FNUZ, DataType.FLOAT8E5M2, DataType.FLOAT8E5M2FNUZ})
+__all__ = ["read_tensor", "tensor_proto", "to_datatype"]
 
 
 def to_datatype(code: int, where: str) -> DataType:
@@ -40,21 +34,6 @@ def to_datatype(code: int, where: str) -> DataType:
             f"{where}: unknown dtype code {code}; expected an ONNX TensorProto.DataType code from 1 to {max(DataType)}"
         )
     return dtype
-
-
-def storage_dtype(dtype: DataType) -> np.dtype:
-    """Little-endian numpy dtype of one stored element, as ONNX lays it out in raw_data."""
-    if dtype in PACKED_4BIT or dtype in _BYTE_FLOATS:
-        return np.dtype("<u1")
-    if dtype is DataType.BFLOAT16:
-        return np.dtype("<u2")
-    return dtype.numpy.newbyteorder("<")
-
-
-def storage_count(dtype: DataType, dims: tuple[int, ...]) -> int:
-    """Stored elements for `dims`: two 4-bit values share a byte."""
-    numel = int(np.prod(dims, dtype=np.int64))
-    return (numel + 1) // 2 if dtype in PACKED_4BIT else numel
 
 
 def read_tensor(proto: onnx.TensorProto, where: str, store: ExternalDataStore) -> TensorValue:
@@ -98,7 +77,7 @@ def _from_fields(proto: onnx.TensorProto, dtype: DataType, dims: tuple[int, ...]
         raise OnnxError(
             f"{where}: {field} holds {len(values)} values, but shape {list(dims)} of {dtype.name} needs {expected}"
         )
-    if dtype in PACKED_4BIT or dtype in _BYTE_FLOATS or dtype is DataType.BFLOAT16:
+    if dtype in PACKED_4BIT or dtype in BYTE_FLOATS or dtype is DataType.BFLOAT16:
         # int32_data carries one stored element (a packed byte or a 16-bit pattern) per entry
         bits = np.asarray(values, dtype=np.int32).view(np.uint32).astype(storage_dtype(dtype))
         return _shaped(bits, dtype, dims)
