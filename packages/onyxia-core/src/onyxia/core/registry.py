@@ -6,22 +6,38 @@ op is only worth registering with the pass that produces it); `CompilerPipeline`
 Packages that publish operators expose a function under the ``onyxia.operators`` entry-point
 group; `discover()` calls each with the registry, so a custom-op package works after a plain
 ``pip install``.
+
+The `Pass` protocol and its `Stage` are defined here too (`onyxia.core.passes` re-exports them): a
+pass's `run` takes the registry and the registry holds the default passes, so one module holds
+both and neither imports the other.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from onyxia.core.errors import OnyxiaError
 from onyxia.core.operator import Operator
-from onyxia.core.passes import Pass
 from onyxia.core.wgsl import ShaderLibrary
 
-__all__ = ["ENTRY_POINT_GROUP", "FamilyKey", "FamilyTable", "OperatorRegistry", "VersionedKey", "merge_families"]
+if TYPE_CHECKING:
+    from onyxia.core.ir_graph import IrGraph
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "FamilyKey",
+    "FamilyTable",
+    "OperatorRegistry",
+    "Pass",
+    "Stage",
+    "VersionedKey",
+    "merge_families",
+]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +48,32 @@ FamilyKey: TypeAlias = str | VersionedKey
 # Mapping is invariant in its key, so a table typed `dict[str, BinaryElementwiseOp]` is no
 # `Mapping[FamilyKey, Operator]`: accept each key type a family table is written with.
 FamilyTable: TypeAlias = Mapping[str, Operator] | Mapping[VersionedKey, Operator] | Mapping[FamilyKey, Operator]
+
+
+class Stage(enum.IntEnum):
+    """Pipeline stages, in the order they run."""
+
+    RESOLUTION = 0  # bind the dims the caller fixed
+    INFERENCE = 1  # shapes and dtypes of every tensor (folding as it goes)
+    FOLDING = 2  # compile-time values
+    OPTIMIZATION = 3  # rewrites
+    PLANNING = 4  # GPU steps
+
+
+@runtime_checkable
+class Pass(Protocol):
+    """A standalone object that edits a graph in place and says if it changed it.
+
+    A pass that can count its work may also set ``last_rewrites: int`` in each `run` (how many
+    rewrites that run applied); the pipeline's `PassStats` counts 1 per changed run otherwise. It is
+    not a protocol member, so passes without it still satisfy `Pass`."""
+
+    name: str
+    stage: Stage
+
+    def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
+        """Edit `graph` in place; return True when anything changed."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,7 @@ def _validate(f: dataclasses.Field[Any], value: Any) -> None:
     kind = str(f.type)
     if value is None and "None" in kind:
         return
-    expected = {"bool": bool, "int": int, "int | None": int, "Path | None": Path, "str | None": str}[kind]
+    expected: type[Any] = {"bool": bool, "int": int, "int | None": int, "Path | None": Path, "str | None": str}[kind]
     if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
         raise SettingsError(f"setting '{f.name}' must be {kind}, got {value!r}")
     if f.name == "debug" and value < 0:
