@@ -62,6 +62,8 @@ class GraphEditor(GraphStore):
             if t is not None and self._producer.get(t) == node.id:
                 del self._producer[t]
         del self._nodes[node.id]
+        self._node_names.discard(node.name)
+        self._positions = None
 
     def replace_node(
         self,
@@ -88,7 +90,26 @@ class GraphEditor(GraphStore):
         self._node_names.discard(old.name)
         new = self.add_node(op_type, inputs, out, attributes, domain=domain, name=old.name, before=old)
         del self._nodes[old.id]
+        self._positions = None
         return new
+
+    def adopt_output(self, node: IrNode, index: int, tensor: TensorRef) -> None:
+        """`node` produces `tensor` (which has no producer now) at output `index`; the unused tensor
+        it produced there is removed. A replacement keeps the ids and names of what it replaces."""
+        tid = self._tid(tensor)
+        if tid in self._producer:
+            raise GraphError(f"tensor '{self._tensors[tid].name}' already has a producer")
+        old = node.outputs[index]
+        node.outputs[index] = tid
+        self._producer[tid] = node.id
+        if old is not None:
+            del self._producer[old]
+            self.remove_tensor(old)
+
+    def rename_node(self, node: IrNode, name: str) -> None:
+        """Give `node` `name` (made unique among node names)."""
+        self._node_names.discard(node.name)
+        node.name = self._unique(name, self._node_names)
 
     def remove_tensor(self, tensor: TensorRef | None) -> None:
         tid = self._require(tensor, "remove_tensor()")

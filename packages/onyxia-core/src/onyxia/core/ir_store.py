@@ -43,6 +43,7 @@ class GraphStore:
         self._ids = itertools.count()
         self._names: set[str] = set()  # tensor names
         self._node_names: set[str] = set()  # nodes have their own namespace, as in ONNX
+        self._positions: dict[int, int] | None = None  # node id -> index in graph order, rebuilt after edits
 
     # ----- construction ------------------------------------------------------------------
     def add_tensor(
@@ -94,6 +95,7 @@ class GraphStore:
             self._nodes[node.id] = node
         else:
             self._insert_before(before.id, node)
+        self._positions = None
         self._link(node)
         return node
 
@@ -138,6 +140,13 @@ class GraphStore:
 
     def nodes_of(self, op_type: str, domain: str = "") -> list[IrNode]:
         return [n for n in self._nodes.values() if n.op_type == op_type and n.domain == domain]
+
+    def node_position(self, node: IrNode) -> int:
+        """`node`'s index in graph order; cached until the next edit, so a pass comparing many nodes
+        between edits pays for one walk."""
+        if self._positions is None:
+            self._positions = {nid: i for i, nid in enumerate(self._nodes)}
+        return self._positions[node.id]
 
     def tensor_producer(self, tensor: TensorRef | None) -> IrNode | None:
         """The node that writes `tensor`; None for a graph input, an initializer or an empty slot."""

@@ -1,0 +1,207 @@
+"""`Rewriter`: what a rule's replacement is built with, and the one place a replacement is applied.
+
+`r.op("MatMulTransB", m.x, m.w, domain=ONYXIA)` records a node and returns placeholders for its
+outputs; nothing touches the graph until the rule returns, so a replacement that returns None (or a
+check that fails later) leaves the graph exactly as it was. `commit` then, for every rule alike:
+
+1. decides which matched nodes die (all their outputs replaced or read only by dying nodes);
+2. inserts the new nodes where every input is ready and before the first surviving use of a result;
+3. removes the dying nodes and hands their replaced output tensors to the new nodes, so tensor ids,
+   names, shapes and graph outputs stay as they were (or moves uses to an existing value);
+4. infers the shapes of the new nodes' other outputs through their operators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from onyxia.core.context import InferenceCtx
+from onyxia.core.dtypes import DataType
+from onyxia.core.ir_graph import IrGraph
+from onyxia.core.ir_records import IrNode, TensorRef
+from onyxia.core.registry import OperatorRegistry
+from onyxia.core.rewrite.match import Decline, Match
+from onyxia.core.shapes import Absent
+
+__all__ = ["NewValue", "Rewriter"]
+
+
+@dataclass(frozen=True)
+class NewValue:
+    """Output `output` of the `spec`-th node a `Rewriter` recorded."""
+
+    spec: int
+    output: int
+
+
+@dataclass(frozen=True)
+class _NodeSpec:
+    op_type: str
+    domain: str
+    inputs: tuple[TensorRef | NewValue | None, ...]
+    attributes: dict[str, Any]
+    outputs: int
+    name: str | None
+
+
+class Rewriter:
+    def __init__(self, graph: IrGraph, match: Match) -> None:
+        self.graph = graph
+        self.match = match
+        self._specs: list[_NodeSpec] = []
+
+    def op(
+        self,
+        op_type: str,
+        *inputs: TensorRef | NewValue | None,
+        domain: str = "",
+        outputs: int = 1,
+        name: str | None = None,
+        **attributes: Any,
+    ) -> NewValue:
+        """Record a node; returns its first output (`outputs_of` gives the rest)."""
+        self._specs.append(_NodeSpec(op_type, domain, inputs, attributes, outputs, name))
+        return NewValue(len(self._specs) - 1, 0)
+
+    def outputs_of(self, value: NewValue) -> tuple[NewValue, ...]:
+        return tuple(NewValue(value.spec, k) for k in range(self._specs[value.spec].outputs))
+
+    # ----- applying -------------------------------------------------------------------------
+    def commit(self, replacement: Mapping[int, TensorRef | NewValue], registry: OperatorRegistry) -> list[IrNode] | Decline:
+        """Apply the recorded nodes with `replacement` ({old tensor id: new value}); returns the new nodes."""
+        graph = self.graph
+        for old, new in replacement.items():
+            if not isinstance(new, NewValue) and _seen_outside(graph, old):
+                return Decline(f"'{graph.tensor(old).name}' is a graph output or shared; it cannot become another value")
+        dying = _dying(graph, self.match.nodes, replacement)
+        if any(t in replacement for n in self.match.nodes if n.id not in dying for t in n.outputs):
+            return Decline("a matched node must stay for another output, but one of its outputs is replaced")
+        anchor = self._anchor(replacement, dying)
+        if isinstance(anchor, Decline):
+            return anchor
+        created: list[IrNode] = []
+        for spec in self._specs:
+            created.append(self._add(spec, anchor, created))
+        for node in [n for n in self.match.nodes if n.id in dying]:
+            graph.remove_node(node, safe=False)
+        adopted = self._hand_over(replacement, created)
+        for node in self.match.nodes:
+            if node.id in dying:
+                for t in node.outputs:
+                    if t is not None and t not in adopted and not graph.tensor_consumers(t) and t not in graph.outputs:
+                        graph.remove_tensor(t)
+        self._name(created, replacement)
+        for node in created:
+            _infer(graph, registry, node)
+        return created
+
+    def _add(self, spec: _NodeSpec, anchor: IrNode | None, created: list[IrNode]) -> IrNode:
+        graph, created_outputs = self.graph, []
+        for k in range(spec.outputs):
+            created_outputs.append(graph.add_tensor(f"{self.match.node.name}/{spec.op_type}_{k}", DataType.UNDEFINED, Absent()))
+        if spec.domain:
+            graph.opset_imports.setdefault(spec.domain, 1)
+        node = graph.add_node(
+            spec.op_type,
+            [_resolve(t, created) for t in spec.inputs],
+            created_outputs,
+            spec.attributes,
+            domain=spec.domain,
+            name=f"{self.match.node.name}/{spec.op_type}",
+            before=anchor,
+        )
+        return node
+
+    def _name(self, created: list[IrNode], replacement: Mapping[int, TensorRef | NewValue]) -> None:
+        """Now that the matched nodes are gone: the names the rule asked for, and the anchor's name for
+        the node that computes the anchor's first output (errors and dumps keep pointing at the model)."""
+        root = self.match.node
+        main = replacement.get(root.outputs[0]) if root.outputs and root.outputs[0] is not None else None
+        for index, (spec, node) in enumerate(zip(self._specs, created, strict=True)):
+            if spec.name is not None:
+                self.graph.rename_node(node, spec.name)
+            elif isinstance(main, NewValue) and main.spec == index:
+                self.graph.rename_node(node, root.name)
+
+    def _hand_over(self, replacement: Mapping[int, TensorRef | NewValue], created: list[IrNode]) -> set[int]:
+        """Old tensors keep their ids: the new producer adopts them (or uses move to an existing value)."""
+        graph, adopted = self.graph, set()
+        first_owner: dict[NewValue, int] = {}
+        for old, new in replacement.items():
+            if not isinstance(new, NewValue):
+                graph.replace_all_uses(old, graph.tensor(new).id)
+                if graph.tensor_producer(old) is None:
+                    graph.remove_tensor(old)
+                continue
+            if new in first_owner:
+                graph.replace_all_uses(old, first_owner[new], outputs=True)
+                graph.remove_tensor(old)
+                continue
+            graph.adopt_output(created[new.spec], new.output, old)
+            first_owner[new] = old
+            adopted.add(old)
+        return adopted
+
+    def _anchor(self, replacement: Mapping[int, TensorRef | NewValue], dying: set[int]) -> IrNode | Decline | None:
+        """The node to insert before: the anchor, unless a replaced tensor comes from an earlier
+        matched node (a group, a kept sum), then the earliest place every input is ready."""
+        graph, root = self.graph, self.match.node
+        early = [graph.tensor_producer(old) for old in replacement]
+        if all(p is None or p.id == root.id for p in early):
+            return root
+        pos = graph.node_position
+        earliest = min(pos(n) for n in self.match.nodes if n.id in dying)
+        inputs = {t for s in self._specs for t in s.inputs if t is not None and not isinstance(t, NewValue)}
+        producers = [graph.tensor_producer(t) for t in inputs]
+        ready = max((pos(p) for p in producers if p is not None and p.id not in dying), default=-1)
+        uses = [c for old in replacement for c, _ in graph.tensor_consumers(old) if c.id not in dying]
+        first_use = min((pos(c) for c in uses), default=len(graph))
+        place = max(earliest, ready + 1)
+        if place > first_use:
+            return Decline("an input of the replacement is computed after a use of its result")
+        after = [n for n in graph.nodes[place:] if n.id not in dying]
+        return after[0] if after else None
+
+
+def _resolve(value: TensorRef | NewValue | None, created: list[IrNode]) -> TensorRef | None:
+    if isinstance(value, NewValue):
+        return created[value.spec].outputs[value.output]
+    return value
+
+
+def _seen_outside(graph: IrGraph, t: int) -> bool:
+    return graph.is_graph_output(t) or t in graph.aliases or t in graph.aliases.values()
+
+
+def _dying(graph: IrGraph, nodes: Sequence[IrNode], replacement: Mapping[int, object]) -> set[int]:
+    """Matched nodes whose every output is replaced, or read only by other dying nodes."""
+    dying = {n.id for n in nodes}
+    changed = True
+    while changed:
+        changed = False
+        for node in nodes:
+            if node.id in dying and not all(
+                t is None or t in replacement or _dead_with(graph, t, dying) for t in node.outputs
+            ):
+                dying.discard(node.id)
+                changed = True
+    return dying
+
+
+def _dead_with(graph: IrGraph, t: int, dying: set[int]) -> bool:
+    return not _seen_outside(graph, t) and all(c.id in dying for c, _ in graph.tensor_consumers(t))
+
+
+def _infer(graph: IrGraph, registry: OperatorRegistry, node: IrNode) -> None:
+    """Shapes for outputs the node did not adopt; an op without a registered kernel is an error."""
+    fresh = [t for t in node.outputs if t is not None and isinstance(graph.tensor(t).shape, Absent)]
+    if not fresh:
+        return
+    operator = registry.get(node.domain, node.op_type, node.opset)
+    if operator is None:
+        raise InferenceCtx(graph, node).error("a rewrite produced an op no registered operator implements")
+    for t, (dtype, shape) in zip(node.outputs, operator.infer_output_shapes(InferenceCtx(graph, node))):
+        if t is not None and t in fresh:
+            graph.tensor(t).dtype, graph.tensor(t).shape = dtype, shape
