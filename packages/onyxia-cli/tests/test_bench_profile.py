@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from llm_cases import DATA
 
-from onyxia.cli.bench.onyxia_runner import OnyxiaRunner, ProfilingExecutor, summarize_profiles
+from onyxia.cli.bench.onyxia_runner import OnyxiaRunner, summarize_profiles
 from onyxia.runtime.profiling import DispatchTime, RunProfile
 
 
@@ -17,18 +17,19 @@ def runner() -> OnyxiaRunner:
 
 
 def test_profile_covers_every_dispatch_of_a_decode_step(runner: OnyxiaRunner) -> None:
-    session, executor = runner.session, runner.session.executor
+    session = runner.loaded
+    executor = session.executor
     plain = [runner.first_token([2, 10, 11, 12]), *runner.decode(runner._last, 1)]
     encoded = executor.stats.dispatches_encoded
-    wrapper = ProfilingExecutor(executor)
+    profiles: list[RunProfile] = []
     session.reset()
-    session.executor = wrapper
+    session.profiles = profiles
     try:
         profiled = [runner.first_token([2, 10, 11, 12]), *runner.decode(runner._last, 1)]
     finally:
-        session.executor = executor
+        session.profiles = None
     assert profiled == plain  # profiling changes timing, never results
-    decode = wrapper.profiles[-1]
+    decode = profiles[-1]
     assert len(decode.dispatches) == encoded
     op_types = {op.name: op.op_type for op in executor.compiled.operations}
     assert all(op_types[d.node] == d.op_type and d.gpu_ns >= 0 for d in decode.dispatches)
@@ -37,11 +38,12 @@ def test_profile_covers_every_dispatch_of_a_decode_step(runner: OnyxiaRunner) ->
 
 
 def test_runner_extras_summarize_the_profile(runner: OnyxiaRunner) -> None:
-    executor = runner.session.executor
+    executor = runner.loaded.executor
     runner.first_token([2, 10, 11])
     extras = runner.extras()
     profile = extras["profile"]
-    assert runner.session.executor is executor  # the wrapper was only there for the profiled steps
+    assert runner.loaded.executor is executor
+    assert runner.loaded.profiles is None  # profiling was on only for the profiled steps
     assert extras["gpu_bytes"] == executor.gpu_bytes > 0
     assert profile["steps"] == 3 and profile["dispatches_per_step"] > 0
     assert sum(row["dispatches"] for row in profile["by_op_type"]) == profile["dispatches_per_step"]

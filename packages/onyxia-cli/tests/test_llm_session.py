@@ -1,5 +1,7 @@
 """The session's guarantees: one plan, no recompiles, tiny readback, KV cache in place, chat reuse."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from llm_cases import DATA, session
@@ -111,7 +113,7 @@ def test_prompt_longer_than_max_length_is_refused() -> None:
         list(llm.generate_ids(list(range(2, 150)), 20))
 
 
-def test_bad_directories_get_specific_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bad_directories_get_specific_errors(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="no ONNX model found"):
         LlmSession.from_pretrained(tmp_path)
     (tmp_path / "model.onnx").write_bytes((DATA / "gemma3-tiny-optimum" / "model.onnx").read_bytes())
@@ -145,7 +147,7 @@ def test_f16_precision_on_an_adapter_without_shader_f16() -> None:
     assert resolve_model_dir(DATA / "gemma3-tiny", None, features={"shader-f16"}).precision == "q4f16"
 
 
-def test_model_whose_inputs_break_the_conventions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_model_whose_inputs_break_the_conventions(tmp_path: Path) -> None:
     import shutil
 
     import onnx

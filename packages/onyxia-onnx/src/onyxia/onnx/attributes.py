@@ -97,8 +97,8 @@ def schema_attribute_types(op_type: str, domain: str, opset: int) -> dict[str, i
         schema = onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
     except onnx.defs.SchemaError:
         return {}
-    # onnx's defs.pyi leaves out the __int__ that pybind11 gives AttrType (its values are AttributeProto's codes)
-    return {name: int(attr.type) for name, attr in schema.attributes.items()}  # type: ignore[call-overload]
+    # AttrType's values are AttributeProto's codes; pybind11 gives it __int__, which onnx's defs.pyi leaves out
+    return {name: int(attr.type) for name, attr in schema.attributes.items()}  # type: ignore[call-overload]  # onnx stub lacks AttrType.__int__
 
 
 def _python_type(value: Any, where: str) -> int:

@@ -23,11 +23,11 @@ import resource
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["EngineUnavailable", "OrtRunner", "main", "measure", "peak_rss_bytes"]
+__all__ = ["EngineUnavailable", "OrtRunner", "Runner", "main", "measure", "peak_rss_bytes"]
 
 ORT_PROVIDERS = {"ort-cpu": "CPUExecutionProvider", "ort-webgpu": "WebGpuExecutionProvider"}
 
@@ -36,7 +36,16 @@ class EngineUnavailable(RuntimeError):
     """The engine cannot run here (package or device missing); reported, not raised to the user."""
 
 
-def measure(runner: Any, spec: dict[str, Any]) -> dict[str, Any]:
+class Runner(Protocol):
+    """What `measure` drives (the module docstring gives the protocol): `OrtRunner` and `OnyxiaRunner`."""
+
+    def load(self) -> dict[str, Any]: ...
+    def first_token(self, ids: list[int]) -> int: ...
+    def decode(self, token: int, n: int) -> list[int]: ...
+    def extras(self) -> dict[str, Any]: ...
+
+
+def measure(runner: Runner, spec: dict[str, Any]) -> dict[str, Any]:
     """The common protocol; times are wall-clock seconds on the host, ids included for cross-checks."""
     load_before = _load_average()
     result: dict[str, Any] = dict(runner.load())
@@ -92,7 +101,7 @@ class OrtRunner:
 
     def load(self) -> dict[str, Any]:
         try:
-            import onnxruntime as ort  # type: ignore[import-untyped]
+            import onnxruntime as ort
         except ImportError as e:
             raise EngineUnavailable(f"onnxruntime is not importable: {e}") from e
         if self.provider not in ort.get_available_providers():
@@ -156,7 +165,7 @@ def _empty_past(shape: list[Any]) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def _runner(spec: dict[str, Any]) -> Any:
+def _runner(spec: dict[str, Any]) -> Runner:
     engine = spec["engine"]
     if engine in ORT_PROVIDERS:
         return OrtRunner(spec["model_path"], ORT_PROVIDERS[engine])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -16,7 +16,13 @@ from onyxia.cli.llm.model_dir import resolve_model_dir
 from onyxia.cli.llm.rewrites import add_next_token, alias_kv_cache, logits_for_last_position
 from onyxia.cli.llm.signature import LlmSignature, read_signature
 from onyxia.cli.llm.tokenizer import TextTokenizer
-from onyxia.core import DataType, IrGraph, ModelLoadError, SymbolicExpr, TensorKind
+from onyxia.core import DataType, IrGraph, ModelLoadError, OperatorRegistry, SymbolicExpr, TensorKind
+
+if TYPE_CHECKING:  # imported for real inside build_session: wgpu loads when a session is built
+    from onyxia.cli.llm.session import LlmSession
+    from onyxia.runtime import Runtime
+
+    Session = TypeVar("Session", bound=LlmSession)
 
 __all__ = ["build_session"]
 
@@ -31,15 +37,16 @@ _SOURCES = (TensorKind.INPUT, TensorKind.INITIALIZER)
 
 
 def build_session(
-    cls: type,
+    cls: type[Session],
     model_dir: str | Path,
     precision: str | None,
     max_length: int | None,
-    runtime: Any,
+    runtime: Runtime | None,
     progress: Callable[[str], None],
     accuracy_level: int | None = None,
     match_onnxruntime: bool = True,
-) -> Any:
+) -> Session:
+    """`cls(...)` (an `LlmSession` or a subclass) over `model_dir`, compiled, uploaded and warmed up."""
     from onyxia.compiler import CompilerPipeline
     from onyxia.onnx import load_and_parse_model
     from onyxia.operators import core_operator_registry
@@ -96,7 +103,7 @@ def _max_length(model_limit: int | None, requested: int | None, where: Path) -> 
     return requested or min(model_limit or DEFAULT_MAX_LENGTH, DEFAULT_MAX_LENGTH)
 
 
-def _in_place_pairs(graph: IrGraph, signature: LlmSignature, registry: Any) -> list[tuple[str, str]]:
+def _in_place_pairs(graph: IrGraph, signature: LlmSignature, registry: OperatorRegistry) -> list[tuple[str, str]]:
     """Pairs whose producing operator can append to its past in place (it declares `appends_in_place`)."""
     pairs = []
     for pair in signature.kv:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
@@ -21,6 +22,10 @@ from onyxia.cli.llm.sampling import SamplingParams, sample_token
 from onyxia.cli.llm.signature import LlmSignature, bind_names
 from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.core import InputError
+
+if TYPE_CHECKING:  # the runtime (wgpu) loads when a session is built, not when this module is imported
+    from onyxia.runtime import PlanExecutor, Runtime
+    from onyxia.runtime.profiling import RunProfile
 
 __all__ = ["GenerationStats", "LlmSession"]
 
@@ -51,7 +56,7 @@ class LlmSession:
         self,
         model_dir: ModelDirectory,
         tokenizer: TextTokenizer,
-        executor: object,
+        executor: PlanExecutor,
         signature: LlmSignature,
         max_length: int,
         aliased: list[tuple[str, str]],
@@ -69,8 +74,11 @@ class LlmSession:
         self.position = 0  # tokens in the cache
         self.history: list[int] = []
         self.stats = GenerationStats()
-        self._window = model_dir.config.get("sliding_window")
-        self._symbols: set[str] = executor.compiled.symbols  # type: ignore[attr-defined]  # walks every tensor
+        self._window: int | None = model_dir.config.get("sliding_window")
+        self._symbols = executor.compiled.symbols  # a property that walks every tensor: read once
+        # A list turns profiling on: each run goes through `PlanExecutor.profile_run()` (it needs
+        # `Runtime(profiling=True)`) and its `RunProfile` is appended; None (the default) runs plainly.
+        self.profiles: list[RunProfile] | None = None
 
     # ----- construction ------------------------------------------------------------------------
     @classmethod
@@ -80,11 +88,11 @@ class LlmSession:
         precision: str | None = None,
         max_length: int | None = None,
         *,
-        runtime: object | None = None,
+        runtime: Runtime | None = None,
         progress: Progress | None = None,
         accuracy_level: int | None = None,
         match_onnxruntime: bool = True,
-    ) -> LlmSession:
+    ) -> Self:
         """`accuracy_level` overrides every MatMulNBits node's, like onnxruntime's session option
         (0: float activations; 4: int8 activations, what the 4-bit exports ask for).
 
@@ -93,7 +101,7 @@ class LlmSession:
         False computes every op in the dtype the graph gives it (`MatchOnnxruntimeCpuFloat16`)."""
         from onyxia.cli.llm.loading import build_session
 
-        session: LlmSession = build_session(
+        return build_session(
             cls,
             model_dir,
             precision,
@@ -103,7 +111,6 @@ class LlmSession:
             accuracy_level,
             match_onnxruntime,
         )
-        return session
 
     # ----- generation --------------------------------------------------------------------------
     def warm_up(self) -> None:
@@ -209,11 +216,18 @@ class LlmSession:
             chunk = ids[start : start + self.prefill_chunk]
             wanted = outputs if start + len(chunk) == len(ids) else []
             feeds, dims = self._feeds(chunk)
-            self.executor.update_dimensions(dims)  # type: ignore[attr-defined]
-            out = self.executor.run(feeds, outputs=wanted)  # type: ignore[attr-defined]
+            self.executor.update_dimensions(dims)
+            out = self._run(feeds, wanted)
             self.position += len(chunk)
             self.history.extend(chunk)
         return out
+
+    def _run(self, feeds: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
+        if self.profiles is None:
+            return self.executor.run(feeds, outputs=wanted)
+        profile = self.executor.profile_run(feeds, wanted)
+        self.profiles.append(profile)
+        return dict(profile.outputs)
 
     def _feeds(self, ids: list[int]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
         sig, past, count = self.signature, self.position, len(ids)
@@ -226,8 +240,9 @@ class LlmSession:
         dims: dict[str, int] = {}
         for name, array in feeds.items():
             bind_names(sig.input_dims[name], array.shape, dims)
-        for pair in sig.kv:
+        for pair in sig.kv:  # [batch, kv heads, past length (a window's capacity), head size]
             length = self._window if pair.windowed else past
-            shape = tuple(1 if i == 0 else (length if i == 2 else d) for i, d in enumerate(pair.past_dims))
-            bind_names(pair.past_dims, shape, dims)  # type: ignore[arg-type]
+            bind_names(pair.past_dims[:1], (1,), dims)
+            if length is not None:
+                bind_names(pair.past_dims[2:3], (length,), dims)
         return feeds, {k: v for k, v in dims.items() if k in self._symbols}
