@@ -16,12 +16,16 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 import wgpu
 from onnx import helper
+
+if TYPE_CHECKING:  # both are imported where used: the byte counts need neither the runtime nor the planner
+    from onyxia.core import CompiledModel
+    from onyxia.runtime import Runtime
 
 __all__ = ["Bandwidth", "StepBytes", "copy_bandwidth", "decode_step_bytes"]
 
@@ -67,7 +71,7 @@ class StepBytes:
         return self.total / bandwidth.bytes_per_second
 
 
-def copy_bandwidth(runtime: Any, buffer_bytes: int = 64 << 20, copies: int = 8, repeats: int = 3) -> Bandwidth:
+def copy_bandwidth(runtime: Runtime, buffer_bytes: int = 64 << 20, copies: int = 8, repeats: int = 3) -> Bandwidth:
     """Copy `buffer_bytes` `copies` times per run; the first run is a warm-up (drivers compile then)."""
     limit = runtime.ctx.max_binding_size
     count = min(buffer_bytes, limit) // 16 * 4  # float32 elements, whole vec4s
@@ -88,7 +92,7 @@ def copy_bandwidth(runtime: Any, buffer_bytes: int = 64 << 20, copies: int = 8, 
     return Bandwidth(2 * nbytes * copies / best, nbytes, copies, best)
 
 
-def _copy_plan(count: int, copies: int) -> Any:
+def _copy_plan(count: int, copies: int) -> CompiledModel:
     from onyxia.core import (
         BindingDesc,
         BufferRef,
