@@ -14,6 +14,7 @@ arguments through.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import tarfile
 import tomllib
@@ -121,10 +122,15 @@ def example(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check (configuration: ruff.toml)."""
-    session.install("ruff>=0.8")
+    """ruff (ruff.toml); the layering contracts (.importlinter); no ONYXIA_* read outside the settings."""
+    session.install("ruff>=0.8", "import-linter>=2.1")
     session.run("ruff", "check", *LINT_PATHS)
     session.run("ruff", "format", "--check", *LINT_PATHS)
+    # grimp reads the sources: the six src/ folders on the path are the whole `onyxia` namespace
+    sources = os.pathsep.join(str(PROJECTS[f"onyxia-{p}"] / "src") for p in PACKAGES)
+    config = str(ROOT / ".importlinter")
+    session.run("lint-imports", "--config", config, "--no-cache", env={"PYTHONPATH": sources})
+    session.run("python", str(ROOT / "tests" / "lint" / "check_settings_reads.py"))
 
 
 @nox.session
