@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["ONYXIA_DOMAIN", "named_rows"]
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 ONYXIA_DOMAIN = "com.onyxia"  # Onyxia's own ops: produced by its passes, not found in model files
 
 
 def named_rows(table: dict[str, T]) -> dict[str, T]:
     """Give each frozen-dataclass row its table key as `name` (used in errors and profiles)."""
-    return {key: dataclasses.replace(row, name=key) for key, row in table.items()}  # type: ignore[type-var]
+    return {key: dataclasses.replace(row, name=key) for key, row in table.items()}

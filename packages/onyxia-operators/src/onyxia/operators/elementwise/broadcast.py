@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from onyxia.core import BufferRef, DataType, PlanCtx, SymbolicDim, ceil_div, load_wgsl
+from onyxia.core.shader_dims import DimValue
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import WORKGROUP_SIZE, broadcast_strides, type_defs
 
@@ -25,12 +26,12 @@ def emit_broadcast(ctx: PlanCtx, expr: str, operands: Sequence[Operand], out: Op
     defs = {**type_defs(**types, Y_T=out_dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE, "EXPR": expr}
     if len(operands) == 3:
         defs["TERNARY"] = True
-    dims: dict[str, object] = {"N": n}
+    dims: dict[str, DimValue] = {"N": n}
     in_dims = [list(d) or [1] for _, d, _ in operands]
     if any(d != out_dims for d in in_dims):
         defs.update(BROADCAST=True, RANK=len(out_dims))
         dims["OUT_DIMS"] = out_dims
         for i, d in enumerate(in_dims):
             dims[f"{_NAMES[i]}_STRIDES"] = broadcast_strides(d, out_dims)
-    shader = ctx.compile_shader("elementwise/binary", _SOURCE, defs, dims)  # type: ignore[arg-type]
+    shader = ctx.compile_shader("elementwise/binary", _SOURCE, defs, dims)
     ctx.dispatch(shader, [ref for ref, _, _ in operands], [out_ref], ceil_div(n, WORKGROUP_SIZE))

@@ -37,6 +37,7 @@ from onyxia.core import (
     ceil_div,
     load_wgsl,
 )
+from onyxia.core.shader_dims import DimValue
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.binary import BINARY, BinaryElementwiseOp
 from onyxia.operators.elementwise.unary import UNARY, UnaryElementwiseOp
@@ -147,7 +148,7 @@ class FusedElementwiseOp:
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         body, members = _body(ctx)
-        out = body.tensor(members[-1].outputs[0])  # type: ignore[arg-type]
+        out = body.tensor(members[-1].outputs[0])
         return [TensorType(out.dtype, out.shape)]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
@@ -159,8 +160,8 @@ class FusedElementwiseOp:
             values = FUSABLE[node.op_type].try_fold(FoldCtx(body, node))
             if values is None:
                 return None
-            body.tensor(node.outputs[0]).value = np.asarray(values[0])  # type: ignore[arg-type]
-        return [body.tensor(members[-1].outputs[0]).value]  # type: ignore[list-item,arg-type]
+            value = body.tensor(node.outputs[0]).value = np.asarray(values[0])
+        return [value]  # the last member's: `_body` never returns an empty member list
 
     def plan(self, ctx: PlanCtx) -> None:
         out_dims = list(ctx.output_dims(0)) or [1]
@@ -188,12 +189,12 @@ class FusedElementwiseOp:
         }
         if any(t.dtype == DataType.FLOAT16 for t in body.tensors):
             defs["F16"] = True
-        dims: dict[str, object] = {"N": n}
+        dims: dict[str, DimValue] = {"N": n}
         if broadcast:
             defs.update(BROADCAST=True, RANK=len(out_dims), INPUTS=len(bound), STRIDE_COUNT=len(bound) * len(out_dims))
             dims["OUT_DIMS"] = out_dims
             dims["STRIDES"] = [s for d in in_dims for s in broadcast_strides(d, out_dims)]
-        shader = ctx.compile_shader("elementwise/fused", _SOURCE, defs, dims)  # type: ignore[arg-type]
+        shader = ctx.compile_shader("elementwise/fused", _SOURCE, defs, dims)
         ctx.dispatch(shader, [ctx.input(k) for k in bound], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
 
 
@@ -204,8 +205,8 @@ def _program(body: IrGraph, members: list[IrNode]) -> tuple[list[int], list[str]
     functions, calls = [], []
     for k, node in enumerate(members):
         params, expr = _member(NodeCtx(body, node))
-        types = ", ".join(f"{p}: {body.tensor(node.inputs[i]).dtype.wgsl}" for p, i in params)  # type: ignore[arg-type]
-        out_type = body.tensor(node.outputs[0]).dtype.wgsl  # type: ignore[arg-type]
+        types = ", ".join(f"{p}: {body.tensor(node.inputs[i]).dtype.wgsl}" for p, i in params)
+        out_type = body.tensor(node.outputs[0]).dtype.wgsl
         functions.append(f"fn m{k}({types}) -> {out_type} {{\n    return {expr};\n}}")
         args = []
         for _, i in params:
@@ -215,7 +216,11 @@ def _program(body: IrGraph, members: list[IrNode]) -> tuple[list[int], list[str]
                     bound.append(position[t])
                 args.append(f"v{bound.index(position[t])}")
             else:
-                args.append(f"t{members.index(body.tensor_producer(t))}")  # type: ignore[arg-type]
+                producer = body.tensor_producer(t)
+                assert producer is not None, (
+                    f"fused body: member {k} input {i} is neither a fused input nor a member's output"
+                )
+                args.append(f"t{members.index(producer)}")
         calls.append(f"    let t{k} = m{k}({', '.join(args)});")
     return bound, functions, calls
 

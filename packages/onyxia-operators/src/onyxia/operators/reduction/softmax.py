@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, load_wgsl
-from onyxia.core.shapes import dims_product
+from onyxia.core.shapes import dims_product, static_dims
 from onyxia.operators.layout import type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
 
@@ -38,8 +38,9 @@ class SoftmaxOp:
         x = ctx.input_value(0)
         if x is None or x.dtype == object:
             return None
-        outer, length, inner = self._row_layout(ctx)
-        rows = x.astype(np.float32).reshape(outer, length, inner)  # type: ignore[arg-type]
+        layout = static_dims(self._row_layout(ctx))
+        assert layout is not None, f"node '{ctx.node.name}': input 0 has a value, so its dims are static"
+        rows = x.astype(np.float32).reshape(layout)
         shifted = rows - np.max(rows, axis=1, keepdims=True, initial=-np.inf)
         total = np.sum(np.exp(shifted), axis=1, keepdims=True)
         result = shifted - np.log(total) if self.log else np.exp(shifted) / total

@@ -62,6 +62,7 @@ _TRANSFORMS: dict[str, Callable[[float, int, int], _Map]] = {
     "asymmetric": lambda scale, size_in, size_out: (0.0, 1.0, scale, 0.0),
     "half_pixel_symmetric": _half_pixel_symmetric,
 }
+_SIZE_FREE = ("half_pixel", "asymmetric")  # maps that never read the sizes: they accept a symbolic H or W
 
 
 @dataclass(frozen=True)
@@ -193,10 +194,16 @@ class ResizeOp(OperatorBase):
 
 def _affine_defs(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim]) -> dict[str, object]:
     """The per-axis ``(x + P) * NUM / DEN - Q`` literals of the nearest and linear paths."""
-    transform = _TRANSFORMS[ctx.attr_str("coordinate_transformation_mode", "half_pixel")]
+    name = ctx.attr_str("coordinate_transformation_mode", "half_pixel")
+    transform = _TRANSFORMS[name]
     defs: dict[str, object] = {}
     for axis, prefix in ((2, "H"), (3, "W")):
-        coefficients = transform(target.scales[axis], dims[axis], target.dims[axis])  # type: ignore[arg-type]
+        size_in, size_out = dims[axis], target.dims[axis]
+        if not isinstance(size_in, int) or not isinstance(size_out, int):
+            if name not in _SIZE_FREE:
+                raise unsupported(ctx, f"axis {axis} has symbolic size {size_in} -> {size_out}; {name} needs it static")
+            size_in = size_out = 0  # an unresized symbolic axis (target sizes equal to it): the map ignores sizes
+        coefficients = transform(target.scales[axis], size_in, size_out)
         for key, value in zip(("P", "NUM", "DEN", "Q"), coefficients):
             defs[f"{prefix}_{key}"] = repr(float(np.float32(value)))
     return defs
