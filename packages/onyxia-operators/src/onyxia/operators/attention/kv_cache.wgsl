@@ -15,7 +15,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 #import onyxia::kv_rows
 #ifdef ROTARY
 #import onyxia::rotary
@@ -52,16 +52,9 @@ fn write_new(i: u32, b: u32, n: u32, s: u32, h: u32, position: u32) {
     dst_v[i] = new_v[head_base + h];
 }
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{N}) {
-        return;
-    }
+fn element_count() -> u32 { return #{N}; }
+
+fn element(i: u32) {
     let h = i % #{HEAD_SIZE};
     let row = i / #{HEAD_SIZE};
 #ifdef PAST

@@ -9,7 +9,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 #import onyxia::kv_rows
 
 @group(0) @binding(0) var<storage, read> ext_k: array<#{T}>;
@@ -18,16 +18,9 @@ enable f16;
 @group(0) @binding(3) var<storage, read_write> present_k: array<#{T}>;
 @group(0) @binding(4) var<storage, read_write> present_v: array<#{T}>;
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{N}) {
-        return;
-    }
+fn element_count() -> u32 { return #{N}; }
+
+fn element(i: u32) {
     let h = i % #{HEAD_SIZE};
     let row = i / #{HEAD_SIZE};
     let r = row % #{CAPACITY};

@@ -15,7 +15,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 #import onyxia::math
 
 #{READS}
@@ -23,16 +23,9 @@ enable f16;
 
 #{MEMBERS}
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{N}) {
-        return;
-    }
+fn element_count() -> u32 { return #{N}; }
+
+fn element(i: u32) {
 #ifdef BROADCAST
     var out_dims = array<u32, #{RANK}>(#{OUT_DIMS});
     var strides = array<u32, #{STRIDE_COUNT}>(#{STRIDES});

@@ -6,7 +6,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 
 #ifdef TRILU
 @group(0) @binding(0) var<storage, read> in_x: array<#{Y_T}>;
@@ -15,16 +15,9 @@ enable f16;
 @group(0) @binding(0) var<storage, read_write> out_y: array<#{Y_T}>;
 #endif
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{N}) {
-        return;
-    }
+fn element_count() -> u32 { return #{N}; }
+
+fn element(i: u32) {
 #ifdef TRILU
     let col = i32(i % #{COLS});
     let row = i32((i / #{COLS}) % #{ROWS});

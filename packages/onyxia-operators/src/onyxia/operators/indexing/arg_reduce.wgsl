@@ -9,21 +9,14 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{T}>;
 @group(0) @binding(1) var<storage, read_write> out_y: array<i32>;
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{N_OUT}) {
-        return;
-    }
+fn element_count() -> u32 { return #{N_OUT}; }
+
+fn element(i: u32) {
     let base = (i / #{INNER}) * #{AXIS_DIM} * #{INNER} + i % #{INNER};
     var best = in_x[base];
     var best_j = 0u;

@@ -18,7 +18,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{T}>;
 @group(0) @binding(1) var<storage, read> in_idx: array<i32>;
@@ -51,17 +51,16 @@ fn data_offset(e: u32) -> u32 {
     return offset;
 }
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
+fn element_count() -> u32 {
 #if MODE == serial
-    if (i >= #{LINES}) {
-        return;
-    }
+    return #{LINES};
+#else
+    return #{N};
+#endif
+}
+
+fn element(i: u32) {
+#if MODE == serial
     // Updates that can hit the same output element share a line, so walking it in order combines
     // duplicate indices deterministically without atomics (WGSL has none for floats).
     let first = (i / #{INNER}) * #{STEPS} * #{INNER} + i % #{INNER};
@@ -73,9 +72,6 @@ fn main(
         out_y[o] = #{COMBINE};
     }
 #else
-    if (i >= #{N}) {
-        return;
-    }
 #if MODE == gather
     out_y[i] = in_x[data_offset(i)];
 #else

@@ -9,22 +9,15 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 
 @group(0) @binding(0) var<storage, read> in_idx: array<#{I_T}>;
 @group(0) @binding(1) var<storage, read> in_values: array<#{T}>;
 @group(0) @binding(2) var<storage, read_write> out_y: array<#{T}>;
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{N}) {
-        return;
-    }
+fn element_count() -> u32 { return #{N}; }
+
+fn element(i: u32) {
     let inner = i % #{INNER};
     let rest = i / #{INNER};
     let d = rest % #{DEPTH};

@@ -9,21 +9,14 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 @group(0) @binding(1) var<storage, read_write> out_y: array<#{X_T}>;
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{N}) {
-        return;
-    }
+fn element_count() -> u32 { return #{N}; }
+
+fn element(i: u32) {
     var out_dims = array<u32, #{RANK}>(#{OUT_DIMS});
     var in_dims = array<u32, #{RANK}>(#{IN_DIMS});
     var in_strides = array<u32, #{RANK}>(#{IN_STRIDES});

@@ -6,7 +6,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 
 @group(0) @binding(0) var<storage, read> in_a: array<#{T}>;
 @group(0) @binding(1) var<storage, read> in_b: array<#{T}>;
@@ -17,16 +17,9 @@ enable f16;
 @group(0) @binding(2) var<storage, read_write> out_y: array<#{T}>;
 #endif
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{M} * #{N}) {
-        return;
-    }
+fn element_count() -> u32 { return #{M} * #{N}; }
+
+fn element(i: u32) {
     let row = i / #{N};
     let col = i % #{N};
     var acc = 0.0;

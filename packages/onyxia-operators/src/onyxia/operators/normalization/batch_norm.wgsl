@@ -8,7 +8,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 @group(0) @binding(1) var<storage, read> in_scale: array<#{SCALE_T}>;
@@ -17,16 +17,9 @@ enable f16;
 @group(0) @binding(4) var<storage, read> in_var: array<#{VAR_T}>;
 @group(0) @binding(5) var<storage, read_write> out_y: array<#{Y_T}>;
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{N}) {
-        return;
-    }
+fn element_count() -> u32 { return #{N}; }
+
+fn element(i: u32) {
     let c = (i / #{INNER}) % #{C};
     let gain = f32(in_scale[c]) / sqrt(f32(in_var[c]) + f32(#{EPSILON}));
     out_y[i] = #{Y_T}((f32(in_x[i]) - f32(in_mean[c])) * gain + f32(in_bias[c]));

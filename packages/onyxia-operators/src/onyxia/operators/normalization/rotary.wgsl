@@ -14,7 +14,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 #import onyxia::rotary
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
@@ -23,16 +23,9 @@ enable f16;
 @group(0) @binding(3) var<storage, read> in_sin: array<#{SIN_T}>;
 @group(0) @binding(4) var<storage, read_write> out_y: array<#{Y_T}>;
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{N}) {
-        return;
-    }
+fn element_count() -> u32 { return #{N}; }
+
+fn element(i: u32) {
     let d = i % #{HEAD};
     if (d >= #{ROTARY}) {
         out_y[i] = #{Y_T}(in_x[i]);  // partial rotary: the tail of the head passes through

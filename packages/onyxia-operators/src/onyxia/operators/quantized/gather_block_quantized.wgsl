@@ -15,7 +15,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 
 @group(0) @binding(0) var<storage, read> data: array<u32>;
 @group(0) @binding(1) var<storage, read> indices: array<i32>;
@@ -54,16 +54,9 @@ fn zero_point(s: u32) -> f32 {
 #endif
 }
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{N_OUT}) {
-        return;
-    }
+fn element_count() -> u32 { return #{N_OUT}; }
+
+fn element(i: u32) {
     let row = i / #{GB};
     var index = indices[row % #{GN}];
     if (index < 0) {

@@ -15,7 +15,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 #import onyxia::quant_rows
 
 #ifdef QA_VEC4
@@ -26,16 +26,9 @@ enable f16;
 @group(0) @binding(1) var<storage, read_write> qa: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> sa: array<f32>;
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{ROW_BLOCKS}) {
-        return;
-    }
+fn element_count() -> u32 { return #{ROW_BLOCKS}; }
+
+fn element(i: u32) {
     let m = i / #{NB};
     let blk = i % #{NB};
     let k0 = blk * #{BLOCK_SIZE}u;

@@ -16,7 +16,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 @group(0) @binding(1) var<storage, read_write> out_y: array<#{Y_T}>;
@@ -24,16 +24,9 @@ enable f16;
 @group(0) @binding(2) var<storage, read_write> out_indices: array<i32>;
 #endif
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{TOTAL}) {
-        return;
-    }
+fn element_count() -> u32 { return #{TOTAL}; }
+
+fn element(i: u32) {
     let ow = i % #{OW};
     let oh = (i / #{OW}) % #{OH};
     let od = (i / (#{OW} * #{OH})) % #{OD};

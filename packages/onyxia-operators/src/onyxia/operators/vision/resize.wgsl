@@ -17,7 +17,7 @@
 #ifdef F16
 enable f16;
 #endif
-#import onyxia::indexing
+#import onyxia::entry
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 #if MODE == taps
@@ -48,16 +48,9 @@ fn nearest(c: f32, size: u32) -> u32 {
     return u32(clamp(r, 0.0, f32(size - 1u)));
 }
 
-@compute @workgroup_size(#{WORKGROUP_SIZE})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_invocation(wid, nwg, lid, #{WORKGROUP_SIZE}u);
-    if (i >= #{TOTAL}) {
-        return;
-    }
+fn element_count() -> u32 { return #{TOTAL}; }
+
+fn element(i: u32) {
     let ox = i % #{OW};
     let oy = (i / #{OW}) % #{OH};
     let base = (i / (#{OW} * #{OH})) * #{H} * #{W};
