@@ -13,7 +13,7 @@ from onyxia.core import CompiledModel, DataType, PlanCtx, SymbolicExpr, ceil_div
 from onyxia.core.settings import override
 from onyxia.core.symbolic import evaluate_dim
 from onyxia.runtime import PlanExecutor, Runtime
-from onyxia.runtime.incremental import compile_dims
+from onyxia.runtime.dim_program import DimProgram, gather
 from onyxia.runtime.layout import evaluate_layout
 from onyxia.runtime.native_encode import native_encoder
 from onyxia.runtime.program import Program, build_program, encode
@@ -136,18 +136,31 @@ def test_preallocated_executor_never_takes_the_full_path(runtime: Runtime, monke
 )
 def test_compiled_dims_equal_evaluate_dim(text: str) -> None:
     dim = SymbolicExpr.parse(text)
-    fn = compile_dims([dim, 4, None, (dim, dim)])
+    program = DimProgram()
+    slots = program.add_all([dim, 4, None, dim, dim])
     for a, b in [(0, 0), (1, 9), (10, 3), (64, 65), (1000, 1)]:
         value = evaluate_dim(dim, {"a": a, "b": b})
-        assert fn({"a": a, "b": b}) == (value, 4, None, (value, value))
+        vals = program({"a": a, "b": b})
+        assert [vals[s] for s in slots] == [value, 4, None, value, value]
+
+
+def test_compiled_dims_share_equal_subexpressions() -> None:
+    program = DimProgram()
+    total = SymbolicExpr.parse("p + n")
+    slots = program.add_all([ceil_div(total, 64), total, ceil_div(total, 64), 64])
+    # names n and p, n + p, 63 and n + p + 63, 64 and the division: each once
+    assert len(program) == 7 and slots[0] == slots[2]
+    assert gather(slots)(program({"p": 100, "n": 1})) == (2, 101, 2, 64)
+    assert gather(slots[:1])(program({"p": 1, "n": 1})) == (1,) and gather(())([]) == ()
 
 
 def test_compiled_dims_raise_like_python() -> None:
-    fn = compile_dims([SymbolicExpr.parse("a / b")])
+    program = DimProgram()
+    program.add(SymbolicExpr.parse("a / b"))
     with pytest.raises(ZeroDivisionError):
-        fn({"a": 1, "b": 0})
+        program({"a": 1, "b": 0})
     with pytest.raises(KeyError):
-        fn({"a": 1})
+        program({"a": 1})
 
 
 class _Pass:
