@@ -100,7 +100,7 @@ def test_declines_when_symbolic_strides_overflow_the_immediates(caplog: pytest.L
     b.output(acc)
     ShapeInferencePass().run(b.graph, REGISTRY)
     before = str(b.graph)
-    with caplog.at_level(logging.DEBUG, logger="onyxia.operators.passes.rewrite"):
+    with caplog.at_level(logging.DEBUG, logger="onyxia.core.rewrite"):
         assert not FuseElementwise().run(b.graph, REGISTRY)
     assert str(b.graph) == before
     assert "exceed 256 B of immediates" in caplog.text

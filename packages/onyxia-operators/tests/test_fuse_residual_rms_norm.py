@@ -109,7 +109,7 @@ def _both_broadcast_block() -> GraphBuilder:
 def test_declines_with_a_reason(build, reason: str, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
     b = build()
     before = str(b.graph)
-    with caplog.at_level(logging.DEBUG, logger="onyxia.operators.passes.rewrite"):
+    with caplog.at_level(logging.DEBUG, logger="onyxia.core.rewrite"):
         assert not FuseResidualRmsNorm().run(b.graph, REGISTRY)
     assert str(b.graph) == before
     assert reason in caplog.text

@@ -62,8 +62,8 @@ class GraphEditor(GraphStore):
             if t is not None and self._producer.get(t) == node.id:
                 del self._producer[t]
         del self._nodes[node.id]
+        self._unplace(node.id)
         self._node_names.discard(node.name)
-        self._positions = None
 
     def replace_node(
         self,
@@ -90,7 +90,7 @@ class GraphEditor(GraphStore):
         self._node_names.discard(old.name)
         new = self.add_node(op_type, inputs, out, attributes, domain=domain, name=old.name, before=old)
         del self._nodes[old.id]
-        self._positions = None
+        self._unplace(old.id)
         return new
 
     def adopt_output(self, node: IrNode, index: int, tensor: TensorRef) -> None:
@@ -105,6 +105,19 @@ class GraphEditor(GraphStore):
         if old is not None:
             del self._producer[old]
             self.remove_tensor(old)
+
+    def drop_output(self, node: IrNode, index: int) -> None:
+        """Leave optional output `index` of `node` out (its tensor must be unused); trailing empty slots go."""
+        t = node.outputs[index]
+        if t is None:
+            return
+        if self._consumers[t] or t in self.outputs:
+            raise GraphError(f"cannot drop output '{self._tensors[t].name}' of node '{node.name}': still used")
+        node.outputs[index] = None
+        del self._producer[t]
+        self.remove_tensor(t)
+        while len(node.outputs) > 1 and node.outputs[-1] is None:
+            node.outputs.pop()
 
     def rename_node(self, node: IrNode, name: str) -> None:
         """Give `node` `name` (made unique among node names)."""

@@ -22,10 +22,11 @@ class IrGraph(GraphEditor):
 
     def topological_order(self) -> list[IrNode]:
         """Nodes sorted so producers precede consumers (stable w.r.t. the current order)."""
-        remaining = {n.id: sum(1 for t in set(n.inputs) if t is not None and t in self._producer) for n in self.nodes}
-        ready = [n for n in self._nodes if remaining[n] == 0]
+        nodes = self.nodes
+        remaining = {n.id: sum(1 for t in set(n.inputs) if t is not None and t in self._producer) for n in nodes}
+        ready = [n.id for n in nodes if remaining[n.id] == 0]
         order: list[IrNode] = []
-        position = {nid: i for i, nid in enumerate(self._nodes)}
+        position = {n.id: i for i, n in enumerate(nodes)}
         while ready:
             ready.sort(key=position.__getitem__, reverse=True)
             node = self._nodes[ready.pop()]

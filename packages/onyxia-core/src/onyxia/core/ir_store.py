@@ -43,7 +43,15 @@ class GraphStore:
         self._ids = itertools.count()
         self._names: set[str] = set()  # tensor names
         self._node_names: set[str] = set()  # nodes have their own namespace, as in ONNX
-        self._positions: dict[int, int] | None = None  # node id -> index in graph order, rebuilt after edits
+        self._suffixes: dict[tuple[bool, str], int] = {}  # (node namespace?, base name) -> next suffix to try
+        # graph order is a doubly linked list over node ids, so inserting before a node costs O(1);
+        # the ordered snapshot and the positions are rebuilt on the first read after an edit
+        self._next: dict[int, int | None] = {}
+        self._prev: dict[int, int | None] = {}
+        self._head: int | None = None
+        self._tail: int | None = None
+        self._ordered: list[IrNode] | None = None
+        self._positions: dict[int, int] | None = None
 
     # ----- construction ------------------------------------------------------------------
     def add_tensor(
@@ -91,11 +99,8 @@ class GraphStore:
             dict(attributes or {}),
             opset if opset is not None else self.opset_imports.get(domain, 0),
         )
-        if before is None:
-            self._nodes[node.id] = node
-        else:
-            self._insert_before(before.id, node)
-        self._positions = None
+        self._nodes[node.id] = node
+        self._place(node.id, None if before is None else before.id)
         self._link(node)
         return node
 
@@ -103,11 +108,16 @@ class GraphStore:
         """A tensor name not used yet (`base`, else `base_1`, `base_2`, ...)."""
         return self._unique(base, self._names)
 
-    @staticmethod
-    def _unique(base: str, taken: set[str]) -> str:
-        name, n = base, 1
-        while name in taken:
-            name, n = f"{base}_{n}", n + 1
+    def _unique(self, base: str, taken: set[str]) -> str:
+        """`base`, else `base_N` for the first free N; the next N to try is kept per base, so naming
+        the ten-thousandth "Neg" costs what naming the second did."""
+        name = base
+        if name in taken:
+            key = (taken is self._node_names, base)
+            n = self._suffixes.get(key, 1)
+            while (name := f"{base}_{n}") in taken:
+                n += 1
+            self._suffixes[key] = n + 1
         taken.add(name)
         return name
 
@@ -132,20 +142,20 @@ class GraphStore:
     @property
     def nodes(self) -> list[IrNode]:
         """Snapshot of the nodes in their (topological) order."""
-        return list(self._nodes.values())
+        return list(self._order())
 
     @property
     def tensors(self) -> list[TensorDef]:
         return list(self._tensors.values())
 
     def nodes_of(self, op_type: str, domain: str = "") -> list[IrNode]:
-        return [n for n in self._nodes.values() if n.op_type == op_type and n.domain == domain]
+        return [n for n in self._order() if n.op_type == op_type and n.domain == domain]
 
     def node_position(self, node: IrNode) -> int:
         """`node`'s index in graph order; cached until the next edit, so a pass comparing many nodes
         between edits pays for one walk."""
         if self._positions is None:
-            self._positions = {nid: i for i, nid in enumerate(self._nodes)}
+            self._positions = {n.id: i for i, n in enumerate(self._order())}
         return self._positions[node.id]
 
     def tensor_producer(self, tensor: TensorRef | None) -> IrNode | None:
@@ -195,8 +205,37 @@ class GraphStore:
             if t is not None:
                 self._producer[t] = node.id
 
-    def _insert_before(self, anchor_id: int, node: IrNode) -> None:
-        items = list(self._nodes.items())
-        index = next(i for i, (nid, _) in enumerate(items) if nid == anchor_id)
-        items.insert(index, (node.id, node))
-        self._nodes = dict(items)
+    def _order(self) -> list[IrNode]:
+        if self._ordered is None:
+            ordered, nid = [], self._head
+            while nid is not None:
+                ordered.append(self._nodes[nid])
+                nid = self._next[nid]
+            self._ordered = ordered
+        return self._ordered
+
+    def _place(self, nid: int, before: int | None) -> None:
+        """Link `nid` into graph order before `before` (at the end for None)."""
+        prev = self._tail if before is None else self._prev[before]
+        self._prev[nid], self._next[nid] = prev, before
+        if prev is None:
+            self._head = nid
+        else:
+            self._next[prev] = nid
+        if before is None:
+            self._tail = nid
+        else:
+            self._prev[before] = nid
+        self._ordered = self._positions = None
+
+    def _unplace(self, nid: int) -> None:
+        prev, after = self._prev.pop(nid), self._next.pop(nid)
+        if prev is None:
+            self._head = after
+        else:
+            self._next[prev] = after
+        if after is None:
+            self._tail = prev
+        else:
+            self._prev[after] = prev
+        self._ordered = self._positions = None

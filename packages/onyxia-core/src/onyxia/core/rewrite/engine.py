@@ -66,7 +66,9 @@ class RewritePass:
         self.last_rewrites = sum(fired.values())
         return bool(fired)
 
-    def _drain(self, graph: IrGraph, registry: OperatorRegistry, fired: Counter[str], declined: set[tuple[str, int]]) -> int:
+    def _drain(
+        self, graph: IrGraph, registry: OperatorRegistry, fired: Counter[str], declined: set[tuple[str, int]]
+    ) -> int:
         """One iteration: every node once, plus what each rewrite touched. Returns rewrites applied."""
         queue = deque(n.id for n in graph.nodes if (n.domain, n.op_type) in self._index)
         queued = set(queue)

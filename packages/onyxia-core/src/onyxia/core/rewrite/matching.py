@@ -16,8 +16,8 @@ import numpy as np
 
 from onyxia.core.ir_graph import IrGraph
 from onyxia.core.ir_records import IrNode
-from onyxia.core.rewrite.patterns import MISSING, AnyOf, Attr, Chain, Const, OpPattern, Pattern, Var
 from onyxia.core.rewrite.match import Match, private_outputs
+from onyxia.core.rewrite.patterns import MISSING, AnyOf, Attr, Chain, Const, OpPattern, Pattern, Var
 
 __all__ = ["match_pattern"]
 
@@ -87,7 +87,9 @@ def _node(graph: IrGraph, p: OpPattern, node: IrNode, t: int | None, b: Bindings
         yield from _inputs(graph, p.inputs, order, b)
 
 
-def _inputs(graph: IrGraph, patterns: tuple[Pattern | None, ...], tensors: list[int | None], b: Bindings) -> Iterator[Bindings]:
+def _inputs(
+    graph: IrGraph, patterns: tuple[Pattern | None, ...], tensors: list[int | None], b: Bindings
+) -> Iterator[Bindings]:
     if not patterns:
         yield b
         return

@@ -114,9 +114,7 @@ class Ops:
 
     def any_of(self, op_types: tuple[str, ...], *inputs: Pattern | None, **kwargs: Any) -> OpPattern:
         options = {k[1:]: kwargs.pop(k) for k in list(kwargs) if k.startswith("_")}
-        return OpPattern(
-            frozenset(op_types), self._domain, tuple(inputs), tuple(sorted(kwargs.items())), **options
-        )
+        return OpPattern(frozenset(op_types), self._domain, tuple(inputs), tuple(sorted(kwargs.items())), **options)
 
     def __getattr__(self, op_type: str) -> Callable[..., OpPattern]:
         if op_type.startswith("_"):

@@ -69,12 +69,16 @@ class Rewriter:
         return tuple(NewValue(value.spec, k) for k in range(self._specs[value.spec].outputs))
 
     # ----- applying -------------------------------------------------------------------------
-    def commit(self, replacement: Mapping[int, TensorRef | NewValue], registry: OperatorRegistry) -> list[IrNode] | Decline:
+    def commit(
+        self, replacement: Mapping[int, TensorRef | NewValue], registry: OperatorRegistry
+    ) -> list[IrNode] | Decline:
         """Apply the recorded nodes with `replacement` ({old tensor id: new value}); returns the new nodes."""
         graph = self.graph
         for old, new in replacement.items():
             if not isinstance(new, NewValue) and _seen_outside(graph, old):
-                return Decline(f"'{graph.tensor(old).name}' is a graph output or shared; it cannot become another value")
+                return Decline(
+                    f"'{graph.tensor(old).name}' is a graph output or shared; it cannot become another value"
+                )
         dying = _dying(graph, self.match.nodes, replacement)
         if any(t in replacement for n in self.match.nodes if n.id not in dying for t in n.outputs):
             return Decline("a matched node must stay for another output, but one of its outputs is replaced")
@@ -86,21 +90,24 @@ class Rewriter:
             created.append(self._add(spec, anchor, created))
         for node in [n for n in self.match.nodes if n.id in dying]:
             graph.remove_node(node, safe=False)
-        adopted = self._hand_over(replacement, created)
+        self._hand_over(replacement, created)
         for node in self.match.nodes:
             if node.id in dying:
                 for t in node.outputs:
-                    if t is not None and t not in adopted and not graph.tensor_consumers(t) and t not in graph.outputs:
+                    if t is not None and t not in replacement and not graph.tensor_consumers(t):
                         graph.remove_tensor(t)
         self._name(created, replacement)
         for node in created:
-            _infer(graph, registry, node)
+            _drop_unused_outputs(graph, node)
+            _infer(graph, registry, node, replacement)
         return created
 
     def _add(self, spec: _NodeSpec, anchor: IrNode | None, created: list[IrNode]) -> IrNode:
         graph, created_outputs = self.graph, []
         for k in range(spec.outputs):
-            created_outputs.append(graph.add_tensor(f"{self.match.node.name}/{spec.op_type}_{k}", DataType.UNDEFINED, Absent()))
+            created_outputs.append(
+                graph.add_tensor(f"{self.match.node.name}/{spec.op_type}_{k}", DataType.UNDEFINED, Absent())
+            )
         if spec.domain:
             graph.opset_imports.setdefault(spec.domain, 1)
         node = graph.add_node(
@@ -125,9 +132,9 @@ class Rewriter:
             elif isinstance(main, NewValue) and main.spec == index:
                 self.graph.rename_node(node, root.name)
 
-    def _hand_over(self, replacement: Mapping[int, TensorRef | NewValue], created: list[IrNode]) -> set[int]:
+    def _hand_over(self, replacement: Mapping[int, TensorRef | NewValue], created: list[IrNode]) -> None:
         """Old tensors keep their ids: the new producer adopts them (or uses move to an existing value)."""
-        graph, adopted = self.graph, set()
+        graph = self.graph
         first_owner: dict[NewValue, int] = {}
         for old, new in replacement.items():
             if not isinstance(new, NewValue):
@@ -141,8 +148,6 @@ class Rewriter:
                 continue
             graph.adopt_output(created[new.spec], new.output, old)
             first_owner[new] = old
-            adopted.add(old)
-        return adopted
 
     def _anchor(self, replacement: Mapping[int, TensorRef | NewValue], dying: set[int]) -> IrNode | Decline | None:
         """The node to insert before: the anchor, unless a replaced tensor comes from an earlier
@@ -194,9 +199,17 @@ def _dead_with(graph: IrGraph, t: int, dying: set[int]) -> bool:
     return not _seen_outside(graph, t) and all(c.id in dying for c, _ in graph.tensor_consumers(t))
 
 
-def _infer(graph: IrGraph, registry: OperatorRegistry, node: IrNode) -> None:
+def _drop_unused_outputs(graph: IrGraph, node: IrNode) -> None:
+    """Optional outputs (past the first) that nothing reads are left out, as an exporter would."""
+    for index in range(len(node.outputs) - 1, 0, -1):
+        t = node.outputs[index]
+        if t is not None and not graph.tensor_consumers(t) and not graph.is_graph_output(t):
+            graph.drop_output(node, index)
+
+
+def _infer(graph: IrGraph, registry: OperatorRegistry, node: IrNode, adopted: Mapping[int, object]) -> None:
     """Shapes for outputs the node did not adopt; an op without a registered kernel is an error."""
-    fresh = [t for t in node.outputs if t is not None and isinstance(graph.tensor(t).shape, Absent)]
+    fresh = [t for t in node.outputs if t is not None and t not in adopted]
     if not fresh:
         return
     operator = registry.get(node.domain, node.op_type, node.opset)

@@ -4,15 +4,18 @@ and `CompilerPipeline` runs them in their stage."""
 
 from onyxia.core import FixedPoint, Pass
 from onyxia.operators.passes.alias_buffers import BufferAliasingPass
-from onyxia.operators.passes.cancel_transposes import CancelTransposes
 from onyxia.operators.passes.eliminate_common_subexpressions import CommonSubexpressionEliminationPass
 from onyxia.operators.passes.eliminate_dead_code import DeadCodeEliminationPass
-from onyxia.operators.passes.fold_transpose_into_matmul import FoldTransposeIntoMatMul
-from onyxia.operators.passes.fuse_elementwise import ElementwiseFusionPass, FuseElementwise
-from onyxia.operators.passes.fuse_mlp_gate import FuseMlpGate
-from onyxia.operators.passes.fuse_residual_rms_norm import FuseResidualRmsNorm
-from onyxia.operators.passes.fuse_rms_norm_into_rotary import FuseRmsNormIntoRotary
-from onyxia.operators.passes.group_matmuls import GroupMatMuls
+from onyxia.operators.passes.fusions import (
+    CancelTransposes,
+    ElementwiseFusionPass,
+    FoldTransposeIntoMatMul,
+    FuseElementwise,
+    FuseMlpGate,
+    FuseResidualRmsNorm,
+    FuseRmsNormIntoRotary,
+    GroupMatMuls,
+)
 from onyxia.operators.passes.match_onnxruntime_cpu_float16 import MatchOnnxruntimeCpuFloat16
 
 __all__ = [

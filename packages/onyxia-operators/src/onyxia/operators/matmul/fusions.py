@@ -1,0 +1,162 @@
+"""Rewrite rules that produce this family's com.onyxia kernels: MatMulTransB, MatMulGroup, GatedMatMul.
+
+- ``fold_transpose_into_matmul``: ``MatMul(x, Transpose(w))`` swapping the last two axes becomes
+  ``MatMulTransB(x, w)``. Targets tied lm heads (optimum's Gemma 3: ``MatMul(h, Transpose(embed,
+  perm=[1, 0]))``): the 262144 x 640 table is far over the fold limit, so without it the transpose
+  runs every step and keeps a second 671 MB copy alive.
+- ``group_matmuls``: default-domain MatMuls reading the same A (rank >= 2, float) at input 0, each B a
+  static 2-D [K, N] of A's dtype that fits one storage binding, become one MatMulGroup: one dispatch for
+  a layer's q/k/v (or gate/up) instead of three (two), each weight still its own binding.
+- ``fuse_gelu_mul_into_group``: ``Mul(Gelu(g), u)`` over the two outputs of a two-weight group (either
+  operand order) becomes GatedMatMul, so neither product is stored (Gemma's MLP). The rule for
+  MatMulNBitsGroup (`onyxia.operators.quantized.fusions`) shares the pattern.
+
+Declines (reason logged, graph unchanged): a Transpose that permutes more than the last two axes;
+a group member whose weight is computed after the first member (the group takes the first's place);
+an up projection with other uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from onyxia.core import IrGraph, IrNode, max_binding_bytes
+from onyxia.core.rewrite import Attr, Decline, Match, NewValue, Rewriter, Rule, Siblings, Var, is_folded, op
+from onyxia.core.rewrite.patterns import OpPattern, Ops
+from onyxia.core.shapes import Absent, dims_product
+from onyxia.operators.family import ONYXIA_DOMAIN
+from onyxia.operators.matmul.matmul_group import MAX_SLOTS
+from onyxia.operators.typesets import FLOATS
+
+__all__ = [
+    "MATMUL_FUSIONS",
+    "MAX_BINDINGS",
+    "gate_pattern",
+    "gate_slots",
+    "group_fits",
+    "group_outputs",
+    "weights_ready",
+]
+
+# Storage buffers one grouped dispatch may bind. lavapipe allows 48 and native Vulkan, Metal and D3D12
+# adapters at least 31; 16 keeps a q/k/v MatMulNBits group (11 at accuracy_level 4) on every one of them.
+MAX_BINDINGS = 16
+
+
+def _not_folded(graph: IrGraph, node: IrNode) -> bool:
+    return not is_folded(graph, node)
+
+
+# ----- fold_transpose_into_matmul ---------------------------------------------------------------
+def _swaps_last_two(graph: IrGraph, m: Match) -> Decline | None:
+    rank = len(graph.tensor(m.w).shape.dims)
+    perm = list(range(rank - 1, -1, -1)) if m.perm is None else [int(p) for p in m.perm]  # ONNX default: reverse
+    if rank < 2 or perm != [*range(rank - 2), rank - 1, rank - 2]:
+        return Decline(f"perm {perm} is not a swap of the last two axes", m.node)
+    return None
+
+
+FOLD_TRANSPOSE_INTO_MATMUL = Rule(
+    "fold_transpose_into_matmul",
+    op.MatMul(Var("x"), op.Transpose(Var("w"), perm=Attr("perm", None)), _where=_not_folded),
+    lambda r, m: [r.op("MatMulTransB", m.x, m.w, domain=ONYXIA_DOMAIN)],
+    check=_swaps_last_two,
+    targets="optimum Gemma 3 tied lm head: MatMul(h, Transpose(embed_tokens, perm=[1, 0]))",
+)
+
+
+# ----- group_matmuls ------------------------------------------------------------------------------
+def _float_key(graph: IrGraph, node: IrNode) -> str | None:
+    """Members share only the op; None when `node` cannot join a MatMulGroup."""
+    a, b = node.inputs[0], node.inputs[1]
+    if a is None or b is None or is_folded(graph, node):
+        return None
+    at, bt = graph.tensor(a), graph.tensor(b)
+    if isinstance(at.shape, Absent) or isinstance(bt.shape, Absent) or len(at.shape.dims) < 2:
+        return None
+    if at.dtype not in FLOATS or bt.dtype != at.dtype:
+        return None
+    dims = bt.shape.dims
+    if len(dims) != 2 or not all(isinstance(d, int) for d in dims) or dims[0] != at.shape.dims[-1]:
+        return None
+    size = dims_product(dims)
+    if not isinstance(size, int) or size * bt.dtype.gpu_numpy.itemsize > max_binding_bytes():
+        return None  # over one storage binding: MatMul splits it
+    return "float"
+
+
+def group_fits(bindings_per_weight: int, fixed: int) -> Callable[[list[IrNode]], bool]:
+    """`fits` for `Siblings`: at most `MAX_SLOTS` weights and `MAX_BINDINGS` storage bindings."""
+    return lambda members: len(members) <= MAX_SLOTS and fixed + bindings_per_weight * len(members) <= MAX_BINDINGS
+
+
+def weights_ready(graph: IrGraph, m: Match) -> Decline | None:
+    """The group takes the first member's place: every weight must be computed before it."""
+    first = graph.node_position(m.node)
+    for member in m.members[1:]:
+        for t in member.inputs[1:]:
+            producer = None if t is None else graph.tensor_producer(t)
+            if producer is not None and graph.node_position(producer) > first:
+                return Decline("a weight is computed after the first member, where the group would sit", member)
+    return None
+
+
+def group_outputs(r: Rewriter, m: Match, group: NewValue) -> dict[int, NewValue]:
+    """Each member's product becomes the group's output in the member's slot."""
+    pairs = zip(m.members, r.outputs_of(group), strict=True)
+    return {t: out for n, out in pairs if (t := n.outputs[0]) is not None}
+
+
+def _group(r: Rewriter, m: Match) -> dict[int, NewValue]:
+    weights = [n.inputs[1] for n in m.members]
+    group = r.op("MatMulGroup", m.node.inputs[0], *weights, domain=ONYXIA_DOMAIN, outputs=len(weights))
+    return group_outputs(r, m, group)
+
+
+GROUP_MATMULS = Rule(
+    "group_matmuls",
+    Siblings(frozenset({("", "MatMul")}), _float_key, group_fits(2, 1)),
+    _group,
+    check=weights_ready,
+    targets="onnx-community Gemma fp32: q/k/v and gate/up MatMuls of one normed hidden state",
+)
+
+
+# ----- fuse_gelu_mul_into_group -----------------------------------------------------------------
+def gate_pattern(group_op: str) -> OpPattern:
+    """``Mul(Gelu(a group output), the group's other output)``, either operand order."""
+    ops = Ops(ONYXIA_DOMAIN)
+    two = {"_name": "group", "_output": None, "_extra_inputs": True, "_where": _two_outputs}
+    gelu = op.Gelu(ops.any_of((group_op,), **two), _name="gelu", approximate=Attr("approximate", "none"))
+    return op.Mul(gelu, ops.any_of((group_op,), **two), _commute=True, _where=_gate_and_up_differ)
+
+
+def _two_outputs(graph: IrGraph, node: IrNode) -> bool:
+    return len(node.outputs) == 2 and None not in node.outputs
+
+
+def _gate_and_up_differ(graph: IrGraph, mul: IrNode) -> bool:
+    a, b = (graph.tensor_producer(t) if t is not None else None for t in mul.inputs)
+    gelu_input = next((n.inputs[0] for n in (a, b) if n is not None and n.op_type == "Gelu"), None)
+    return gelu_input not in mul.inputs
+
+
+def gate_slots(m: Match) -> list[int]:
+    """[gate slot, up slot] of the group."""
+    gate = m.group.outputs.index(m.gelu.inputs[0])
+    return [gate, 1 - gate]
+
+
+def _gated(r: Rewriter, m: Match) -> list[NewValue]:
+    inputs = [m.group.inputs[0], *(m.group.inputs[1 + s] for s in gate_slots(m))]
+    return [r.op("GatedMatMul", *inputs, domain=ONYXIA_DOMAIN, approximate=m.approximate)]
+
+
+FUSE_MLP_GATE = Rule(
+    "fuse_gelu_mul_into_MatMulGroup",
+    gate_pattern("MatMulGroup"),
+    _gated,
+    targets="onnx-community Gemma: Mul(Gelu(x @ W_gate, approximate='tanh'), x @ W_up)",
+)
+
+MATMUL_FUSIONS = (FOLD_TRANSPOSE_INTO_MATMUL, GROUP_MATMULS, FUSE_MLP_GATE)

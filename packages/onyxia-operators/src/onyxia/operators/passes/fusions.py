@@ -1,0 +1,75 @@
+"""The fusion passes: each applies rule tables kept beside the operator families whose kernels they
+produce, with the one engine of `onyxia.core.rewrite`. A pass here is a name, a stage and its tables;
+adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass, a line below).
+
+| pass                   | rules (module)                                                            |
+|------------------------|---------------------------------------------------------------------------|
+| CancelTransposes       | cancel_transposes, merge_transposes (`indexmap.fusions`)                   |
+| FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
+| GroupMatMuls           | group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
+| FuseMlpGate            | fuse_gelu_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized)     |
+| FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
+| FuseResidualRmsNorm    | fuse_add_into_SimplifiedLayerNormalization / _RMSNormalization (same)      |
+| FuseElementwise        | fuse_elementwise_chain (`elementwise.fusions`)                             |
+"""
+
+from __future__ import annotations
+
+from onyxia.core.rewrite import RewritePass
+from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
+from onyxia.operators.indexmap.fusions import TRANSPOSE_FUSIONS
+from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, GROUP_MATMULS
+from onyxia.operators.normalization.fusions import NORMALIZATION_FUSIONS
+from onyxia.operators.quantized.fusions import FUSE_MLP_GATE_NBITS, GROUP_MATMUL_NBITS
+
+__all__ = [
+    "CancelTransposes",
+    "ElementwiseFusionPass",
+    "FoldTransposeIntoMatMul",
+    "FuseElementwise",
+    "FuseMlpGate",
+    "FuseResidualRmsNorm",
+    "FuseRmsNormIntoRotary",
+    "GroupMatMuls",
+]
+
+_RESIDUAL = tuple(r for r in NORMALIZATION_FUSIONS if r.name.startswith("fuse_add_into_"))
+_ROTARY = tuple(r for r in NORMALIZATION_FUSIONS if r.name == "fuse_rms_norm_into_rotary")
+
+
+class CancelTransposes(RewritePass):
+    name = "CancelTransposes"
+    rules = TRANSPOSE_FUSIONS
+
+
+class FoldTransposeIntoMatMul(RewritePass):
+    name = "FoldTransposeIntoMatMul"
+    rules = (FOLD_TRANSPOSE_INTO_MATMUL,)
+
+
+class GroupMatMuls(RewritePass):
+    name = "GroupMatMuls"
+    rules = (GROUP_MATMULS, GROUP_MATMUL_NBITS)
+
+
+class FuseMlpGate(RewritePass):
+    name = "FuseMlpGate"
+    rules = (FUSE_MLP_GATE, FUSE_MLP_GATE_NBITS)
+
+
+class FuseRmsNormIntoRotary(RewritePass):
+    name = "FuseRmsNormIntoRotary"
+    rules = _ROTARY
+
+
+class FuseResidualRmsNorm(RewritePass):
+    name = "FuseResidualRmsNorm"
+    rules = _RESIDUAL
+
+
+class FuseElementwise(RewritePass):
+    name = "FuseElementwise"
+    rules = ELEMENTWISE_FUSIONS
+
+
+ElementwiseFusionPass = FuseElementwise  # the issue's name

@@ -1,0 +1,107 @@
+"""Rewrite rules that produce this family's com.onyxia kernels: MatMulNBitsGroup and GatedMatMulNBits.
+
+- ``group_matmul_nbits``: com.microsoft MatMulNBits reading the same A with equal K, bits, block_size,
+  accuracy_level, zero-point form (none, packed uint8, float) and bias presence, no g_idx, and every
+  weight input a compile-time constant (the shader reads them repacked), become one MatMulNBitsGroup:
+  one dispatch, and at accuracy_level 4 the activation is quantized once instead of per weight.
+- ``fuse_gelu_mul_into_MatMulNBitsGroup``: the gated MLP of `onyxia.operators.matmul.fusions` over a
+  two-weight MatMulNBitsGroup. Declines when the projections have bias (the gated kernel adds none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from onyxia.core import IrGraph, IrNode
+from onyxia.core.rewrite import Decline, Match, NewValue, Rewriter, Rule, Siblings, is_folded
+from onyxia.operators.family import ONYXIA_DOMAIN
+from onyxia.operators.matmul.fusions import MAX_BINDINGS, gate_pattern, gate_slots, group_outputs, weights_ready
+from onyxia.operators.matmul.matmul_group import MAX_SLOTS
+
+__all__ = ["QUANTIZED_FUSIONS"]
+
+_NBITS_INPUTS = (1, 2, 3, 5)  # B, scales, zero_points, bias (4 is g_idx)
+
+
+def _weights(node: IrNode) -> list[int | None]:
+    return [node.inputs[i] if i < len(node.inputs) else None for i in _NBITS_INPUTS]
+
+
+def _known(graph: IrGraph, t: int) -> bool:
+    tensor = graph.tensor(t)
+    return tensor.initializer is not None or tensor.value is not None
+
+
+def _nbits_key(graph: IrGraph, node: IrNode) -> Hashable | None:
+    """What a MatMulNBits group shares; None when `node` cannot join one."""
+    if node.inputs[0] is None or is_folded(graph, node):
+        return None
+    if len(node.inputs) > 4 and node.inputs[4] is not None:
+        return None  # g_idx
+    weights = _weights(node)
+    if any(t is not None and not _known(graph, t) for t in weights):
+        return None
+    zp = weights[2]
+    attrs = node.attributes
+    return (
+        attrs.get("K"),
+        attrs.get("bits", 4),
+        attrs.get("block_size"),
+        attrs.get("accuracy_level", 0),
+        "none" if zp is None else graph.tensor(zp).dtype.short,
+        weights[3] is not None,
+    )
+
+
+def _fits(members: list[IrNode]) -> bool:
+    """Worst case over the kernels: A and its int8 scales, each weight's inputs, each output."""
+    per_weight = sum(t is not None for t in _weights(members[0]))
+    return len(members) <= MAX_SLOTS and 2 + (per_weight + 1) * len(members) <= MAX_BINDINGS
+
+
+def _group(r: Rewriter, m: Match) -> dict[int, NewValue]:
+    inputs = [m.node.inputs[0], *(t for n in m.members for t in _weights(n))]
+    while inputs[-1] is None:
+        inputs.pop()
+    keys = ("K", "bits", "block_size", "accuracy_level")
+    attrs = {key: m.node.attributes[key] for key in keys if key in m.node.attributes}
+    n = [int(member.attributes["N"]) for member in m.members]
+    group = r.op("MatMulNBitsGroup", *inputs, domain=ONYXIA_DOMAIN, outputs=len(n), N=n, **attrs)
+    return group_outputs(r, m, group)
+
+
+GROUP_MATMUL_NBITS = Rule(
+    "group_matmul_nbits",
+    Siblings(frozenset({("com.microsoft", "MatMulNBits")}), _nbits_key, _fits),
+    _group,
+    check=weights_ready,
+    targets="onnx-community Gemma q4 / genai int4: q/k/v and gate/up MatMulNBits of one normed hidden state",
+)
+
+
+def _no_bias(graph: IrGraph, m: Match) -> Decline | None:
+    if len(m.group.inputs) > 4 and m.group.inputs[4] is not None:
+        return Decline("the projections have bias; the gated kernel adds none", m.group)
+    return None
+
+
+def _gated(r: Rewriter, m: Match) -> list[NewValue]:
+    group = m.group
+    slots = [group.inputs[1 + 4 * s : 5 + 4 * s] for s in gate_slots(m)]
+    inputs = [group.inputs[0], *(t for slot in slots for t in [*slot, *[None] * (4 - len(slot))])]
+    while inputs[-1] is None:
+        inputs.pop()
+    attrs = {**group.attributes, "approximate": m.approximate}
+    attrs["N"] = [attrs["N"][s] for s in gate_slots(m)]
+    return [r.op("GatedMatMulNBits", *inputs, domain=ONYXIA_DOMAIN, **attrs)]
+
+
+FUSE_MLP_GATE_NBITS = Rule(
+    "fuse_gelu_mul_into_MatMulNBitsGroup",
+    gate_pattern("MatMulNBitsGroup"),
+    _gated,
+    check=_no_bias,
+    targets="onnx-community Gemma q4: Mul(Gelu(x @ W_gate, approximate='tanh'), x @ W_up), 4-bit weights",
+)
+
+QUANTIZED_FUSIONS = (GROUP_MATMUL_NBITS, FUSE_MLP_GATE_NBITS)
