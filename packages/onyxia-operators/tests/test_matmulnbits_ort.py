@@ -17,11 +17,11 @@ import pytest
 from onnx import helper, numpy_helper
 from oracle import check_op, make_model, reference_outputs, runtime
 
-import onyxia.operators.quantized.matmul_nbits as matmul_nbits
 from onyxia.compiler import CompilerPipeline
 from onyxia.core import CompiledModel, TensorRole
 from onyxia.onnx import load_and_parse_model
 from onyxia.operators import core_operator_registry
+from onyxia.operators.matmul.tiles import TILES, Tile
 
 F32_TOLERANCE = (2e-4, 2e-4)  # onnxruntime dequantizes and sums in another order
 # accuracy_level 4: the integer block sums are exact, only the float sums of the scaled blocks differ
@@ -114,8 +114,8 @@ def test_runtime_weights_are_read_widened() -> None:
 
 def test_split_k_reduction(monkeypatch: pytest.MonkeyPatch) -> None:
     """The SPLIT path (threads sharing a column group's blocks), unused on lavapipe by default."""
-    monkeypatch.setattr(matmul_nbits, "DECODE", matmul_nbits.Kernel("MatMulNBits/split", rows=1, split=4))
-    monkeypatch.setattr(matmul_nbits, "PREFILL", matmul_nbits.Kernel("MatMulNBits/split4", rows=4, split=2))
+    split = (Tile("split", rows=1, wg_x=64, split=4, max_m=1), Tile("split4", rows=4, wg_x=64, split=2))
+    monkeypatch.setitem(TILES, "matmul_nbits", split)
     a = np.random.default_rng(3).standard_normal((6, 200)).astype(np.float32)
     check_matmulnbits(a[:1], 45, 16, "packed")
     check_matmulnbits(a, 45, 16, "float")

@@ -41,7 +41,8 @@ from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, type_defs
 from onyxia.operators.matmul.matmul_group import plan_weight_products
-from onyxia.operators.matmul.weights import at_most, panels_fit
+from onyxia.operators.matmul.tiles import at_most, planned_tiles, tile_for
+from onyxia.operators.matmul.weights import panels_fit
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = ["MATMUL", "MATMUL_ONYXIA", "MatMulOp"]
@@ -49,13 +50,6 @@ __all__ = ["MATMUL", "MATMUL_ONYXIA", "MatMulOp"]
 _SOURCE = load_wgsl(__package__, "matmul.wgsl")
 _ROWS_SOURCE = load_wgsl(__package__, "matmul_rows.wgsl")
 
-# matmul.wgsl block shapes measured on lavapipe: tall 8-row blocks in 16x4 workgroups for many rows; for
-# few rows one 64-wide row of invocations, so no invocation computes only padding. A symbolic M gets the
-# few-rows shape (it is usually the sequence length; its one-row steps go to matmul_rows.wgsl when it can).
-_MANY_ROWS = {"ROWS": 8, "WG_X": 16, "WG_Y": 4}
-_FEW_ROWS = {"ROWS": 4, "WG_X": 64, "WG_Y": 1}
-_FEW_ROWS_LIMIT = 16
-_ROWS_KERNEL = {"ROWS": 2, "WG": 64}  # matmul_rows.wgsl (one row of a times b stored [N, K]), measured on lavapipe
 _INT_TYPES = frozenset({DataType.INT32, DataType.INT64, DataType.UINT32})
 
 
@@ -108,25 +102,32 @@ class MatMulOp:
         dtype = ctx.input_dtype(0)
         require_dtype(ctx, dtype, self.dtypes)
         ops = _operands(ctx, self.trans_b)
-        if _panel_weight(ctx, ops, self.trans_b):
-            plan_weight_products(ctx, ops.m, ops.k, [ops.n])  # type: ignore[list-item, arg-type]
+        weight = _panel_weight(ctx, ops, self.trans_b)
+        if weight is not None:
+            k, n = weight
+            plan_weight_products(ctx, ops.m, k, [n])
             return
         decode = at_most(ops.m, 1) if _rows_kernel(ctx, ops, self.trans_b) else 0
         for index, part in enumerate(_parts(ctx, ops, self.trans_b)):
             if 0 in (part.n, ops.m, dims_product(ops.batch)):
                 return  # an empty output (a zero K still writes zeros, so only M, N or batch count)
             if decode != 0:
-                _dispatch_rows(ctx, part, ops.k, decode)  # type: ignore[arg-type]
+                _dispatch_rows(ctx, part, ops.k, decode)
             if decode != 1:
-                _dispatch_blocks(ctx, ops, part, index, self.trans_b, 1 - decode)  # type: ignore[operator]
+                _dispatch_blocks(ctx, ops, part, index, self.trans_b, 1 - decode)
 
 
 def _dispatch_blocks(ctx: PlanCtx, ops: _Operands, part: _Part, index: int, trans_b: bool, share: SymbolicDim) -> None:
     """One part of the product by matmul.wgsl; `share` (0 or 1 at run time) scales its workgroup count."""
     dtype = ctx.input_dtype(0)
     acc = "f32" if dtype in FLOATS else dtype.wgsl
-    block = _MANY_ROWS if isinstance(ops.m, int) and ops.m > _FEW_ROWS_LIMIT else _FEW_ROWS
-    defs = {**type_defs(A_T=dtype, B_T=dtype, Y_T=dtype), **block, "ACC_T": acc, "BATCH_RANK": len(ops.batch)}
+    ((tile, _),) = planned_tiles("matmul", ops.m)  # one tile: a symbolic M's one-row steps go to matmul_rows
+    defs = {
+        **type_defs(A_T=dtype, B_T=dtype, Y_T=dtype),
+        **tile.block_defs,
+        "ACC_T": acc,
+        "BATCH_RANK": len(ops.batch),
+    }
     if index and not trans_b:  # K-ranges after the first add their partial product to y (N-ranges write apart)
         defs["ACCUMULATE"] = True
     strides = {"B_K_STRIDE": 1, "B_N_STRIDE": ops.k} if trans_b else {"B_K_STRIDE": ops.n, "B_N_STRIDE": 1}
@@ -144,20 +145,21 @@ def _dispatch_blocks(ctx: PlanCtx, ops: _Operands, part: _Part, index: int, tran
         "B_BATCH_STRIDES": ops.b_strides,
     }
     groups = (
-        ceil_div(part.n, 4 * block["WG_X"]) * share,  # type: ignore[operator]
-        ceil_div(ops.m, block["ROWS"] * block["WG_Y"]),
+        ceil_div(part.n, tile.columns_per_workgroup) * share,
+        ceil_div(ops.m, tile.rows_per_workgroup),
         dims_product(ops.batch),
     )
     shader = ctx.compile_shader("matmul/matmul", _SOURCE, defs, dims)
     ctx.dispatch(shader, [ctx.input(0), ctx.input_chunk(1, part.chunk)], [ctx.output(0)], groups)
 
 
-def _dispatch_rows(ctx: PlanCtx, part: _Part, k: int, share: SymbolicDim) -> None:
+def _dispatch_rows(ctx: PlanCtx, part: _Part, k: SymbolicDim, share: SymbolicDim) -> None:
     """One part (a range of b's rows) of a one-row MatMulTransB by matmul_rows.wgsl."""
-    defs = {**type_defs(T=ctx.input_dtype(0)), **_ROWS_KERNEL}
+    tile = tile_for("matmul_rows", 1)
+    defs = {**type_defs(T=ctx.input_dtype(0)), "ROWS": tile.rows, "WG": tile.wg_x}
     dims = {"K4": k // 4, "N": part.n, "Y_COL0": part.n0}
     shader = ctx.compile_shader("matmul/matmul_rows", _ROWS_SOURCE, defs, dims)
-    groups = ceil_div(part.n, _ROWS_KERNEL["ROWS"] * _ROWS_KERNEL["WG"]) * share  # type: ignore[operator]
+    groups = ceil_div(part.n, tile.rows * tile.wg_x) * share
     ctx.dispatch(shader, [ctx.input(0), ctx.input_chunk(1, part.chunk)], [ctx.output(0)], groups)
 
 
@@ -167,18 +169,15 @@ def _rows_kernel(ctx: PlanCtx, ops: _Operands, trans_b: bool) -> bool:
     return trans_b and ctx.input_dtype(0) in FLOATS and ops.batch == [1] and isinstance(k, int) and k > 0 and k % 4 == 0
 
 
-def _panel_weight(ctx: PlanCtx, ops: _Operands, trans_b: bool) -> bool:
-    """Whether b is a compile-time float weight [K, N] (leading 1s allowed) that MatMulGroup's shader reads as
-    column panels: a group of one, so the GroupMatMuls pass changes no bit of the output."""
-    return (
-        not trans_b
-        and ctx.input_dtype(0) in FLOATS
-        and ctx.input_rank(1) >= 2
-        and ops.batch == [1]
-        and isinstance(ops.k, int)
-        and isinstance(ops.n, int)
-        and panels_fit(ctx, 1, ops.k, ops.n)
-    )
+def _panel_weight(ctx: PlanCtx, ops: _Operands, trans_b: bool) -> tuple[int, int] | None:
+    """(K, N) when b is a compile-time float weight [K, N] (leading 1s allowed) that MatMulGroup's shader reads
+    as column panels: a group of one, so the GroupMatMuls pass changes no bit of the output. Else None."""
+    k, n = ops.k, ops.n
+    if trans_b or ctx.input_dtype(0) not in FLOATS or ctx.input_rank(1) < 2 or ops.batch != [1]:
+        return None
+    if not isinstance(k, int) or not isinstance(n, int) or not panels_fit(ctx, 1, k, n):
+        return None
+    return k, n
 
 
 def _parts(ctx: PlanCtx, ops: _Operands, trans_b: bool) -> list[_Part]:
@@ -225,8 +224,8 @@ def _operands(ctx: PlanCtx, trans_b: bool) -> _Operands:
     if all(d == 1 for d in b_batch):  # a weight-like `b`: a's batch rows are just more rows of M
         return _Operands([1], [0], [0], dims_product([*a_batch, m]), k, n)
     batch = list(ctx.broadcast(a_batch, b_batch).dims)
-    a_strides = [s * m * k for s in broadcast_strides(a_batch, batch)]  # type: ignore[operator]
-    b_strides = [s * k * n for s in broadcast_strides(b_batch, batch)]  # type: ignore[operator]
+    a_strides = [s * m * k for s in broadcast_strides(a_batch, batch)]
+    b_strides = [s * k * n for s in broadcast_strides(b_batch, batch)]
     return _Operands(batch, a_strides, b_strides, m, k, n)
 
 

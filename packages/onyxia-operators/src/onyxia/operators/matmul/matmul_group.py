@@ -34,20 +34,14 @@ from onyxia.core import (
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.numpy_math import gelu
 from onyxia.operators.layout import type_defs
-from onyxia.operators.matmul.weights import PANEL, at_most, bind_panels, panels_fit
+from onyxia.operators.matmul.tiles import planned_tiles
+from onyxia.operators.matmul.weights import PANEL, bind_panels, panels_fit
 from onyxia.operators.typesets import FLOATS
 
 __all__ = ["MATMUL_GROUP", "MAX_SLOTS", "MatMulGroupOp", "plan_weight_products"]
 
 _SOURCE = load_wgsl(__package__, "matmul_group.wgsl")
 MAX_SLOTS = 4  # weights per group: the shader's slots
-# Blocks measured on lavapipe: tall 8-row blocks in 16x4 workgroups for many rows; for few rows one 64-wide row
-# of invocations; for decode steps one row. A symbolic M plans both of the last two and the one on the wrong side
-# dispatches zero workgroups at run time.
-_MANY_ROWS = {"ROWS": 8, "WG_X": 16, "WG_Y": 4}
-_FEW_ROWS = {"ROWS": 4, "WG_X": 64, "WG_Y": 1}
-_ONE_ROW = {"ROWS": 1, "WG_X": 16, "WG_Y": 1}  # 16 wide: enough workgroups for every thread at N = 256
-_FEW_ROWS_LIMIT = 16
 
 
 @dataclass(frozen=True)
@@ -60,10 +54,11 @@ class MatMulGroupOp:
         return [TensorType(dtype, shape_of([*rows, n])) for n in ns[: 1 if self.gated else None]]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        a, *weights = ctx.values()
-        if a is None or any(w is None for w in weights):
+        values = ctx.known_values()
+        if values is None:
             return None
-        products = [np.matmul(a.astype(np.float32), w.astype(np.float32)) for w in weights]  # type: ignore[union-attr]
+        a, *weights = values
+        products = [np.matmul(a.astype(np.float32), w.astype(np.float32)) for w in weights]
         if self.gated:
             approximate = ctx.attr_str("approximate", "none")
             gate = gelu(products[0].astype(a.dtype), approximate).astype(a.dtype)
@@ -72,7 +67,9 @@ class MatMulGroupOp:
 
     def plan(self, ctx: PlanCtx) -> None:
         dtype, rows, ns = _checked(ctx, self.gated)
-        k: int = ctx.input_dims(1)[0]  # type: ignore[assignment]  # static: _checked compares it with a's
+        k = ctx.input_dims(1)[0]
+        if not isinstance(k, int):  # the weights are [K, N] data: only a symbolic a could make K symbolic
+            raise ctx.error(f"input 1 has K = {k}; the weight products need a static K")
         for i, n in enumerate(ns, 1):
             # sized from the dims: asking `ctx.chunks` would put the graph tensor in the plan (and upload it)
             # beside the panels
@@ -104,20 +101,12 @@ def plan_weight_products(ctx: PlanCtx, m: SymbolicDim, k: int, ns: list[int], ge
     weights = [bind_panels(ctx, i, k, n) if panels else ctx.input(i) for i, n in enumerate(ns, 1)]
     reads = [ctx.input(0), *weights]
     writes = [ctx.output(s) for s in range(outputs)]
-    for block, share in _blocks(m):
-        per_slot = [ceil_div(n, 4 * block["WG_X"]) for n in ns]
-        starts = {f"G{s}": sum(per_slot[:s]) for s in range(1, len(ns))}  # type: ignore[misc]
-        groups = per_slot[0] if gelu is not None else sum(per_slot)  # type: ignore[arg-type]
-        shader = ctx.compile_shader("matmul/matmul_group", _SOURCE, {**defs, **block}, {**dims, **starts})
-        ctx.dispatch(shader, reads, writes, (groups * share, ceil_div(m, block["ROWS"] * block["WG_Y"]), 1))
-
-
-def _blocks(m: SymbolicDim) -> list[tuple[dict[str, int], SymbolicDim]]:
-    """(block shape, 0-or-1 share) of each dispatch: one for a static M, decode and rows for a symbolic one."""
-    if isinstance(m, int):
-        return [(_ONE_ROW if m == 1 else _FEW_ROWS if m <= _FEW_ROWS_LIMIT else _MANY_ROWS, 1)]
-    decode = at_most(m, 1)
-    return [(_ONE_ROW, decode), (_FEW_ROWS, 1 - decode)]  # type: ignore[operator]
+    for tile, share in planned_tiles("matmul_group", m):
+        per_slot = [ceil_div(n, tile.columns_per_workgroup) for n in ns]
+        starts = {f"G{s}": sum(per_slot[:s]) for s in range(1, len(ns))}
+        groups = per_slot[0] if gelu is not None else sum(per_slot)
+        shader = ctx.compile_shader("matmul/matmul_group", _SOURCE, {**defs, **tile.block_defs}, {**dims, **starts})
+        ctx.dispatch(shader, reads, writes, (groups * share, ceil_div(m, tile.rows_per_workgroup), 1))
 
 
 def _checked(ctx: NodeCtx, gated: bool) -> tuple[DataType, list[SymbolicDim], list[int]]:

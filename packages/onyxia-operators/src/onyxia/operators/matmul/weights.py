@@ -6,29 +6,19 @@ CPU thread), so with 4 columns per invocation a SIMD row reads 128 contiguous by
 front to back, a linear stream. In the graph's [K, N] order it would stride N * 4 bytes per k: the same
 decode-step GEMV measured 1.2-1.3x slower so. The panels replace the graph tensor on the GPU (it is not uploaded when no
 step binds it), so only weights that every reader takes as panels are repacked.
-
-`at_most` picks between a decode and a prefill dispatch when M is only known at run time: both are planned,
-and the one whose share is 0 dispatches no workgroup.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from onyxia.core import BufferRef, PlanCtx, SymbolicDim, TensorValue, ceil_div, max_binding_bytes
+from onyxia.core import BufferRef, PlanCtx, TensorValue, max_binding_bytes
+from onyxia.operators.matmul.tiles import PANELS
 
-__all__ = ["PANEL", "at_most", "bind_panels", "panels_fit"]
+__all__ = ["PANEL", "bind_panels", "panels_fit"]
 
-PANEL = 32  # columns per panel: 8 invocations x 4 columns
+PANEL = PANELS["matmul_group"]
 _PANEL_READERS = frozenset({"MatMul", "MatMulGroup", "GatedMatMul"})  # ops that read a [K, N] weight as panels
-
-
-def at_most(m: SymbolicDim, limit: int) -> SymbolicDim:
-    """1 when m <= limit else 0 (for m >= 0): a literal for a static m, else an expression the runtime
-    evaluates per run."""
-    if isinstance(m, int):
-        return int(m <= limit)
-    return ((limit + 1) // (m + 1) + limit) // (limit + 1)  # type: ignore[operator]
 
 
 def panels_fit(ctx: PlanCtx, i: int, k: int, n: int) -> bool:
@@ -65,4 +55,4 @@ def bind_panels(ctx: PlanCtx, i: int, k: int, n: int) -> BufferRef:
 
 
 def _padded(n: int) -> int:
-    return ceil_div(n, PANEL) * PANEL  # type: ignore[return-value]
+    return -(-n // PANEL) * PANEL

@@ -16,10 +16,11 @@ Numerics follow onnxruntime's CPU kernel (1.31), which picks them per node (`_in
 - Levels 0-3, and level 4 where onnxruntime falls back to dequantizing B: products and sums in f32
   whatever the activation dtype (level 0's numerics).
 
-One shader, two specialisations (`Kernel`): DECODE, one row per thread (M = 1, the GEMV of each
-generated token), and PREFILL, 4 rows per thread sharing each weight unpack. Each thread owns 4
-adjacent columns of B repacked in column panels (see the shader). With a symbolic M both are planned,
-and the one on the wrong side of DECODE_MAX_M dispatches zero workgroups at run time.
+One shader, two tiles (the "matmul_nbits" row of `onyxia.operators.matmul.tiles.TILES`): decode, one
+row per thread (M = 1, the GEMV of each generated token), and prefill, 4 rows per thread sharing each
+weight unpack. Each thread owns 4 * column_groups adjacent columns of B repacked in column panels (see
+the shader). With a symbolic M both are planned, and the one on the wrong side of M = 1 dispatches zero
+workgroups at run time.
 `plan_products` also serves the com.onyxia groups (matmul_nbits_group), several weights per dispatch.
 """
 
@@ -42,40 +43,13 @@ from onyxia.core import (
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
-from onyxia.operators.matmul.weights import at_most
+from onyxia.operators.matmul.tiles import PANELS, Tile, planned_tiles, tile_for
 from onyxia.operators.quantized.matmul_nbits_layout import SINGLE, A, Layout, Slot, nbits_layout, unsupported
 from onyxia.operators.quantized.packing import PackedInput, bind_packed
 
-__all__ = ["DECODE", "DECODE_MAX_M", "PREFILL", "Kernel", "MatMulNBitsOp", "plan_products", "unsupported"]
+__all__ = ["MatMulNBitsOp", "plan_products", "unsupported"]
 
-
-@dataclass(frozen=True)
-class Kernel:
-    """One specialisation of matmul_nbits.wgsl: `rows` x 4 * `column_groups` outputs per thread, `split`
-    threads sharing them (splitting K)."""
-
-    label: str
-    rows: int
-    column_groups: int = 1
-    split: int = 1
-    workgroup_size: int = 64
-
-    @property
-    def columns_per_workgroup(self) -> int:
-        return 4 * self.column_groups * self.workgroup_size // self.split
-
-
-# Measured on lavapipe (K 640, N 2048, per kernel): decode 0.25 ms; splitting K over threads costs more
-# in barriers than it gains (split 8: 2-3x slower); 8 columns per thread beat 4 by ~12% (each load of a
-# serves more columns); prefill at M = 37 takes 8 ms with 4 rows x 8 columns per thread, 20 ms with the
-# decode kernel; 32-thread decode workgroups beat 64 by ~15% at N 1024 (4 workgroups, not 2, for 2 CPU threads).
-# A discrete GPU would want split 8-32 for decode, to keep enough threads in flight.
-DECODE = Kernel("MatMulNBits/decode", rows=1, column_groups=2, workgroup_size=32)
-PREFILL = Kernel("MatMulNBits/prefill", rows=4, column_groups=2)
-DECODE_MAX_M = 1  # rows up to which DECODE runs (one row per workgroup z); PREFILL above
-QUANTIZE_WORKGROUP_SIZE = 64
 _INT8_MAX_BLOCK_SIZE = 256  # MLAS has CompInt8 kernels for block sizes 16 .. 256
-_PANEL = 64  # columns per panel of the repacked B: one lavapipe SIMD row of 8 threads x 4 * column_groups
 _SHARED_BYTES = 16384  # WebGPU's default maxComputeWorkgroupStorageSize: the decode row quantized in place
 
 
@@ -96,23 +70,23 @@ class MatMulNBitsOp(OperatorBase):
 def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], gelu: str | None = None) -> None:
     """Dispatch A times each slot's weights into output s (with `gelu`: one output, gelu(A @ w0) * (A @ w1))."""
     m = dims_product(ctx.input_dims(A)[:-1])
-    weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=_PANEL) for slot in slots]
+    weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=PANELS["matmul_nbits"]) for slot in slots]
     _check_products(ctx, layout, slots, weights, gelu)
     int8 = _int8_activations(ctx, layout, all(w.known for w in weights))
-    decode = at_most(m, DECODE_MAX_M)  # 1, 0, or an expression evaluated per run
-    shared = int8 and _fits_workgroup(layout, DECODE)  # the decode kernel quantizes its row itself
+    tiles = planned_tiles("matmul_nbits", m)  # decode, prefill or both, each with its share of the run
+    decode = tile_for("matmul_nbits", 1)
+    shared = int8 and _fits_workgroup(layout, decode)  # the decode tile quantizes its row itself
     quantized = None
-    if int8 and (not shared or decode != 1):
-        quantized = _quantize_activations(ctx, layout, m, (1 - decode) if shared else 1)  # type: ignore[operator]
+    prefill_share = next((share for tile, share in tiles if tile != decode), 0)
+    if int8 and (not shared or prefill_share != 0):
+        quantized = _quantize_activations(ctx, layout, m, prefill_share if shared else 1)
     slot_reads, defs = _slot_bindings(ctx, layout, slots, weights)
     if gelu is not None:
         defs |= {"GATED": True, "GELU": gelu}
     dims = _dims(layout, slots, m, int8)
     outputs = [ctx.output(0)] if gelu is not None else [ctx.output(s) for s in range(len(slots))]
-    for kernel, share in ((DECODE, decode), (PREFILL, 1 - decode)):  # type: ignore[operator]
-        if share == 0:
-            continue
-        a_reads, a_names, a_defs = _a_bindings(ctx, layout, quantized, shared and kernel.rows == 1)
+    for kernel, share in tiles:
+        a_reads, a_names, a_defs = _a_bindings(ctx, layout, quantized, shared and kernel == decode)
         names = [*a_names, *slot_reads, *(f"Y{s}" for s in range(len(outputs)))]
         kernel_defs = {**defs, **a_defs, **{f"BIND_{name}": i for i, name in enumerate(names)}}
         groups = _workgroups(kernel, slots, gelu is not None, dims, kernel_defs)
@@ -152,7 +126,7 @@ def _widened_zero_points(ctx: PlanCtx, layout: Layout, slot: Slot) -> bool:
     return layout.zero_points == "packed" and bind_packed(ctx, slot.zero_points).widened
 
 
-def _workgroups(kernel: Kernel, slots: Sequence[Slot], gated: bool, dims: dict, defs: dict) -> SymbolicDim:
+def _workgroups(kernel: Tile, slots: Sequence[Slot], gated: bool, dims: dict, defs: dict) -> SymbolicDim:
     """Column workgroups over every slot (slot s starts at G<s>), or over slot 0's columns when gated."""
     per_slot = [ceil_div(slot.n, kernel.columns_per_workgroup) for slot in slots]
     defs["OTHER_SLOTS"] = " ".join(str(s) for s in range(1, len(slots)))  # the shader's `#for` list
@@ -164,20 +138,21 @@ def _workgroups(kernel: Kernel, slots: Sequence[Slot], gated: bool, dims: dict, 
 
 
 def _dispatch(
-    ctx: PlanCtx, kernel: Kernel, groups: SymbolicDim, reads: list, writes: list, defs: dict, dims: dict
+    ctx: PlanCtx, kernel: Tile, groups: SymbolicDim, reads: list, writes: list, defs: dict, dims: dict
 ) -> None:
     source = load_wgsl(__package__, "matmul_nbits.wgsl")
     kernel_defs = {
         **defs,
-        "PANEL": _PANEL,
+        "PANEL": PANELS["matmul_nbits"],
         "ROWS": kernel.rows,
         "CG": kernel.column_groups,
         "SPLIT": kernel.split,
         "WORKGROUP_SIZE": kernel.workgroup_size,
     }
     # the int8 path reads a workgroup's rows' scales as one vec4 (see matmul_nbits.wgsl)
-    assert not defs.get("INT8") or 4 % kernel.rows == 0, f"{kernel.label}: rows must divide 4"
-    shader = ctx.compile_shader(kernel.label, source, kernel_defs, dims)
+    label = f"MatMulNBits/{kernel.name}"
+    assert not defs.get("INT8") or 4 % kernel.rows == 0, f"{label}: rows must divide 4"
+    shader = ctx.compile_shader(label, source, kernel_defs, dims)
     ctx.dispatch(shader, reads, writes, (groups, 1, ceil_div(dims["M"], kernel.rows)))
 
 
@@ -186,7 +161,7 @@ def _rows_padded(m: SymbolicDim) -> SymbolicDim:
     return ceil_div(m, 4) * 4  # type: ignore[operator]
 
 
-def _fits_workgroup(layout: Layout, kernel: Kernel) -> bool:
+def _fits_workgroup(layout: Layout, kernel: Tile) -> bool:
     """Whether a `kernel` workgroup can hold its quantized row and block scales (f32 each) beside the
     split-K partial sums (vec4s)."""
     row = 4 * (layout.n_blocks * layout.block_size + layout.n_blocks)
@@ -214,17 +189,14 @@ def _quantize_activations(
     row_blocks = m * layout.n_blocks  # type: ignore[operator]
     quantized = ctx.alloc_scratch(row_blocks * layout.block_size * 4, "quantized_a")
     scales = ctx.alloc_scratch(layout.n_blocks * _rows_padded(m) * 4, "a_scales")
-    defs = {
-        **type_defs(A_T=ctx.input_dtype(A)),
-        "BLOCK_SIZE": layout.block_size,
-        "WORKGROUP_SIZE": QUANTIZE_WORKGROUP_SIZE,
-    }
+    workgroup_size = tile_for("matmul_nbits_quantize", 1).workgroup_size
+    defs = {**type_defs(A_T=ctx.input_dtype(A)), "BLOCK_SIZE": layout.block_size, "WORKGROUP_SIZE": workgroup_size}
     if layout.k % 4 == 0:
         defs["QA_VEC4"] = True
     dims = {"K": layout.k, "NB": layout.n_blocks, "ROW_BLOCKS": row_blocks, "MP": _rows_padded(m)}
     source = load_wgsl(__package__, "matmul_nbits_quantize.wgsl")
     shader = ctx.compile_shader("MatMulNBits/quantize", source, defs, dims)
-    groups = ceil_div(row_blocks, QUANTIZE_WORKGROUP_SIZE) * share  # type: ignore[operator]
+    groups = ceil_div(row_blocks, workgroup_size) * share  # type: ignore[operator]
     ctx.dispatch(shader, [ctx.input(A)], [quantized, scales], groups)
     return quantized, scales
 

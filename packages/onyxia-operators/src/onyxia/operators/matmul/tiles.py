@@ -1,0 +1,112 @@
+"""Every matmul kernel's tile shapes in one table, and the one rule that picks a tile by M.
+
+A tile is what one invocation and one workgroup of a product kernel cover: `rows` output rows by
+4 * `column_groups` columns per invocation, `wg_x` by `wg_y` invocations per workgroup, and `split`
+invocations sharing one column group (splitting K). Each kernel lists its tiles by increasing `max_m`,
+the largest static M (rows of the product) a tile serves; the last tile serves every larger M. The
+numbers were measured on lavapipe (the reasons stand beside each row): another device changes this
+table, not the kernels' planning code.
+
+A symbolic M is the sequence length: 1 on a decode step, the prompt's length on prefill. It plans the
+tile of a decode step and the tile of a two-row product; when they differ both are dispatched, and the
+one on the wrong side of M = 1 gets zero workgroups at run time (`at_most`), so one plan serves both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onyxia.core import PlanningError, SymbolicDim
+
+__all__ = ["PANELS", "TILES", "Tile", "at_most", "planned_tiles", "tile_for"]
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One block shape of a product kernel (see the module docstring)."""
+
+    name: str
+    rows: int
+    wg_x: int
+    wg_y: int = 1
+    column_groups: int = 1
+    split: int = 1
+    max_m: int | None = None  # the largest static M this tile serves; None: every M
+
+    @property
+    def workgroup_size(self) -> int:
+        return self.wg_x * self.wg_y
+
+    @property
+    def rows_per_workgroup(self) -> int:
+        return self.rows * self.wg_y
+
+    @property
+    def columns_per_workgroup(self) -> int:
+        return 4 * self.column_groups * self.wg_x // self.split
+
+    @property
+    def block_defs(self) -> dict[str, int]:
+        """The shader defs of matmul.wgsl and matmul_group.wgsl."""
+        return {"ROWS": self.rows, "WG_X": self.wg_x, "WG_Y": self.wg_y}
+
+
+_FEW_ROWS_LIMIT = 16
+# matmul.wgsl and matmul_group.wgsl: tall 8-row blocks in 16x4 workgroups for many rows; for few rows one
+# 64-wide row of invocations, so no invocation computes only padding.
+_FEW_ROWS = Tile("few_rows", rows=4, wg_x=64, max_m=_FEW_ROWS_LIMIT)
+_MANY_ROWS = Tile("many_rows", rows=8, wg_x=16, wg_y=4)
+
+TILES: dict[str, tuple[Tile, ...]] = {
+    # MatMul of runtime operands; its one-row steps go to matmul_rows.wgsl when they can
+    "matmul": (_FEW_ROWS, _MANY_ROWS),
+    # MatMulGroup, GatedMatMul and MatMul by a compile-time weight: decode steps one row, 16 wide (enough
+    # workgroups for every CPU thread at N = 256)
+    "matmul_group": (Tile("one_row", rows=1, wg_x=16, max_m=1), _FEW_ROWS, _MANY_ROWS),
+    # matmul_rows.wgsl: one row of a times b stored [N, K], 2 rows of b per invocation
+    "matmul_rows": (Tile("rows", rows=2, wg_x=64),),
+    # matmul_nbits.wgsl (K 640, N 2048): decode 0.25 ms; splitting K over threads costs more in barriers
+    # than it gains (split 8: 2-3x slower); 8 columns per thread beat 4 by ~12% (each load of a serves more
+    # columns); prefill at M = 37 takes 8 ms with 4 rows x 8 columns per thread, 20 ms with the decode
+    # tile; 32-thread decode workgroups beat 64 by ~15% at N 1024 (4 workgroups, not 2, for 2 CPU
+    # threads). A discrete GPU would want split 8-32 for decode, to keep enough threads in flight.
+    "matmul_nbits": (
+        Tile("decode", rows=1, wg_x=32, column_groups=2, max_m=1),
+        Tile("prefill", rows=4, wg_x=64, column_groups=2),
+    ),
+    # matmul_nbits_quantize.wgsl: one invocation per (row, block) of A
+    "matmul_nbits_quantize": (Tile("quantize", rows=1, wg_x=64),),
+}
+
+
+# Columns per panel of a repacked compile-time weight (see `weights`): lavapipe runs a workgroup's invocations
+# 8 at a time (one SIMD row), so a panel is 8 invocations x 4 * column_groups columns, one for all of a
+# kernel's tiles (the same upload serves decode and prefill).
+PANELS: dict[str, int] = {"matmul_group": 8 * 4, "matmul_nbits": 8 * 4 * 2}
+
+
+def at_most(m: SymbolicDim, limit: int) -> SymbolicDim:
+    """1 when m <= limit else 0 (for m >= 0): a literal for a static m, else an expression the runtime
+    evaluates per run."""
+    if isinstance(m, int):
+        return int(m <= limit)
+    return ((limit + 1) // (m + 1) + limit) // (limit + 1)
+
+
+def tile_for(kernel: str, m: int) -> Tile:
+    """The tile of `kernel` for a static M: the first whose `max_m` reaches M."""
+    if kernel not in TILES:
+        raise PlanningError(f"matmul tile table: no kernel '{kernel}' (known: {', '.join(sorted(TILES))})")
+    tiles = TILES[kernel]
+    return next((t for t in tiles if t.max_m is None or m <= t.max_m), tiles[-1])
+
+
+def planned_tiles(kernel: str, m: SymbolicDim) -> list[tuple[Tile, SymbolicDim]]:
+    """(tile, share) of each dispatch: the share (1, or 0 or 1 at run time) scales its workgroup count."""
+    if isinstance(m, int):
+        return [(tile_for(kernel, m), 1)]
+    decode, prefill = tile_for(kernel, 1), tile_for(kernel, 2)
+    if decode == prefill:
+        return [(decode, 1)]
+    share = at_most(m, 1)
+    return [(decode, share), (prefill, 1 - share)]
