@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, SupportsInt
 
 import numpy as np
 
@@ -155,17 +156,21 @@ def _space_to_depth(ctx: NodeCtx) -> IndexMap:
     return _view_transpose([n, c, h2, b, w2, b], perm, [n, c * b * b, h2, w2])
 
 
-def _fold_view(ctx: NodeCtx, data: np.ndarray, build: object) -> np.ndarray:
-    m = build(ctx)  # type: ignore[operator]
-    out = np.empty(int(np.prod(m.out_dims)), dtype=data.dtype)
+def _fold_view(ctx: NodeCtx, data: np.ndarray, build: Callable[[NodeCtx], IndexMap]) -> np.ndarray:
+    m = build(ctx)
+    out_dims, in_strides = static_dims(m.out_dims), static_dims(m.in_strides)
+    output_dims = static_dims(m.output_dims if m.output_dims is not None else m.out_dims)
+    if out_dims is None or in_strides is None or output_dims is None:  # a known value has a static shape
+        raise ctx.error(f"cannot fold a view with symbolic dims {m.out_dims}")
+    out = np.empty(int(np.prod(out_dims)), dtype=data.dtype)
     flat = data.reshape(-1)
-    for i, idx in enumerate(np.ndindex(*[int(d) for d in m.out_dims])):
-        out[i] = flat[sum(int(c) * int(s) for c, s in zip(idx, m.in_strides))]
-    return out.reshape([int(d) for d in m.output_dims])
+    for i, idx in enumerate(np.ndindex(*out_dims)):
+        out[i] = flat[sum(c * s for c, s in zip(idx, in_strides))]
+    return out.reshape(output_dims)
 
 
-def _dim(value: object) -> SymbolicDim:
-    return value if isinstance(value, SymbolicExpr) else int(value)  # type: ignore[call-overload]
+def _dim(value: SymbolicExpr | SupportsInt) -> SymbolicDim:
+    return value if isinstance(value, SymbolicExpr) else int(value)
 
 
 INDEXMAP: dict[str, IndexMapOp | SplitOp] = {"Split": SplitOp()} | named_rows(

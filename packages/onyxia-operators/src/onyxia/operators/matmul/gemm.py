@@ -46,12 +46,12 @@ class GemmOp:
         return [TensorType(ctx.input_dtype(0), shape_of([m, n]))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        if not ctx.all_inputs_have_values():
-            return None
         a, b = ctx.input_value(0), ctx.input_value(1)
-        a = a.T if ctx.attr_int("transA", 0) else a  # type: ignore[union-attr]
-        b = b.T if ctx.attr_int("transB", 0) else b  # type: ignore[union-attr]
-        y = ctx.attr_float("alpha", 1.0) * (a.astype(np.float64) @ b.astype(np.float64))  # type: ignore[union-attr]
+        if a is None or b is None or not ctx.all_inputs_have_values():
+            return None
+        a = a.T if ctx.attr_int("transA", 0) else a
+        b = b.T if ctx.attr_int("transB", 0) else b
+        y = ctx.attr_float("alpha", 1.0) * (a.astype(np.float64) @ b.astype(np.float64))
         c = ctx.input_value(2) if ctx.has_input(2) else None
         if c is not None:
             y = y + ctx.attr_float("beta", 1.0) * c
@@ -66,14 +66,14 @@ class GemmOp:
         for flag in ("transA", "transB"):
             if ctx.attr_int(flag, 0):
                 defs[f"TRANS_{flag[-1]}"] = True
-        dims: dict[str, object] = {"M": m, "N": n, "K": k}
+        dims: dict[str, SymbolicDim] = {"M": m, "N": n, "K": k}
         reads = [ctx.input(0), ctx.input(1)]
         if ctx.has_input(2):
             defs["HAS_C"] = True
             dims["C_ROW_STRIDE"], dims["C_COL_STRIDE"] = _c_strides(ctx, m, n)
             reads.append(ctx.input(2))
-        shader = ctx.compile_shader("matmul/gemm", _SOURCE, defs, dims)  # type: ignore[arg-type]
-        ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(m * n, WORKGROUP_SIZE))  # type: ignore[operator]
+        shader = ctx.compile_shader("matmul/gemm", _SOURCE, defs, dims)
+        ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(m * n, WORKGROUP_SIZE))
 
 
 GEMM: dict[str, GemmOp] = {"Gemm": GemmOp()}

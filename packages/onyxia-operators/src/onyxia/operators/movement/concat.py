@@ -53,10 +53,11 @@ class ConcatOp:
         return [TensorType(dtype, shape_of(out))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        if not ctx.all_inputs_have_values():
+        values = ctx.known_values()
+        if values is None:
             return None
         # object arrays (symbolic values) concatenate like any other; ints among them stay ints
-        return [np.concatenate(ctx.values(), axis=_axis(ctx))]  # type: ignore[arg-type]
+        return [np.concatenate(values, axis=_axis(ctx))]
 
     def plan(self, ctx: PlanCtx) -> None:
         dtype = ctx.input_dtype(0)
