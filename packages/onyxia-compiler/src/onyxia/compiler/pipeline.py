@@ -21,7 +21,7 @@ from pathlib import Path
 
 from onyxia.compiler.passes import ConstantFoldingPass, PlanningPass, ShapeInferencePass, SymbolicResolutionPass
 from onyxia.compiler.stats import PassRun, PassStats, aggregate, format_stats
-from onyxia.core import CompiledModel, IrGraph, OnyxiaError, OperatorRegistry, Pass, Stage
+from onyxia.core import CompiledModel, IrGraph, OnyxiaError, OperatorRegistry, Pass, PassSet, Stage
 from onyxia.core.settings import Settings, settings
 
 __all__ = ["CompilerPipeline", "Observer", "PassError", "compile"]
@@ -45,6 +45,7 @@ class CompilerPipeline:
     def __init__(self, registry: OperatorRegistry) -> None:
         self.registry = registry
         self._extra: list[Pass] = []
+        self.pass_sets: list[str] = []
         self._observers: list[Observer] = []
         self.runs: list[PassRun] = []  # of the last (or current) compile
         for p in registry.passes:
@@ -55,6 +56,13 @@ class CompilerPipeline:
         if not isinstance(p.stage, Stage):
             raise TypeError(f"pass {p!r} has no valid stage")
         self._extra.append(p)
+        return self
+
+    def add_pass_set(self, pass_set: PassSet) -> CompilerPipeline:
+        """Register every pass of `pass_set`, in order; its name is kept in `pass_sets`."""
+        for p in pass_set.passes:
+            self.add_pass(p)
+        self.pass_sets.append(pass_set.name)
         return self
 
     def observe(self, observer: Observer) -> CompilerPipeline:

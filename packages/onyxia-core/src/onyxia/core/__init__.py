@@ -29,7 +29,7 @@ from onyxia.core.errors import (
 from onyxia.core.fixed_point import FixedPoint
 from onyxia.core.ir import GraphError, IrGraph, IrNode, TensorDef, TensorKind, TensorRef
 from onyxia.core.operator import Operator, OperatorBase, TensorType
-from onyxia.core.passes import Pass, Stage
+from onyxia.core.passes import Pass, PassSet, Stage
 from onyxia.core.plan import (
     BindingDesc,
     BufferRef,
@@ -89,6 +89,7 @@ __all__ = [
     "OperatorBase",
     "OperatorRegistry",
     "Pass",
+    "PassSet",
     "PlanBuilder",
     "PlanCtx",
     "PlanTensor",

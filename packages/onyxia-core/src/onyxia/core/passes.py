@@ -8,6 +8,17 @@ default passes; this module is their name for code that deals in passes only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from onyxia.core.registry import Pass, Stage
 
-__all__ = ["Pass", "Stage"]
+__all__ = ["Pass", "PassSet", "Stage"]
+
+
+@dataclass(frozen=True)
+class PassSet:
+    """Passes a caller adds to a pipeline together, under one name (the LLM session's "generation"
+    set). Each still runs in its own stage and shows in pass statistics and dumps on its own."""
+
+    name: str
+    passes: tuple[Pass, ...]

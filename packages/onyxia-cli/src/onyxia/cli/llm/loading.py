@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from onyxia.cli.llm.generation_passes import AliasKvCache, generation_passes
 from onyxia.cli.llm.model_dir import resolve_model_dir
-from onyxia.cli.llm.rewrites import add_next_token, alias_kv_cache, logits_for_last_position
 from onyxia.cli.llm.signature import LlmSignature, read_signature
 from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.core import DataType, IrGraph, ModelLoadError, OperatorRegistry, SymbolicExpr, TensorKind
@@ -64,15 +64,14 @@ def build_session(
     if accuracy_level is not None:
         for node in graph.nodes_of("MatMulNBits", "com.microsoft"):
             node.attributes["accuracy_level"] = accuracy_level
-    logits_for_last_position(graph, signature.logits)
-    add_next_token(graph, signature.logits)
     static = _static_dims(graph, signature, found.config)
-    aliased = alias_kv_cache(graph, _in_place_pairs(graph, signature, registry), static)
+    generation = generation_passes(signature.logits, _in_place_pairs(graph, signature, registry), static)
     progress("compiling")
-    pipeline = CompilerPipeline(registry)
+    pipeline = CompilerPipeline(registry).add_pass_set(generation)
     if match_onnxruntime and any(t.dtype == DataType.FLOAT16 and t.kind in _SOURCES for t in graph.tensors):
         pipeline.add_pass(MatchOnnxruntimeCpuFloat16())  # float32 where onnxruntime's CPU EP has no f16 kernel
     compiled = pipeline.compile(graph, static)
+    aliased = next(p.aliased for p in generation.passes if isinstance(p, AliasKvCache))
     progress("uploading weights")
     max_dims = {name: limit for name in compiled.symbols}
     chunk = min(limit, PREFILL_CHUNK)

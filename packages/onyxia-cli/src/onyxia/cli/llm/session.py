@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Self
 import numpy as np
 
 from onyxia.cli.llm.model_dir import ModelDirectory
-from onyxia.cli.llm.rewrites import NEXT_TOKEN
+from onyxia.cli.llm.generation_passes import NEXT_TOKEN
 from onyxia.cli.llm.sampling import SamplingParams, sample_token
 from onyxia.cli.llm.signature import LlmSignature, bind_names
 from onyxia.cli.llm.tokenizer import TextTokenizer

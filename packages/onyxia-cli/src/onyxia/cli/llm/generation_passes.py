@@ -1,0 +1,170 @@
+"""The "generation" pass set: what the LLM session adds to the compiler pipeline, as ordinary passes.
+
+They run in the RESOLUTION stage, before shape inference and before `MatchOnnxruntimeCpuFloat16`
+(which must see the lm head's Cast chain with the Slice in front of it), and show in pass
+statistics and ``onyxia compile --generation --dump-dir`` like every other pass:
+
+- `SliceLogitsToLastPosition`: generation needs one row of logits, so the lm head (the largest matmul
+  of the model: 262144 x 640 for Gemma 3 270m) runs on the last position only;
+- `AddNextToken`: greedy decoding reads back one token id, computed by ArgMax on the GPU;
+- `AliasKvCache`: present.N.* is written into past_key_values.N.*'s buffer, so a decode step appends
+  one position instead of copying the whole cache (`aliased` lists the pairs after the compile).
+
+Each is idempotent: a second run (the stage repeats until nothing changes) finds its work done.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from onyxia.core import (
+    Absent,
+    DataType,
+    IrGraph,
+    IrNode,
+    OperatorRegistry,
+    PassSet,
+    Stage,
+    TensorKind,
+    TensorValue,
+    shape_of,
+)
+from onyxia.core.symbolic import simplify_dim
+
+__all__ = ["NEXT_TOKEN", "AddNextToken", "AliasKvCache", "SliceLogitsToLastPosition", "generation_passes"]
+
+log = logging.getLogger(__name__)
+
+NEXT_TOKEN = "next_token"
+_LAST_POSITION = "onyxia/last_position"
+_HEAD_OPS = {("", "MatMul"), ("com.microsoft", "MatMulNBits"), ("", "Gemm")}
+_PASS_THROUGH = {"Cast", "Div", "Mul", "Tanh", "Add", "Identity"}  # softcapping and dtype casts after the head
+_IN_PLACE = {("com.microsoft", "GroupQueryAttention"), ("", "Concat")}
+
+
+class SliceLogitsToLastPosition:
+    name = "SliceLogitsToLastPosition"
+    stage = Stage.RESOLUTION
+
+    def __init__(self, logits: str) -> None:
+        self.logits = logits
+
+    def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
+        """Slice the lm head's input to its last position; False when done already or no head is found."""
+        if any(n.name == _LAST_POSITION for n in graph.nodes_of("Slice")):
+            return False
+        logits = graph.tensor_by_name(self.logits)
+        head = _lm_head(graph, logits.id) if logits is not None else None
+        if head is None or head.inputs[0] is None:
+            log.warning("no lm head found before '%s'; logits are computed for every position", self.logits)
+            return False
+        head = _first_cast(graph, head)
+        hidden = graph.tensor(head.inputs[0])
+        last = graph.add_tensor(f"{hidden.name}/last_position", hidden.dtype, Absent())
+        starts, ends, axes = (_constant(graph, f"{_LAST_POSITION}/{k}", v) for k, v in _SLICE.items())
+        graph.add_node("Slice", [hidden.id, starts, ends, axes], [last], name=_LAST_POSITION, before=head)
+        graph.set_input(head, 0, last)
+        return True
+
+
+_SLICE = {"starts": [-1], "ends": [2**31 - 1], "axes": [-2]}
+
+
+class AddNextToken:
+    name = "AddNextToken"
+    stage = Stage.RESOLUTION
+
+    def __init__(self, logits: str) -> None:
+        self.logits = logits
+
+    def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
+        """A `next_token` output: ArgMax over the vocabulary of the (last-position) logits."""
+        logits = graph.tensor_by_name(self.logits)
+        if logits is None or graph.tensor_by_name(NEXT_TOKEN) is not None:
+            return False
+        token = graph.add_tensor(NEXT_TOKEN, DataType.INT64, Absent())
+        graph.add_node("ArgMax", [logits.id], [token], {"axis": -1, "keepdims": 0}, name="onyxia/next_token")
+        graph.mark_output(token)
+        return True
+
+
+class AliasKvCache:
+    """In place needs the cache to grow at its end in memory: batch and KV heads of 1 (dims before the
+    sequence axis all 1), true of the Gemma 3 family; other pairs keep a GPU copy per step."""
+
+    name = "AliasKvCache"
+    stage = Stage.RESOLUTION
+
+    def __init__(self, pairs: Sequence[tuple[str, str]], dims: Mapping[str, int]) -> None:
+        self.pairs = list(pairs)
+        self.dims = dict(dims)
+        self.aliased: list[tuple[str, str]] = []
+
+    def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
+        changed = False
+        for past_name, present_name in self.pairs:
+            past, present = graph.tensor_by_name(past_name), graph.tensor_by_name(present_name)
+            producer = graph.tensor_producer(present.id) if present is not None else None
+            if (
+                past is None
+                or present is None
+                or producer is None
+                or (producer.domain, producer.op_type) not in _IN_PLACE
+            ):
+                continue
+            if graph.aliases.get(present.id) == past.id:
+                continue
+            leading = (
+                [] if isinstance(past.shape, Absent) else [simplify_dim(d, self.dims) for d in past.shape.dims[:2]]
+            )
+            if past.id not in producer.inputs or any(d != 1 for d in leading):
+                continue
+            graph.aliases[present.id] = past.id
+            self.aliased.append((past_name, present_name))
+            changed = True
+        return changed
+
+
+def generation_passes(logits: str, kv_pairs: Sequence[tuple[str, str]], dims: Mapping[str, int]) -> PassSet:
+    """The set `LlmSession` adds: last-position logits, the greedy token, in-place KV cache pairs."""
+    return PassSet(
+        "generation",
+        (SliceLogitsToLastPosition(logits), AddNextToken(logits), AliasKvCache(kv_pairs, dims)),
+    )
+
+
+def _constant(graph: IrGraph, name: str, values: list[int]) -> int:
+    array = np.array(values, np.int64)
+    tensor = graph.add_tensor(
+        name, DataType.INT64, shape_of(array.shape), TensorKind.INITIALIZER, initializer=TensorValue.from_numpy(array)
+    )
+    return tensor.id
+
+
+def _lm_head(graph: IrGraph, logits: int) -> IrNode | None:
+    node = graph.tensor_producer(logits)
+    while node is not None and (node.domain, node.op_type) not in _HEAD_OPS:
+        if node.op_type not in _PASS_THROUGH:
+            return None
+        produced = [t for t in node.inputs if t is not None and graph.tensor_producer(t) is not None]
+        if len(produced) != 1:
+            return None
+        node = graph.tensor_producer(produced[0])
+    return node
+
+
+def _first_cast(graph: IrGraph, head: IrNode) -> IrNode:
+    """The first of the Casts feeding `head` alone (exports round the final norm to f16 before it).
+
+    Slicing before them keeps the norm -> f32-to-f16 Cast -> head chain that MatchOnnxruntimeCpuFloat16
+    shortens as onnxruntime does (the head reads the unrounded f32 norm); a Slice in between would stop it."""
+    node = head
+    while (t := node.inputs[0]) is not None and len(graph.tensor_consumers(t)) == 1:
+        producer = graph.tensor_producer(t)
+        if producer is None or producer.op_type != "Cast" or producer.inputs[0] is None:
+            break
+        node = producer
+    return node
