@@ -1,0 +1,40 @@
+"""The generation PassSet runs inside the pipeline: its passes appear in the pass record, each changes
+the graph once (a second run finds its work done), and the compiled plan has the last-position Slice,
+the next_token ArgMax output and the in-place KV cache aliases."""
+
+from __future__ import annotations
+
+from llm_cases import DATA
+
+from onyxia.cli.llm.generation_passes import NEXT_TOKEN, AliasKvCache, generation_passes
+from onyxia.cli.llm.signature import read_signature
+from onyxia.compiler import CompilerPipeline
+from onyxia.onnx import load_and_parse_model
+from onyxia.operators import core_operator_registry
+
+MODEL = DATA / "gemma3-tiny" / "onnx" / "model.onnx"
+
+
+def test_generation_passes_run_in_the_pipeline_once_each() -> None:
+    graph = load_and_parse_model(MODEL)
+    signature = read_signature(graph, str(MODEL))
+    pairs = [(p.past, p.present) for p in signature.kv]
+    generation = generation_passes(signature.logits, pairs, {"batch_size": 1})
+    pipeline = CompilerPipeline(core_operator_registry()).add_pass_set(generation)
+    compiled = pipeline.compile(graph, {"batch_size": 1})
+
+    assert pipeline.pass_sets == ["generation"]
+    changed = {r.name: r.changed for r in pipeline.runs if r.name in {p.name for p in generation.passes}}
+    assert changed == {"SliceLogitsToLastPosition": False, "AddNextToken": False, "AliasKvCache": False}
+    first_runs = [r for r in pipeline.runs if r.name in changed][:3]
+    assert [(r.name, r.changed) for r in first_runs] == [
+        ("SliceLogitsToLastPosition", True),
+        ("AddNextToken", True),
+        ("AliasKvCache", True),
+    ]
+    alias = next(p for p in generation.passes if isinstance(p, AliasKvCache))
+    assert sorted(alias.aliased) == sorted(pairs)  # gemma3-tiny: batch 1, one KV head, GQA appends in place
+    assert NEXT_TOKEN in [compiled.tensors[t].name for t in compiled.outputs]
+    names = {compiled.tensors[t].name: t for t in compiled.tensors}
+    assert {(names[present], names[past]) for past, present in pairs} <= set(compiled.aliases.items())
+    assert graph.tensor_by_name(NEXT_TOKEN) is None  # the caller's graph is left as it was
