@@ -13,10 +13,11 @@ from onyxia.core import CompiledModel, DataType, PlanCtx, SymbolicExpr, ceil_div
 from onyxia.core.settings import override
 from onyxia.core.symbolic import evaluate_dim
 from onyxia.runtime import PlanExecutor, Runtime
+from onyxia.runtime.commands import PUBLIC_CALLS, ComputePass, CopyCommand, DispatchCommand, Program, encode
 from onyxia.runtime.dim_program import DimProgram, gather
 from onyxia.runtime.layout import evaluate_layout
-from onyxia.runtime.native_encode import native_encoder
-from onyxia.runtime.program import Program, build_program, encode
+from onyxia.runtime.native_encode import native_calls
+from onyxia.runtime.program import build_program
 
 GATHER_WGSL = """
 @group(0) @binding(0) var<storage, read> x: array<i32>;
@@ -174,30 +175,37 @@ class _Pass:
 
 
 class _Encoder(_Pass):
-    def begin_compute_pass(self) -> _Pass:
-        self.calls.append(("begin_compute_pass",))
+    def begin_compute_pass(self, **timestamp_writes: object) -> _Pass:
+        self.calls.append(("begin_compute_pass", *timestamp_writes.values()))
         return _Pass(self.calls)
 
 
-def test_encode_skips_state_the_pass_already_holds() -> None:
-    a, b, g1, g2 = "pipeline a", "pipeline b", "group 1", "group 2"
-    program = Program(
+A, B, G1, G2 = "pipeline a", "pipeline b", "group 1", "group 2"
+
+
+def _program() -> Program:
+    return Program(
         segments=[
-            (
-                True,
+            ComputePass(
                 [
-                    (a, g1, None, b"\x01", 1, 4, 1, 1),
-                    (a, g1, None, b"\x01", 1, 8, 1, 1),
-                    (a, g2, None, b"\x02", 1, 1, 1, 1),
-                ],
+                    DispatchCommand(A, G1, None, b"\x01", 1, 4, 1, 1),
+                    DispatchCommand(A, G1, None, b"\x01", 1, 8, 1, 1),
+                    DispatchCommand(A, G2, None, b"\x02", 1, 1, 1, 1),
+                ]
             ),
-            (False, ("src", 0, "dst", 0, 16)),
-            (True, [(a, g2, None, b"\x02", 1, 1, 1, 1), (b, g2, None, b"\x02", 1, 2, 1, 1)]),
+            CopyCommand("src", 0, "dst", 0, 16),
+            ComputePass(
+                [DispatchCommand(A, G2, None, b"\x02", 1, 1, 1, 1), DispatchCommand(B, G2, None, b"\x02", 1, 2, 1, 1)]
+            ),
         ],
         dispatches=5,
     )
+
+
+def test_encode_skips_state_the_pass_already_holds() -> None:
+    a, b, g1, g2 = A, B, G1, G2
     calls: list[tuple[object, ...]] = []
-    encode(_Encoder(calls), program)  # type: ignore[arg-type]
+    encode(_Encoder(calls), _program())
     assert calls == [
         ("begin_compute_pass",),
         ("set_pipeline", a),
@@ -222,15 +230,29 @@ def test_encode_skips_state_the_pass_already_holds() -> None:
     ]
 
 
+def test_encode_with_timestamps_gives_each_dispatch_a_pass_of_its_own() -> None:
+    calls: list[tuple[object, ...]] = []
+    encode(_Encoder(calls), _program(), timestamps=lambda index: {"index": index})
+    passes = [call for call in calls if call[0] == "begin_compute_pass"]
+    assert passes == [("begin_compute_pass", {"index": i}) for i in range(5)]
+    dispatch = ["set_pipeline", "set_bind_group", "set_immediates", "dispatch_workgroups", "end"]
+    # every pass sets its state anew; the copy stays between the passes of its neighbours
+    assert [call[0] for call in calls] == [
+        *(["begin_compute_pass", *dispatch] * 3),
+        "copy_buffer_to_buffer",
+        *(["begin_compute_pass", *dispatch] * 2),
+    ]
+
+
 def test_native_encoder_matches_the_public_api(any_runtime: Runtime) -> None:
     native = any_runtime.load_model(_decode_like_plan(), dims={"p": 3})
     public = any_runtime.load_model(_decode_like_plan(), dims={"p": 3})
-    assert native._encode is not encode, "wgpu-native's entry points were not found"
-    public._encode = encode
+    assert native._calls is not PUBLIC_CALLS, "wgpu-native's entry points were not found"
+    public._calls = PUBLIC_CALLS
     for n in (5, 1, 2):
         x = np.arange(n, dtype=np.float32)
         a, b = native.run({"x": x}), public.run({"x": x})
         for name in a:
             np.testing.assert_array_equal(a[name], b[name])
     with override(native_encode=False):  # what ONYXIA_NATIVE_ENCODE=0 sets
-        assert native_encoder(any_runtime.ctx.device) is None
+        assert native_calls(any_runtime.ctx.device) is None

@@ -25,7 +25,9 @@ from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 __all__ = ["DimProgram", "Gather", "gather"]
 
 Value = int | None
-Gather = Callable[[list[Value]], tuple[Value, ...]]
+# A run's values are typed Any: which slots hold ints and which the None constant is known to the
+# caller that added them (a binding size may be None), not to the list.
+Gather = Callable[[list[Any]], tuple[Any, ...]]
 
 _OPS: dict[str, Callable[[int, int], int]] = {
     "+": operator.add,
@@ -67,7 +69,7 @@ class DimProgram:
     def add_all(self, dims: Sequence[SymbolicDim | None]) -> tuple[int, ...]:
         return tuple(self.add(d) for d in dims)
 
-    def __call__(self, dims: Mapping[str, int]) -> list[Value]:
+    def __call__(self, dims: Mapping[str, int]) -> list[Any]:
         vals: list[Any] = self._template.copy()  # an op's operands are never the None constant
         for slot, name in self._names:
             vals[slot] = dims[name]

@@ -21,6 +21,7 @@ from onyxia.core.errors import DeviceError, InputError, OnyxiaError
 from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, WriteBuffer
 from onyxia.runtime.buffers import BufferPool, buffer_names
 from onyxia.runtime.carries import Carries
+from onyxia.runtime.commands import PUBLIC_CALLS, PassCalls, Program, encode
 from onyxia.runtime.convert import storage_bytes, to_gpu
 from onyxia.runtime.device import DeviceContext, ExecutorStats, check_features, wgpu_boundary
 from onyxia.runtime.incremental import Delta, IncrementalLayout
@@ -33,15 +34,13 @@ from onyxia.runtime.layout import (
     flatten_steps,
     referenced_symbols,
 )
-from onyxia.runtime.native_encode import Encoder, native_encoder
+from onyxia.runtime.native_encode import native_calls
 from onyxia.runtime.pipelines import PipelineCache
-from onyxia.runtime.profiling import DispatchTime, DispatchTimer, RunProfile, dispatch_labels, encode_timed
+from onyxia.runtime.profiling import DispatchTime, DispatchTimer, RunProfile, dispatch_labels
 from onyxia.runtime.program import (
     DispatchState,
-    Program,
     build_program,
     commit_dispatch,
-    encode,
     patch_program,
     prepare_dispatch,
     rebinds,
@@ -82,7 +81,7 @@ class PlanExecutor:
         ]
         self.weight_bytes = upload_weights(compiled, self._pool)  # weights and constants, as uploaded
         self._incremental = IncrementalLayout(compiled, self._flat, ctx)
-        self._encode: Encoder = native_encoder(ctx.device) or encode
+        self._calls: PassCalls = native_calls(ctx.device) or PUBLIC_CALLS  # what `encode` talks to wgpu through
         self._dims: dict[str, int] = {**compiled.dims, **checked_dims(dims or {})}
         self._layout: DimsLayout | None = None
         self._program = Program()
@@ -154,7 +153,7 @@ class PlanExecutor:
         wanted = self._prepare(inputs, outputs, "run()")
         with wgpu_boundary(DeviceError, "run(): encoding or submitting the plan"):
             encoder = self.ctx.device.create_command_encoder()
-            self._encode(encoder, self._program)
+            encode(encoder, self._program, self._calls)
             self._encode_tail(encoder, wanted)
             self.ctx.queue.submit([encoder.finish()])
         self.stats.runs += 1
@@ -213,14 +212,14 @@ class PlanExecutor:
         assert self._layout is not None
         prepared = time.perf_counter_ns()
         scratch = self.ctx.device.create_command_encoder()  # timed like run()'s encode, never submitted
-        self._encode(scratch, self._program)
+        encode(scratch, self._program, self._calls)
         scratch.finish()
         encoded = time.perf_counter_ns()
         labels = dispatch_labels(self.compiled, self._flat, self._layout, self._program.dispatches)
         timer = DispatchTimer(self.ctx, len(labels))
         with wgpu_boundary(DeviceError, "profile_run(): encoding or submitting the plan"):
             encoder = self.ctx.device.create_command_encoder()
-            encode_timed(encoder, self._program, timer)
+            encode(encoder, self._program, self._calls, timer.writes)
             self._encode_tail(encoder, wanted)
             timer.resolve(encoder)
             self.ctx.queue.submit([encoder.finish()])

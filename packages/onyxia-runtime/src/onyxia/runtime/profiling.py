@@ -1,8 +1,8 @@
 """Opt-in GPU profiling: `PlanExecutor.profile_run()` replays the program with a timestamp pair per dispatch.
 
-Kept apart from `encode()` so a normal `run()` pays nothing for it. Each dispatch gets its own compute
-pass whose `timestamp_writes` bracket it (WebGPU's 'timestamp-query'; wgpu-py exposes no writes inside a
-pass), so the profiled run has pass boundaries the normal program does not: per-dispatch times are
+`commands.encode` given `DispatchTimer.writes` records it; a normal `run()` passes none and pays
+nothing for it. Each dispatch gets its own compute pass whose `timestamp_writes` bracket it
+(WebGPU's 'timestamp-query'; wgpu-py exposes no writes inside a pass), so the profiled run has pass boundaries the normal program does not: per-dispatch times are
 right, their sum can exceed a normal run's GPU time by the extra barriers. The device must have been
 opened with the feature (`Runtime(profiling=True)`).
 """
@@ -10,6 +10,7 @@ opened with the feature (`Runtime(profiling=True)`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import wgpu
@@ -18,9 +19,8 @@ from onyxia.core.errors import DeviceError
 from onyxia.core.plan import CompiledModel
 from onyxia.runtime.device import DeviceContext, wgpu_boundary
 from onyxia.runtime.layout import DimsLayout, DispatchValues, FlatStep
-from onyxia.runtime.program import Program
 
-__all__ = ["TIMESTAMP_FEATURE", "DispatchTime", "DispatchTimer", "RunProfile", "dispatch_labels", "encode_timed"]
+__all__ = ["TIMESTAMP_FEATURE", "DispatchTime", "DispatchTimer", "RunProfile", "dispatch_labels"]
 
 TIMESTAMP_FEATURE = "timestamp-query"
 _QUERIES_PER_SET = 4096  # WebGPU's largest query set
@@ -74,7 +74,7 @@ class DispatchTimer:
             self.resolved = ctx.device.create_buffer(size=nbytes, usage=_RESOLVE_USAGE)
             self.readback = ctx.device.create_buffer(size=nbytes, usage=_READ_USAGE)
 
-    def writes(self, index: int) -> dict[str, object]:
+    def writes(self, index: int) -> dict[str, Any]:
         """`timestamp_writes` for the pass around dispatch `index`."""
         per_set = _QUERIES_PER_SET // 2
         slot = 2 * (index % per_set)
@@ -101,26 +101,6 @@ class DispatchTimer:
             query_set.destroy()
         pairs = stamps[: 2 * self.count].reshape(-1, 2)
         return [max(0, int(end - begin)) for begin, end in pairs]
-
-
-def encode_timed(encoder: wgpu.GPUCommandEncoder, program: Program, timer: DispatchTimer) -> None:
-    """`encode()` with one compute pass per dispatch, bracketed by the timer's timestamps."""
-    index = 0
-    for is_pass, payload in program.segments:
-        if not is_pass:
-            encoder.copy_buffer_to_buffer(*payload)  # type: ignore[misc]
-            continue
-        for pipeline, group, uniform, immediates, nbytes, x, y, z in payload:  # type: ignore[attr-defined]
-            compute = encoder.begin_compute_pass(timestamp_writes=timer.writes(index))  # type: ignore[arg-type]
-            compute.set_pipeline(pipeline)
-            compute.set_bind_group(0, group)
-            if uniform is not None:
-                compute.set_bind_group(1, uniform)
-            elif nbytes:
-                compute.set_immediates(0, immediates, 0, nbytes)
-            compute.dispatch_workgroups(x, y, z)
-            compute.end()
-            index += 1
 
 
 def dispatch_labels(
