@@ -6,18 +6,18 @@ from typing import cast
 
 from onyxia.core import FamilyTable, OperatorRegistry
 from onyxia.operators.attention import MICROSOFT
-from onyxia.operators.elementwise import BINARY, UNARY, VARIADIC
+from onyxia.operators.elementwise import BINARY, CAST, UNARY, VARIADIC
 from onyxia.operators.elementwise.fused import FUSED_ELEMENTWISE
 from onyxia.operators.family import ONYXIA_DOMAIN
+from onyxia.operators.gather_scatter import GATHER_SCATTER
 from onyxia.operators.generate import GENERATE
-from onyxia.operators.indexing import INDEXING
-from onyxia.operators.indexmap import INDEXMAP
 from onyxia.operators.matmul import MATMUL, MATMUL_ONYXIA
-from onyxia.operators.movement import MOVEMENT
 from onyxia.operators.normalization import NORMALIZATION, NORMALIZATION_MS, NORMALIZATION_ONYXIA
 from onyxia.operators.passes import default_passes
 from onyxia.operators.quantized import QUANTIZED, QUANTIZED_MS, QUANTIZED_ONYXIA
+from onyxia.operators.rearrange import REARRANGE
 from onyxia.operators.reduction import REDUCTION
+from onyxia.operators.shape import SHAPE
 from onyxia.operators.vision import VISION
 
 __all__ = ["core_operator_registry", "register_builtin"]
@@ -35,15 +35,16 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             BINARY,
             UNARY,
             VARIADIC,
-            INDEXMAP,
+            CAST,
+            REARRANGE,
             GENERATE,
-            MOVEMENT,
+            SHAPE,
             matmul,
             REDUCTION,
             NORMALIZATION,
             QUANTIZED,
             VISION,
-            INDEXING,
+            GATHER_SCATTER,
         ),
         "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS),
         ONYXIA_DOMAIN: (matmul_onyxia, QUANTIZED_ONYXIA, NORMALIZATION_ONYXIA, FUSED_ELEMENTWISE),

@@ -29,7 +29,7 @@ from onyxia.core.shapes import Absent, dims_product
 from onyxia.operators.elementwise.fused import FUSABLE, can_fuse, gpu_reads
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.layout import broadcast_strides
-from onyxia.operators.movement.cast import CAST
+from onyxia.operators.elementwise.cast import CAST
 
 __all__ = ["ELEMENTWISE_FUSIONS", "MAX_READS"]
 

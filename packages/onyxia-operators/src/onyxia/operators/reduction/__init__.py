@@ -1,12 +1,22 @@
-"""Reductions: the Reduce* family (one shader, one row per op) and Softmax / LogSoftmax.
+"""Reductions: ops that combine the elements along axes.
+
+Membership: an op belongs here when each output element combines a line (or set of lines) of input
+elements: the Reduce* family (one shader, one row per op), Softmax / LogSoftmax, ArgMax / ArgMin (a
+reduction to the winner's index, `arg_reduce`) and CumSum (running sums along an axis, `scan`).
 
 Keys carry opset ranges where ONNX changed the op: Reduce* take `axes` as an input from opset 13
 (ReduceSum) or 18 (the rest), and Softmax stopped coercing to 2-D at opset 13.
 """
 
+from onyxia.operators.reduction.arg_reduce import ARG_REDUCE, ArgReduceOp
 from onyxia.operators.reduction.reduce import REDUCTION_OPS, ReductionOp
+from onyxia.operators.reduction.scan import CUMSUM, CumSumOp
 from onyxia.operators.reduction.softmax import SOFTMAX_OPS, SoftmaxOp
 
-__all__ = ["REDUCTION", "ReductionOp", "SoftmaxOp"]
+__all__ = ["ARG_REDUCE", "CUMSUM", "REDUCTION", "ArgReduceOp", "CumSumOp", "ReductionOp", "SoftmaxOp"]
 
-REDUCTION: dict[tuple[str, int, int | None], ReductionOp | SoftmaxOp] = {**REDUCTION_OPS, **SOFTMAX_OPS}
+ReductionRow = ReductionOp | SoftmaxOp | ArgReduceOp | CumSumOp
+
+REDUCTION: dict[str | tuple[str, int, int | None], ReductionRow] = {
+    key: row for table in (REDUCTION_OPS, SOFTMAX_OPS, ARG_REDUCE, CUMSUM) for key, row in table.items()
+}

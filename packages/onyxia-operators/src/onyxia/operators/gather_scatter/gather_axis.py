@@ -36,7 +36,7 @@ from onyxia.operators.typesets import ALL_GPU, require_dtype
 
 __all__ = ["GATHER", "GatherOp"]
 
-_SOURCE = load_wgsl(__package__, "gather.wgsl")
+_SOURCE = load_wgsl(__package__, "gather_axis.wgsl")
 _INDEX_TYPES = frozenset({DataType.INT32, DataType.INT64})
 
 
@@ -75,7 +75,7 @@ class GatherOp:
         for chunk in _chunks(ctx, axis, inner):
             chunk_defs = defs if chunk.size is None else {**defs, "CHUNKED": True}
             chunk_sizes = sizes if chunk.size is None else {**sizes, "FIRST_ROW": chunk.first_row, "ROWS": chunk.rows}
-            shader = ctx.compile_shader("movement/gather", _SOURCE, chunk_defs, chunk_sizes)
+            shader = ctx.compile_shader("gather_scatter/gather_axis", _SOURCE, chunk_defs, chunk_sizes)
             reads: list[BufferRef | BufferRange] = [ctx.input_chunk(0, chunk), ctx.input(1)]
             ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
 

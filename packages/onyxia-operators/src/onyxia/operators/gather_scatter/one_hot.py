@@ -52,7 +52,7 @@ class OneHotOp:
         dims, axis = ctx.input_dims(0), _axis(ctx)
         defs = {**type_defs(I_T=ctx.input_dtype(0), T=ctx.input_dtype(2)), "WORKGROUP_SIZE": WORKGROUP_SIZE}
         sizes = {"N": n, "DEPTH": _depth(ctx), "INNER": dims_product(dims[axis:])}
-        shader = ctx.compile_shader("indexing/one_hot", _SOURCE, defs, sizes)
+        shader = ctx.compile_shader("gather_scatter/one_hot", _SOURCE, defs, sizes)
         ctx.dispatch(shader, [ctx.input(0), ctx.input(2)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
 
 

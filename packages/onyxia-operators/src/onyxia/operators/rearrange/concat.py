@@ -73,7 +73,7 @@ class ConcatOp:
             in_place = i == 0 and ctx.shares_storage(0, 0)  # a KV cache: the past is already there
             if n != 0 and not in_place:  # an empty input writes nothing (its zero slab would be a divisor)
                 sizes = {"N": n, "IN_SLAB": slab, "OUT_SLAB": out_slab, "OFFSET": offset}
-                shader = ctx.compile_shader("movement/concat", _SOURCE, defs, sizes)
+                shader = ctx.compile_shader("rearrange/concat", _SOURCE, defs, sizes)
                 ctx.dispatch(shader, [ctx.input(i)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
             offset = SymbolicExpr.binary("+", offset, slab)
 

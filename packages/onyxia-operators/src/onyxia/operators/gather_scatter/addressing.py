@@ -171,6 +171,6 @@ def emit_indexed(
         dims.update(LINES=a.lines, STEPS=a.steps, INNER=a.inner)
     else:
         dims["N"] = a.size
-    shader = ctx.compile_shader("indexing/indexed", _SOURCE, defs, dims)
+    shader = ctx.compile_shader("gather_scatter/indexed", _SOURCE, defs, dims)
     invocations = a.lines if mode == "serial" else a.size
     ctx.dispatch(shader, reads, [output], ceil_div(invocations, WORKGROUP_SIZE))

@@ -14,7 +14,7 @@ import pytest
 from movement_data import random_data
 from oracle import check_op
 
-from onyxia.operators.movement import RESHAPE
+from onyxia.operators.shape import RESHAPE
 
 DTYPES = [np.float32, np.float16, np.int64, np.int32, np.uint8, np.bool_]
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, as_output_value, shape_of
 from onyxia.operators.family import named_rows
-from onyxia.operators.indexing.addressing import (
+from onyxia.operators.gather_scatter.addressing import (
     INDEX_TYPES,
     INT64,
     Addressing,

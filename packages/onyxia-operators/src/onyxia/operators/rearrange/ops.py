@@ -9,10 +9,10 @@ import numpy as np
 
 from onyxia.core import NodeCtx, SymbolicDim, SymbolicExpr, static_dims
 from onyxia.operators.family import named_rows
-from onyxia.operators.indexmap.family import IndexMap, IndexMapOp
-from onyxia.operators.indexmap.slicing import normalize_slices, slice_inputs
-from onyxia.operators.indexmap.split import SplitOp
 from onyxia.operators.layout import broadcast_strides, contiguous_strides
+from onyxia.operators.rearrange.family import IndexMap, IndexMapOp
+from onyxia.operators.rearrange.slicing import normalize_slices, slice_inputs
+from onyxia.operators.rearrange.split import SplitOp
 
 __all__ = ["INDEXMAP"]
 

@@ -23,7 +23,7 @@ from onyxia.core import (
     UnsupportedOpError,
 )
 from onyxia.operators import core_operator_registry
-from onyxia.operators.movement import RESHAPE
+from onyxia.operators.shape import RESHAPE
 
 REGISTRY = core_operator_registry(plugins=False)
 N = SymbolicExpr.name("n")

@@ -12,7 +12,13 @@ import pytest
 from onyxia.compiler import CompilerPipeline, ShapeInferencePass
 from onyxia.core import CompiledModel, CopyBuffer, DataType, GraphBuilder, IrGraph, SymbolicExpr, TensorDef, TensorValue
 from onyxia.operators import core_operator_registry
-from onyxia.operators.movement import MOVEMENT
+from onyxia.operators.elementwise import CAST
+from onyxia.operators.gather_scatter import GATHER
+from onyxia.operators.rearrange import CONCAT
+from onyxia.operators.shape import SHAPE
+
+# the ops shape computations fold through (Shape -> Gather -> Concat -> Reshape, casts between)
+MOVEMENT = {**SHAPE, **CONCAT, **GATHER, **CAST}
 
 REGISTRY = core_operator_registry(plugins=False)
 BATCH, SEQ = SymbolicExpr.name("batch"), SymbolicExpr.name("seq")

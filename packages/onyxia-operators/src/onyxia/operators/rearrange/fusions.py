@@ -21,7 +21,7 @@ from onyxia.core import IrGraph, IrNode
 from onyxia.core.rewrite import Attr, Chain, Decline, Match, NewValue, Rewriter, Rule, Var, is_folded, op
 from onyxia.core.shapes import Absent, Static
 from onyxia.operators.elementwise import BINARY, UNARY
-from onyxia.operators.movement.cast import CAST
+from onyxia.operators.elementwise.cast import CAST
 
 __all__ = ["TRANSPOSE_FUSIONS"]
 

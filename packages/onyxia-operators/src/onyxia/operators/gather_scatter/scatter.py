@@ -26,7 +26,7 @@ from onyxia.core import (
     ceil_div,
 )
 from onyxia.core.shapes import dims_product
-from onyxia.operators.indexing.addressing import (
+from onyxia.operators.gather_scatter.addressing import (
     INDEX_TYPES,
     INT64,
     Addressing,

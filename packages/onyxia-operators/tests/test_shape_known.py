@@ -12,7 +12,7 @@ from movement_data import random_data
 from onnx import TensorProto, helper, numpy_helper
 from oracle import check_model, check_op
 
-from onyxia.operators.movement import KNOWN
+from onyxia.operators.shape import KNOWN
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,7 @@ class ArgReduceOp:
         better = self.better + ("=" if ctx.attr_int("select_last_index", 0) else "")
         defs = {**type_defs(T=dtype), "BETTER": better, "WORKGROUP_SIZE": WORKGROUP_SIZE}
         sizes = {"N_OUT": n_out, "AXIS_DIM": dims[axis], "INNER": dims_product(dims[axis + 1 :])}
-        shader = ctx.compile_shader("indexing/arg_reduce", _SOURCE, defs, sizes)
+        shader = ctx.compile_shader("reduction/arg_reduce", _SOURCE, defs, sizes)
         ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n_out, WORKGROUP_SIZE))
 
 

@@ -23,7 +23,7 @@ from onyxia.core import (
     load_wgsl,
 )
 from onyxia.core.shapes import dims_product
-from onyxia.operators.indexing.addressing import INDEX_TYPES
+from onyxia.operators.gather_scatter.addressing import INDEX_TYPES
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import NUMERIC, require_dtype
 
@@ -67,7 +67,7 @@ class CumSumOp:
         defs["WORKGROUP_SIZE"] = WORKGROUP_SIZE
         defs.update({flag: True for flag in ("EXCLUSIVE", "REVERSE") if ctx.attr_int(flag.lower(), 0)})
         sizes = {"LINES": lines, "AXIS_DIM": dims[axis], "INNER": dims_product(dims[axis + 1 :])}
-        shader = ctx.compile_shader("indexing/scan", _SOURCE, defs, sizes)
+        shader = ctx.compile_shader("reduction/scan", _SOURCE, defs, sizes)
         ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(lines, WORKGROUP_SIZE))
 
 

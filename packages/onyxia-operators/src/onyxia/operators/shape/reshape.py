@@ -16,7 +16,7 @@ import numpy as np
 
 from onyxia.core import FoldCtx, InferenceCtx, PlanCtx, Static, TensorType, ceil_div, shape_of
 from onyxia.core.shapes import dims_product
-from onyxia.operators.movement.shape_rules import (
+from onyxia.operators.shape.shape_rules import (
     ShapeRule,
     flatten_dims,
     identity_dims,

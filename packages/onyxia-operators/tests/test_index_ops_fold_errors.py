@@ -15,9 +15,12 @@ from oracle import make_model, reference_outputs
 from onyxia.compiler import CompilerPipeline, ShapeInferencePass
 from onyxia.core import DataType, GraphBuilder, ShapeInferenceError, SymbolicExpr, TensorDef
 from onyxia.operators import core_operator_registry
-from onyxia.operators.indexing import INDEXING
+from onyxia.operators.gather_scatter import GATHER_INDEXED, ONE_HOT, SCATTER
+from onyxia.operators.reduction import ARG_REDUCE, CUMSUM
 
 REGISTRY = core_operator_registry(plugins=False)
+# the index-data ops (Gather along an axis has its cases in test_shape_fold) and the index/scan reductions
+INDEXING = {**GATHER_INDEXED, **SCATTER, **ONE_HOT, **CUMSUM, **ARG_REDUCE}
 BATCH, SEQ = SymbolicExpr.name("batch"), SymbolicExpr.name("seq")
 RNG = np.random.default_rng(11)
 F = RNG.standard_normal((3, 4)).astype(np.float32)

@@ -95,5 +95,5 @@ def emit_index_map(ctx: PlanCtx, m: IndexMap, output: BufferRef) -> None:
         "STARTS": m.starts or [0],
         "STEPS": m.steps or [1],
     }
-    shader = ctx.compile_shader("indexmap", _SOURCE, defs, dims)
+    shader = ctx.compile_shader("rearrange/indexmap", _SOURCE, defs, dims)
     ctx.dispatch(shader, [ctx.input(0)], [output], ceil_div(n, WORKGROUP_SIZE))

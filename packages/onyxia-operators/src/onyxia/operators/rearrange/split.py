@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, shape_of, static_dims
-from onyxia.operators.indexmap.family import IndexMap, emit_index_map
 from onyxia.operators.layout import contiguous_strides
+from onyxia.operators.rearrange.family import IndexMap, emit_index_map
 
 __all__ = ["SplitOp"]
 

@@ -14,7 +14,7 @@ import pytest
 from movement_data import random_data
 from oracle import assert_close, check_op, compile_model, make_model, reference_outputs, runtime
 
-from onyxia.operators.indexing import ARG_REDUCE
+from onyxia.operators.reduction import ARG_REDUCE
 
 DTYPES = [np.float32, np.float16, np.int64, np.int32]
 
