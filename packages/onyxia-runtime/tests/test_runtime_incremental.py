@@ -1,19 +1,21 @@
 """Dims changes committed incrementally: the layout and program equal a full re-layout's, results stay
-right, and the full path runs only where a buffer grows. Also the encoders: state skipping, and the
-native encoder against the public one."""
+right, the full path runs only where a buffer grows, and a fallback the full path does not confirm is
+counted. Also the native encoder against the public one."""
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import pytest
 from runtime_plans import SCALE_WGSL, ElementwiseSpec, build_plan
 
 import onyxia.runtime.executor as executor_module
-from onyxia.core import CompiledModel, DataType, PlanCtx, SymbolicExpr, ceil_div
+from onyxia.core import CompiledModel, DataType, OnyxiaError, PlanCtx, SymbolicExpr, ceil_div
 from onyxia.core.settings import override
 from onyxia.core.symbolic import evaluate_dim
 from onyxia.runtime import PlanExecutor, Runtime
-from onyxia.runtime.commands import PUBLIC_CALLS, ComputePass, CopyCommand, DispatchCommand, Program, encode
+from onyxia.runtime.commands import PUBLIC_CALLS
 from onyxia.runtime.dim_program import DimProgram, gather
 from onyxia.runtime.layout import evaluate_layout
 from onyxia.runtime.native_encode import native_calls
@@ -132,6 +134,36 @@ def test_preallocated_executor_never_takes_the_full_path(runtime: Runtime, monke
     assert executor.stats.bind_groups_created == bind_groups  # no range moved, no buffer reallocated
 
 
+def test_incremental_failures_fall_back_counted_and_logged_once(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    executor = runtime.load_model(_decode_like_plan(), dims={"p": 0})
+    x = np.arange(3, dtype=np.float32)
+    executor.run({"x": x})
+    real = executor._incremental.update
+
+    def broken(base: object, dims: object) -> None:
+        raise ZeroDivisionError("integer division or modulo by zero")
+
+    with caplog.at_level(logging.WARNING, logger=executor_module.__name__):
+        for p, update in [(1, lambda base, dims: None), (2, lambda base, dims: None), (3, broken)]:
+            monkeypatch.setattr(executor._incremental, "update", update)
+            executor.update_dimensions({"p": p})
+            for name, expected in _expected(x, p).items():
+                np.testing.assert_array_equal(executor.run({"x": x})[name], expected)
+    assert executor.stats.layout_fallbacks == 3
+    assert [r.getMessage() for r in caplog.records] == [
+        "incremental layout declined dims {'p': 1, 'n': 3}, which the full re-layout accepted"
+    ]
+    # where the dims are wrong the full path raises too: an error, not a fallback
+    monkeypatch.setattr(executor._incremental, "update", real)
+    with pytest.raises(OnyxiaError, match="SYMBOLIC tensor 'shape'"):
+        executor.update_dimensions({"p": 1 << 32})  # s = [n, p + n, -7] no longer fits the GPU's int32
+    assert executor.stats.layout_fallbacks == 3
+    executor.update_dimensions({"p": 4})
+    assert executor.stats.layout_fallbacks == 3 and executor.run({"x": x})["t"].shape == (7,)
+
+
 @pytest.mark.parametrize(
     "text", ["a", "a + 3", "(a + 63) / 64", "a * b - 7", "(a - b) / 3", "(a - b) % 3", "a % 5 * (b + 1) / 2"]
 )
@@ -162,86 +194,6 @@ def test_compiled_dims_raise_like_python() -> None:
         program({"a": 1, "b": 0})
     with pytest.raises(KeyError):
         program({"a": 1})
-
-
-class _Pass:
-    """A compute pass that records its calls."""
-
-    def __init__(self, calls: list[tuple[object, ...]]) -> None:
-        self.calls = calls
-
-    def __getattr__(self, name: str) -> object:
-        return lambda *args: self.calls.append((name, *args))
-
-
-class _Encoder(_Pass):
-    def begin_compute_pass(self, **timestamp_writes: object) -> _Pass:
-        self.calls.append(("begin_compute_pass", *timestamp_writes.values()))
-        return _Pass(self.calls)
-
-
-A, B, G1, G2 = "pipeline a", "pipeline b", "group 1", "group 2"
-
-
-def _program() -> Program:
-    return Program(
-        segments=[
-            ComputePass(
-                [
-                    DispatchCommand(A, G1, None, b"\x01", 1, 4, 1, 1),
-                    DispatchCommand(A, G1, None, b"\x01", 1, 8, 1, 1),
-                    DispatchCommand(A, G2, None, b"\x02", 1, 1, 1, 1),
-                ]
-            ),
-            CopyCommand("src", 0, "dst", 0, 16),
-            ComputePass(
-                [DispatchCommand(A, G2, None, b"\x02", 1, 1, 1, 1), DispatchCommand(B, G2, None, b"\x02", 1, 2, 1, 1)]
-            ),
-        ],
-        dispatches=5,
-    )
-
-
-def test_encode_skips_state_the_pass_already_holds() -> None:
-    a, b, g1, g2 = A, B, G1, G2
-    calls: list[tuple[object, ...]] = []
-    encode(_Encoder(calls), _program())
-    assert calls == [
-        ("begin_compute_pass",),
-        ("set_pipeline", a),
-        ("set_bind_group", 0, g1),
-        ("set_immediates", 0, b"\x01", 0, 1),
-        ("dispatch_workgroups", 4, 1, 1),
-        ("dispatch_workgroups", 8, 1, 1),  # same pipeline, group and immediates: nothing set again
-        ("set_bind_group", 0, g2),
-        ("set_immediates", 0, b"\x02", 0, 1),
-        ("dispatch_workgroups", 1, 1, 1),
-        ("end",),
-        ("copy_buffer_to_buffer", "src", 0, "dst", 0, 16),
-        ("begin_compute_pass",),  # a new pass holds no state
-        ("set_pipeline", a),
-        ("set_bind_group", 0, g2),
-        ("set_immediates", 0, b"\x02", 0, 1),
-        ("dispatch_workgroups", 1, 1, 1),
-        ("set_pipeline", b),  # immediates are set again after a pipeline change
-        ("set_immediates", 0, b"\x02", 0, 1),
-        ("dispatch_workgroups", 2, 1, 1),
-        ("end",),
-    ]
-
-
-def test_encode_with_timestamps_gives_each_dispatch_a_pass_of_its_own() -> None:
-    calls: list[tuple[object, ...]] = []
-    encode(_Encoder(calls), _program(), timestamps=lambda index: {"index": index})
-    passes = [call for call in calls if call[0] == "begin_compute_pass"]
-    assert passes == [("begin_compute_pass", {"index": i}) for i in range(5)]
-    dispatch = ["set_pipeline", "set_bind_group", "set_immediates", "dispatch_workgroups", "end"]
-    # every pass sets its state anew; the copy stays between the passes of its neighbours
-    assert [call[0] for call in calls] == [
-        *(["begin_compute_pass", *dispatch] * 3),
-        "copy_buffer_to_buffer",
-        *(["begin_compute_pass", *dispatch] * 2),
-    ]
 
 
 def test_native_encoder_matches_the_public_api(any_runtime: Runtime) -> None:

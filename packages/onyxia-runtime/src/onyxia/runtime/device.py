@@ -69,6 +69,7 @@ class ExecutorStats:
     runs: int = 0
     dispatches_encoded: int = field(default=0)  # by the latest run (skipped 0-size dispatches excluded)
     bytes_read_back: int = 0  # copied into the staging buffer, over all runs
+    layout_fallbacks: int = 0  # dims changes the incremental layout got wrong (declined, yet valid)
 
 
 @contextmanager

@@ -63,8 +63,7 @@ class PlanExecutor:
         dims: Mapping[str, int] | None = None,
         max_dims: Mapping[str, int] | None = None,
     ) -> None:
-        self.ctx = ctx
-        self.compiled = compiled
+        self.ctx, self.compiled = ctx, compiled
         self.stats = ExecutorStats()
         check_features(compiled.required_features, ctx)
         self._names = buffer_names(compiled)
@@ -87,8 +86,10 @@ class PlanExecutor:
         self._program = Program()
         self._writes: list[tuple[wgpu.GPUBuffer, int, np.ndarray]] = []
         self._readback = OutputReadback(compiled, self._pool)
-        if max_dims:
-            self._preallocate(checked_dims(max_dims))
+        if max_dims:  # every buffer (staging too) sized for the largest dims up front: growth never reallocates
+            sizes = buffer_sizes(compiled, {**self._dims, **checked_dims(max_dims)})
+            self._pool.ensure_all(sizes)
+            self._readback.preallocate(sizes)
         if self._symbols <= self._dims.keys():
             self._apply(self._dims)
 
@@ -234,17 +235,25 @@ class PlanExecutor:
 
     # ----- dims changes ----------------------------------------------------------------------
     def _apply(self, dims: dict[str, int]) -> None:
-        """Commit `dims`: incrementally from the current layout where it can, else in full."""
+        """Commit `dims`: incrementally from the current layout where it can, else in full. Where the
+        incremental update declines or raises, the full path must raise too (naming node and tensor);
+        if it accepts the dims, the two disagree: counted in `stats.layout_fallbacks`, logged once."""
+        declined = ""
         if self._layout is not None:
             try:
                 delta = self._incremental.update(self._layout, dims)
-            except (OnyxiaError, ArithmeticError):
-                delta = None  # the full path raises again, with the node and tensor named
+            except (OnyxiaError, ArithmeticError) as e:
+                delta, declined = None, f"raised {type(e).__name__} ({e}) on"
             if delta is not None and self._commit_delta(delta, self._layout):
                 self._dims = dims
                 self.stats.dimension_updates += 1
                 return
+            declined = declined or ("" if delta is not None else "declined")  # a Delta here: a buffer grew
         self._apply_full(dims)
+        if declined:
+            self.stats.layout_fallbacks += 1
+            if self.stats.layout_fallbacks == 1:
+                log.warning("incremental layout %s dims %s, which the full re-layout accepted", declined, dims)
 
     def _commit_delta(self, delta: Delta, before: DimsLayout) -> bool:
         """Commit what `delta` moved from `before`; False when a buffer had to grow, since reallocation
@@ -289,9 +298,3 @@ class PlanExecutor:
         self._dims, self._layout = dims, layout
         self.stats.dimension_updates += 1
         log.debug("dims set to %s: %d dispatches", dims, self._program.dispatches)
-
-    def _preallocate(self, max_dims: dict[str, int]) -> None:
-        """Size every buffer (staging too) for the largest dims up front, so growth never reallocates."""
-        sizes = buffer_sizes(self.compiled, {**self._dims, **max_dims})
-        self._pool.ensure_all(sizes)
-        self._readback.preallocate(sizes)
