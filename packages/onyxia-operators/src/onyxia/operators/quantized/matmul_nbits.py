@@ -91,7 +91,7 @@ def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], gelu: str
         kernel_defs = {**defs, **a_defs, **{f"BIND_{name}": i for i, name in enumerate(names)}}
         groups = _workgroups(kernel, slots, gelu is not None, dims, kernel_defs)
         reads = [*a_reads, *slot_reads.values()]
-        _dispatch(ctx, kernel, groups * share, reads, outputs, kernel_defs, dims)  # type: ignore[operator]
+        _dispatch(ctx, kernel, groups * share, reads, outputs, kernel_defs, dims)
 
 
 def _check_products(
@@ -133,8 +133,8 @@ def _workgroups(kernel: Tile, slots: Sequence[Slot], gated: bool, dims: dict, de
     if gated:
         return per_slot[0]
     for s in range(1, len(slots)):
-        dims[f"G{s}"] = sum(per_slot[:s])  # type: ignore[arg-type]
-    return sum(per_slot)  # type: ignore[arg-type]
+        dims[f"G{s}"] = sum(per_slot[:s])
+    return sum(per_slot)
 
 
 def _dispatch(
@@ -158,7 +158,7 @@ def _dispatch(
 
 def _rows_padded(m: SymbolicDim) -> SymbolicDim:
     """M rounded up to 4: the int8 path stores A's scales block-major, 4 rows to a vec4."""
-    return ceil_div(m, 4) * 4  # type: ignore[operator]
+    return ceil_div(m, 4) * 4
 
 
 def _fits_workgroup(layout: Layout, kernel: Tile) -> bool:
@@ -186,7 +186,7 @@ def _quantize_activations(
 ) -> tuple[BufferRef, BufferRef]:
     """Dispatch matmul_nbits_quantize.wgsl (`share`: 0 or 1 at run time): A's int8 values (as f32) and
     their per-block scales."""
-    row_blocks = m * layout.n_blocks  # type: ignore[operator]
+    row_blocks = m * layout.n_blocks
     quantized = ctx.alloc_scratch(row_blocks * layout.block_size * 4, "quantized_a")
     scales = ctx.alloc_scratch(layout.n_blocks * _rows_padded(m) * 4, "a_scales")
     workgroup_size = tile_for("matmul_nbits_quantize", 1).workgroup_size
@@ -196,7 +196,7 @@ def _quantize_activations(
     dims = {"K": layout.k, "NB": layout.n_blocks, "ROW_BLOCKS": row_blocks, "MP": _rows_padded(m)}
     source = load_wgsl(__package__, "matmul_nbits_quantize.wgsl")
     shader = ctx.compile_shader("MatMulNBits/quantize", source, defs, dims)
-    groups = ceil_div(row_blocks, workgroup_size) * share  # type: ignore[operator]
+    groups = ceil_div(row_blocks, workgroup_size) * share
     ctx.dispatch(shader, [ctx.input(A)], [quantized, scales], groups)
     return quantized, scales
 
