@@ -51,7 +51,7 @@ class GraphStore:
         self._head: int | None = None
         self._tail: int | None = None
         self._ordered: list[IrNode] | None = None
-        self._positions: dict[int, int] | None = None
+        self._keys: dict[int, float] = {}  # order keys: between a node's neighbours' on insertion
 
     # ----- construction ------------------------------------------------------------------
     def add_tensor(
@@ -151,12 +151,15 @@ class GraphStore:
     def nodes_of(self, op_type: str, domain: str = "") -> list[IrNode]:
         return [n for n in self._order() if n.op_type == op_type and n.domain == domain]
 
-    def node_position(self, node: IrNode) -> int:
-        """`node`'s index in graph order; cached until the next edit, so a pass comparing many nodes
-        between edits pays for one walk."""
-        if self._positions is None:
-            self._positions = {n.id: i for i, n in enumerate(self._order())}
-        return self._positions[node.id]
+    def order_key(self, node: IrNode) -> float:
+        """A number that orders nodes as the graph does (`a` before `b` iff its key is smaller). Kept up
+        to date by every insertion in O(1), so comparing positions never walks the graph."""
+        return self._keys[node.id]
+
+    def node_after(self, node: IrNode) -> IrNode | None:
+        """The next node in graph order (None after the last)."""
+        nid = self._next[node.id]
+        return None if nid is None else self._nodes[nid]
 
     def tensor_producer(self, tensor: TensorRef | None) -> IrNode | None:
         """The node that writes `tensor`; None for a graph input, an initializer or an empty slot."""
@@ -226,7 +229,22 @@ class GraphStore:
             self._tail = nid
         else:
             self._prev[before] = nid
-        self._ordered = self._positions = None
+        low = self._keys[prev] if prev is not None else None
+        high = self._keys[before] if before is not None else None
+        if low is None or high is None:
+            self._keys[nid] = (high - 1.0) if low is None and high is not None else (0.0 if low is None else low + 1.0)
+        elif high - low > 1e-6:
+            self._keys[nid] = (low + high) / 2
+        else:
+            self._renumber()
+        self._ordered = None
+
+    def _renumber(self) -> None:
+        """Spread the order keys out again (after some fifty insertions between the same two nodes)."""
+        nid, k = self._head, 0.0
+        while nid is not None:
+            self._keys[nid] = k
+            nid, k = self._next[nid], k + 1.0
 
     def _unplace(self, nid: int) -> None:
         prev, after = self._prev.pop(nid), self._next.pop(nid)
@@ -238,4 +256,5 @@ class GraphStore:
             self._tail = prev
         else:
             self._prev[after] = prev
-        self._ordered = self._positions = None
+        del self._keys[nid]
+        self._ordered = None

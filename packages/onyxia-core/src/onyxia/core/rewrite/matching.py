@@ -27,6 +27,8 @@ Bindings = dict[str, Any]
 
 def match_pattern(graph: IrGraph, pattern: OpPattern, node: IrNode) -> Match | None:
     """The first complete match of `pattern` anchored at `node` whose inner nodes are private."""
+    if not _could_match(graph, pattern, node):
+        return None
     for bindings in _node(graph, pattern, node, None, {_NODES: ()}):
         pairs: tuple[tuple[IrNode, OpPattern | None], ...] = bindings.pop(_NODES)
         nodes = [n for n, _ in pairs]
@@ -35,6 +37,22 @@ def match_pattern(graph: IrGraph, pattern: OpPattern, node: IrNode) -> Match | N
         if all(private_outputs(graph, n, members) for n in inner):
             return Match(node, nodes=_unique(nodes), **bindings)
     return None
+
+
+def _could_match(graph: IrGraph, p: OpPattern, node: IrNode) -> bool:
+    """Op types along the fixed (not commuted, not alternative) input edges: most anchors fail here,
+    before any binding is built."""
+    if node.op_type not in p.op_types or node.domain != p.domain:
+        return False
+    if p.commute:
+        return True
+    for i, child in enumerate(p.inputs):
+        if isinstance(child, OpPattern):
+            t = node.inputs[i] if i < len(node.inputs) else None
+            producer = None if t is None else graph.tensor_producer(t)
+            if producer is None or not _could_match(graph, child, producer):
+                return False
+    return True
 
 
 def _value(graph: IrGraph, pattern: Pattern | None, t: int | None, b: Bindings) -> Iterator[Bindings]:

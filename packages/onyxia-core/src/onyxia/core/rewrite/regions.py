@@ -116,7 +116,7 @@ class Siblings:
         members = [n for n in siblings.values() if n.id == node.id or self.key(graph, n) == key]
         if len(members) < 2:
             return None
-        members.sort(key=graph.node_position)
+        members.sort(key=graph.order_key)
         if members[0].id != node.id:
             return None  # the first member anchors the group
         while len(members) > 2 and not self.fits(members):

@@ -156,18 +156,21 @@ class Rewriter:
         early = [graph.tensor_producer(old) for old in replacement]
         if all(p is None or p.id == root.id for p in early):
             return root
-        pos = graph.node_position
-        earliest = min(pos(n) for n in self.match.nodes if n.id in dying)
+        key = graph.order_key
+        dying_nodes = [n for n in self.match.nodes if n.id in dying]
+        start: IrNode | None = min(dying_nodes, key=key)
         inputs = {t for s in self._specs for t in s.inputs if t is not None and not isinstance(t, NewValue)}
-        producers = [graph.tensor_producer(t) for t in inputs]
-        ready = max((pos(p) for p in producers if p is not None and p.id not in dying), default=-1)
+        producers = [p for t in inputs if (p := graph.tensor_producer(t)) is not None and p.id not in dying]
+        latest = max(producers, key=key, default=None)
+        if latest is not None and start is not None and key(latest) > key(start):
+            start = graph.node_after(latest)  # None: append at the end
         uses = [c for old in replacement for c, _ in graph.tensor_consumers(old) if c.id not in dying]
-        first_use = min((pos(c) for c in uses), default=len(graph))
-        place = max(earliest, ready + 1)
-        if place > first_use:
+        if uses and (start is None or key(min(uses, key=key)) < key(start)):
             return Decline("an input of the replacement is computed after a use of its result")
-        after = [n for n in graph.nodes[place:] if n.id not in dying]
-        return after[0] if after else None
+        anchor = start
+        while anchor is not None and anchor.id in dying:
+            anchor = graph.node_after(anchor)
+        return anchor
 
 
 def _resolve(value: TensorRef | NewValue | None, created: list[IrNode]) -> TensorRef | None:

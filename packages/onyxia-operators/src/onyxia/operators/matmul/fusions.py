@@ -92,11 +92,11 @@ def group_fits(bindings_per_weight: int, fixed: int) -> Callable[[list[IrNode]],
 
 def weights_ready(graph: IrGraph, m: Match) -> Decline | None:
     """The group takes the first member's place: every weight must be computed before it."""
-    first = graph.node_position(m.node)
+    first = graph.order_key(m.node)
     for member in m.members[1:]:
         for t in member.inputs[1:]:
             producer = None if t is None else graph.tensor_producer(t)
-            if producer is not None and graph.node_position(producer) > first:
+            if producer is not None and graph.order_key(producer) > first:
                 return Decline("a weight is computed after the first member, where the group would sit", member)
     return None
 
