@@ -18,13 +18,12 @@ from onyxia.core.errors import PlanningError, ShaderError
 from onyxia.core.ir_records import IrNode
 from onyxia.core.plan import BindingDesc, BufferRef, CopyBuffer, Dispatch, PlannedOp, ScratchBufferDesc
 from onyxia.core.plan_builder import PlanBuilder, ShaderHandle
-from onyxia.core.shader_dims import IMMEDIATE_DECLARATION, DimValue
+from onyxia.core.shader_dims import DimValue
 from onyxia.core.shapes import Absent, static_dims
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 from onyxia.core.values import TensorValue
 
-# IMMEDIATE_DECLARATION moved to `onyxia.core.shader_dims`; onyxia.runtime still imports it from here.
-__all__ = ["IMMEDIATE_DECLARATION", "PlanCtx"]
+__all__ = ["PlanCtx"]
 
 
 class PlanCtx(NodeCtx):

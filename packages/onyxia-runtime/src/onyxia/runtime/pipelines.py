@@ -15,7 +15,7 @@ import wgpu
 
 from onyxia.core.errors import DeviceError, ShaderError
 from onyxia.core.plan import CompiledShader, Dispatch
-from onyxia.core.plan_ctx import IMMEDIATE_DECLARATION
+from onyxia.core.shader_dims import IMMEDIATE_DECLARATION
 from onyxia.runtime.device import DeviceContext, ExecutorStats, wgpu_boundary
 
 __all__ = ["UNIFORM_DECLARATION", "PipelineCache", "PipelineEntry", "layout_signature", "rewrite_immediates"]
