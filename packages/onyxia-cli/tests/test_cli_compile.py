@@ -147,6 +147,23 @@ def test_dump_of_a_real_llm_stores_weights_once(cli, tmp_path: Path) -> None:
     assert "com.onyxia" in fused
 
 
+def test_generation_passes_show_in_the_dump_and_the_stats(cli, tmp_path: Path) -> None:
+    model = DATA / "gemma3-tiny" / "onnx" / "model.onnx"
+    out = tmp_path / "dump"
+    result = cli("compile", str(model), "--generation", "--dim", "batch_size=1", "--stats", "--dump-dir", str(out))
+    assert result.code == 0, result.err
+    for name in ("SliceLogitsToLastPosition", "AddNextToken", "AliasKvCache"):
+        assert any(line.split()[:1] == [name] and line.split()[3] == "1" for line in result.out.splitlines()), name
+        assert len(list(out.glob(f"*-{name}.onnx"))) == 1  # changed the graph once
+    last = sorted(out.glob("*.onnx"))[-1]
+    assert "next_token" in {o.name for o in onnx.load(str(last), load_external_data=False).graph.output}
+
+
+def test_generation_needs_an_llm(cli, chain_model: Path) -> None:
+    result = cli("compile", str(chain_model), "--generation")
+    assert result.code == 1 and "not a decoder with the expected signature" in result.err
+
+
 def test_dump_replaces_an_earlier_dump(cli, chain_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "dump"
     assert cli("compile", str(chain_model), "--dump-dir", str(out)).code == 0

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import onnx
 
     from onyxia.compiler.stats import PassRun, PassStats
-    from onyxia.core import CompiledModel
+    from onyxia.core import CompiledModel, PassSet
 
 __all__ = ["EXTERNAL_THRESHOLD", "add_parser", "run"]
 
@@ -60,6 +60,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--dump-dir", type=Path, default=None, metavar="DIR", help="write the graph after each pass (ONNX + text)"
     )
     parser.add_argument("--stats", action="store_true", help="print the per-pass statistics table")
+    parser.add_argument(
+        "--generation",
+        action="store_true",
+        help="add the LLM session's generation passes (last-position logits, next_token, in-place KV cache)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -73,6 +78,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     try:
         with model_path(args.model) as path:
             graph = load_graph(path)
+        if args.generation:
+            pipeline.add_pass_set(_generation(graph, str(path), dims))
         if dump is not None:
             dump.start(graph)
             pipeline.observe(dump.observe)
@@ -100,6 +107,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if dump is not None:
         console.print(f"dumped {dump.files} files to {escape(str(args.dump_dir))}")
     return 0
+
+
+def _generation(graph: IrGraph, where: str, dims: dict[str, int]) -> PassSet:
+    """The pass set `onyxia generate` compiles with, for a model that follows the LLM conventions."""
+    from onyxia.cli.llm.generation_passes import generation_passes
+    from onyxia.cli.llm.signature import read_signature
+
+    signature = read_signature(graph, where)
+    return generation_passes(signature.logits, [(p.past, p.present) for p in signature.kv], dims)
 
 
 def _summary(title: str, graph: IrGraph, model: CompiledModel, runs: list[PassRun], ms: float) -> str:
