@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,12 +102,21 @@ def test_a_rule_set_that_never_settles_is_an_error() -> None:
         RewritePass((flip,), name="Loop").run(b.graph, REGISTRY)
 
 
+def _recorder(seen: list[Any], what: Callable[[Match], Any]) -> Callable[[Rewriter, Match], None]:
+    """A replacement that records what matched and declines (returns None): the graph stays as it is."""
+
+    def record(r: Rewriter, m: Match) -> None:
+        seen.append(what(m))
+
+    return record
+
+
 def test_commute_attr_and_any_of() -> None:
     """Mul(x, Cast?(Relu(y))) in either operand order, capturing an attribute."""
     relu = op.Relu(Var("y"), _name="relu")
     pattern = op.Mul(Var("x"), AnyOf(op.Cast(relu, to=Attr("to")), relu), _commute=True)
     seen: list[Match] = []
-    rule = Rule("see", pattern, lambda r, m: seen.append(m) or None)  # type: ignore[func-returns-value]
+    rule = Rule("see", pattern, _recorder(seen, lambda m: m))
     b = GraphBuilder("g")
     x, y = b.input("x", F32, [2]), b.input("y", F32, [2])
     b.output(b.op("Mul", b.op("Cast", b.op("Relu", y), to=1), x))
@@ -130,7 +141,7 @@ def test_chain_walks_the_steps_between_two_anchors() -> None:
 
     pattern = op.Exp(Chain("chain", step, op.Log(Var("x"))))
     seen: list[list[str]] = []
-    rule = Rule("see", pattern, lambda r, m: seen.append([n.op_type for n in m.chain]) or None)  # type: ignore[func-returns-value]
+    rule = Rule("see", pattern, _recorder(seen, lambda m: [n.op_type for n in m.chain]))
     b = GraphBuilder("g")
     b.output(b.op("Exp", b.op("Neg", b.op("Relu", b.op("Log", b.input("x", F32, [2]))))))
     RewritePass((rule,)).run(b.graph, REGISTRY)

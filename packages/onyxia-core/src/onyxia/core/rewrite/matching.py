@@ -88,9 +88,10 @@ def _node(graph: IrGraph, p: OpPattern, node: IrNode, t: int | None, b: Bindings
         return
     if not p.extra_inputs and any(i is not None for i in node.inputs[len(p.inputs) :]):
         return
-    b = _attributes(p, node, b)
-    if b is None:
+    attributes = _attributes(p, node, b)
+    if attributes is None:
         return
+    b = attributes
     if p.name is not None:
         bound = b.get(p.name)
         if bound is not None and bound.id != node.id:

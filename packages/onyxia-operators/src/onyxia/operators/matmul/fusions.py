@@ -49,7 +49,7 @@ def _not_folded(graph: IrGraph, node: IrNode) -> bool:
 
 # ----- fold_transpose_into_matmul ---------------------------------------------------------------
 def _swaps_last_two(graph: IrGraph, m: Match) -> Decline | None:
-    rank = len(graph.tensor(m.w).shape.dims)
+    rank = len(graph.tensor(m.w).dims)
     perm = list(range(rank - 1, -1, -1)) if m.perm is None else [int(p) for p in m.perm]  # ONNX default: reverse
     if rank < 2 or perm != [*range(rank - 2), rank - 1, rank - 2]:
         return Decline(f"perm {perm} is not a swap of the last two axes", m.node)
