@@ -113,4 +113,4 @@ def scale_plan(
         shader = ctx.compile_shader("scale", SCALE_WGSL, defs, {"N": n})
         ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n, workgroup))
 
-    return build_plan(spec, plan, **model_dims)
+    return build_plan(spec, plan, (), **model_dims)

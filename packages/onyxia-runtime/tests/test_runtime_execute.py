@@ -49,6 +49,7 @@ def test_dims_change_grows_buffers_without_recompiling(any_runtime: Runtime) -> 
     x = rng.standard_normal(5000).astype(np.float32)
     np.testing.assert_array_equal(executor.run({"x": x})["y"], x * 2)
     stats = executor.stats
+    assert stats_small is not None
     assert stats.shader_modules_created == 1 and stats.pipelines_created == 1
     assert stats.buffers_created > stats_small[0]  # x and y outgrew their buffers
     assert stats.bind_groups_created == stats_small[1] + 1  # only the one dispatch was rebound

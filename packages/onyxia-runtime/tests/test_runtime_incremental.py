@@ -5,19 +5,20 @@ counted. Also the native encoder against the public one."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 import pytest
 from runtime_plans import SCALE_WGSL, ElementwiseSpec, build_plan
 
 import onyxia.runtime.executor as executor_module
-from onyxia.core import CompiledModel, DataType, OnyxiaError, PlanCtx, SymbolicExpr, ceil_div
+from onyxia.core import BufferRef, CompiledModel, DataType, OnyxiaError, PlanCtx, SymbolicExpr, ceil_div
 from onyxia.core.settings import override
-from onyxia.core.symbolic import evaluate_dim
+from onyxia.core.symbolic import SymbolicDim, evaluate_dim
 from onyxia.runtime import PlanExecutor, Runtime
 from onyxia.runtime.commands import PUBLIC_CALLS
 from onyxia.runtime.dim_program import DimProgram, gather
-from onyxia.runtime.layout import evaluate_layout
+from onyxia.runtime.layout import DimsLayout, evaluate_layout
 from onyxia.runtime.native_encode import native_calls
 from onyxia.runtime.program import build_program
 
@@ -35,10 +36,10 @@ fn main(@builtin(local_invocation_index) lid: u32) {
 """
 
 
-def _scale(ctx: PlanCtx, src: object, dst: object, n: object, expr: str) -> None:
+def _scale(ctx: PlanCtx, src: BufferRef, dst: BufferRef, n: SymbolicDim, expr: str) -> None:
     defs = {"T": "f32", "OUT_T": "f32", "EXPR": expr, "WG": 64, "HEADER": ""}
     shader = ctx.compile_shader("scale", SCALE_WGSL, defs, {"N": n})
-    ctx.dispatch(shader, [src], [dst], ceil_div(n, 64))  # type: ignore[arg-type, list-item]
+    ctx.dispatch(shader, [src], [dst], ceil_div(n, 64))
 
 
 def _decode_like_plan() -> CompiledModel:
@@ -94,9 +95,13 @@ def _assert_matches_full_relayout(executor: PlanExecutor) -> None:
 
 
 def test_incremental_updates_match_a_full_relayout(any_runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    full_layouts = []
-    original = executor_module.evaluate_layout
-    monkeypatch.setattr(executor_module, "evaluate_layout", lambda *a: full_layouts.append(a) or original(*a))
+    full_layouts: list[tuple[Any, ...]] = []
+
+    def spy(*args: Any) -> DimsLayout:
+        full_layouts.append(args)
+        return evaluate_layout(*args)
+
+    monkeypatch.setattr(executor_module, "evaluate_layout", spy)
     executor = any_runtime.load_model(_decode_like_plan(), dims={"p": 0})
     modules, pipelines = executor.stats.shader_modules_created, executor.stats.pipelines_created
     rng = np.random.default_rng(0)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from runtime_plans import SCALE_WGSL, ElementwiseSpec, build_plan, scale_plan
 
-from onyxia.core import DataType, InputError, PlanCtx, SymbolicExpr, ceil_div
+from onyxia.core import CompiledModel, DataType, InputError, PlanCtx, SymbolicExpr, ceil_div
 from onyxia.runtime import PlanExecutor, Runtime
 
 
@@ -15,7 +17,7 @@ def executor(runtime: Runtime) -> PlanExecutor:
     return runtime.load_model(scale_plan(["batch", 3]))
 
 
-def _two_inputs(dims_x: list, dims_z: list) -> object:
+def _two_inputs(dims_x: list[int | str], dims_z: list[int | str]) -> CompiledModel:
     spec = ElementwiseSpec()
     spec.input("x", DataType.FLOAT, dims_x)
     spec.input("z", DataType.FLOAT, dims_z)
@@ -53,8 +55,9 @@ def test_int64_given_as_int32_is_refused(runtime: Runtime) -> None:
 
 
 def test_not_an_array(executor: PlanExecutor) -> None:
+    not_arrays: dict[str, Any] = {"x": [[1.0, 2.0, 3.0]]}  # what an untyped caller may pass
     with pytest.raises(InputError, match=r"input 'x': expected a numpy array of float32, given list"):
-        executor.run({"x": [[1.0, 2.0, 3.0]]})  # type: ignore[dict-item]
+        executor.run(not_arrays)
 
 
 def test_wrong_rank(executor: PlanExecutor) -> None:
@@ -68,7 +71,7 @@ def test_wrong_static_dim(executor: PlanExecutor) -> None:
 
 
 def test_symbolic_dims_must_agree_across_inputs(runtime: Runtime) -> None:
-    executor = runtime.load_model(_two_inputs(["n"], ["n"]))  # type: ignore[arg-type]
+    executor = runtime.load_model(_two_inputs(["n"], ["n"]))
     x = np.ones(4, np.float32)
     np.testing.assert_array_equal(executor.run({"x": x, "z": x})["y"], x)
     with pytest.raises(InputError, match=r"input 'z': dim 0 \('n'\) is 5, but input 'x' dim 0 set 'n' to 4"):
@@ -76,7 +79,7 @@ def test_symbolic_dims_must_agree_across_inputs(runtime: Runtime) -> None:
 
 
 def test_expression_dims_are_checked_not_bound(runtime: Runtime) -> None:
-    executor = runtime.load_model(_two_inputs(["past + seq"], ["seq"]))  # type: ignore[arg-type]
+    executor = runtime.load_model(_two_inputs(["past + seq"], ["seq"]))
     x, z = np.ones(7, np.float32), np.ones(3, np.float32)
     with pytest.raises(InputError, match=r"input 'x': dim 0 \('past \+ seq'\) cannot be checked.*update_dimensions"):
         executor.run({"x": x, "z": z})
@@ -87,7 +90,7 @@ def test_expression_dims_are_checked_not_bound(runtime: Runtime) -> None:
 
 
 def test_update_dimensions_errors(runtime: Runtime) -> None:
-    executor = runtime.load_model(_two_inputs(["past + seq"], ["seq"]))  # type: ignore[arg-type]
+    executor = runtime.load_model(_two_inputs(["past + seq"], ["seq"]))
     with pytest.raises(InputError, match=r"unknown dims \['sequence'\]; the model's dims are \['past', 'seq'\]"):
         executor.update_dimensions({"sequence": 3})
     with pytest.raises(InputError, match=r"dim 'seq' = -1; expected a non-negative integer"):

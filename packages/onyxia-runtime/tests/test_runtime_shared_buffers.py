@@ -8,6 +8,7 @@ import numpy as np
 from onyxia.compiler import CompilerPipeline
 from onyxia.core import BufferRef, DataType, GraphBuilder
 from onyxia.operators import core_operator_registry
+from onyxia.runtime import Runtime
 from onyxia.runtime.layout import buffer_sizes
 
 
@@ -27,7 +28,7 @@ def _graph() -> GraphBuilder:
     return b
 
 
-def test_views_and_groups_share_buffers_across_dims_changes(runtime) -> None:  # type: ignore[no-untyped-def]
+def test_views_and_groups_share_buffers_across_dims_changes(runtime: Runtime) -> None:
     compiled = CompilerPipeline(core_operator_registry()).compile(_graph().graph)
     assert compiled.buffer_groups and len(compiled.aliases) == 3
     executor = runtime.load_model(compiled)

@@ -5,9 +5,10 @@ import pytest
 from runtime_plans import ElementwiseSpec, build_plan, scale_plan
 
 from onyxia.core import DataType, InputError, PlanCtx, ceil_div
+from onyxia.runtime import Runtime
 
 
-def test_carry_feeds_an_output_back_without_the_host(runtime) -> None:  # type: ignore[no-untyped-def]
+def test_carry_feeds_an_output_back_without_the_host(runtime: Runtime) -> None:
     executor = runtime.load_model(scale_plan([4], expr="x[i] + 1.0"))
     executor.write_input("x", np.zeros(4, np.float32))
     executor.carry({"x": "y"})
@@ -17,7 +18,7 @@ def test_carry_feeds_an_output_back_without_the_host(runtime) -> None:  # type: 
         executor.carry({"x": "z"})
 
 
-def test_resident_state_survives_growth(runtime) -> None:  # type: ignore[no-untyped-def]
+def test_resident_state_survives_growth(runtime: Runtime) -> None:
     executor = runtime.load_model(scale_plan(["n"], expr="x[i] + 1.0"))
     executor.update_dimensions({"n": 2})
     executor.write_input("x", np.array([5, 6], np.float32))
@@ -28,7 +29,7 @@ def test_resident_state_survives_growth(runtime) -> None:  # type: ignore[no-unt
     np.testing.assert_array_equal(out[:2], np.array([7, 8], np.float32))
 
 
-def test_outputs_selection_reads_back_only_those(runtime) -> None:  # type: ignore[no-untyped-def]
+def test_outputs_selection_reads_back_only_those(runtime: Runtime) -> None:
     executor = runtime.load_model(scale_plan([1024]))
     before, held = executor.stats.bytes_read_back, executor.gpu_bytes
     assert executor.run({"x": np.ones(1024, np.float32)}, outputs=[]) == {}
@@ -40,7 +41,7 @@ def test_outputs_selection_reads_back_only_those(runtime) -> None:  # type: igno
         executor.run({"x": np.ones(1024, np.float32)}, outputs=["nope"])
 
 
-def test_aliased_output_shares_the_input_buffer(runtime) -> None:  # type: ignore[no-untyped-def]
+def test_aliased_output_shares_the_input_buffer(runtime: Runtime) -> None:
     """An in-place op: `state` is updated where it lives; the output is the same buffer."""
     spec = ElementwiseSpec()
     state = spec.input("state", DataType.FLOAT, [8])

@@ -10,11 +10,13 @@ from runtime_plans import SCALE_WGSL, ElementwiseSpec, build_plan
 from onyxia.core import (
     BindingDesc,
     BufferRef,
+    CompiledModel,
     DataType,
     DeviceError,
     Dispatch,
     InputError,
     PlanCtx,
+    SymbolicDim,
     SymbolicExpr,
     WriteBuffer,
     ceil_div,
@@ -37,10 +39,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 """
 
 
-def _scale(ctx: PlanCtx, src: BufferRef, dst: BufferRef, n: object, expr: str = "x[i] * 2.0") -> None:
+def _scale(ctx: PlanCtx, src: BufferRef, dst: BufferRef, n: SymbolicDim, expr: str = "x[i] * 2.0") -> None:
     defs = {"T": "f32", "OUT_T": "f32", "EXPR": expr, "WG": 64, "HEADER": ""}
     shader = ctx.compile_shader("scale", SCALE_WGSL, defs, {"N": n})
-    ctx.dispatch(shader, [src], [dst], ceil_div(n, 64))  # type: ignore[arg-type]
+    ctx.dispatch(shader, [src], [dst], ceil_div(n, 64))
 
 
 def test_copy_step_with_expression_size_and_offsets(any_runtime: Runtime) -> None:
@@ -119,7 +121,7 @@ def test_symbolic_tensor_rewritten_when_dims_change(any_runtime: Runtime) -> Non
     assert executor.stats.shader_modules_created == 1
 
 
-def _ranged_plan(offset: int) -> object:
+def _ranged_plan(offset: int) -> CompiledModel:
     """y = 2 * x[offset/4 : offset/4 + 64], the slice taken by the binding range, not the shader."""
     spec = ElementwiseSpec()
     spec.input("x", DataType.FLOAT, [128])
@@ -136,10 +138,10 @@ def _ranged_plan(offset: int) -> object:
 
 def test_binding_ranges(runtime: Runtime) -> None:
     x = np.arange(128, dtype=np.float32)
-    out = runtime.load_model(_ranged_plan(256)).run({"x": x})["y"]  # type: ignore[arg-type]
+    out = runtime.load_model(_ranged_plan(256)).run({"x": x})["y"]
     np.testing.assert_array_equal(out, x[64:] * 2)
     with pytest.raises(DeviceError, match=r"node 'custom_node': binding 0 \(tensor 'x'\): offset 4 is not a multiple"):
-        runtime.load_model(_ranged_plan(4))  # type: ignore[arg-type]
+        runtime.load_model(_ranged_plan(4))
 
 
 def test_whole_binding_over_the_limit(runtime: Runtime) -> None:

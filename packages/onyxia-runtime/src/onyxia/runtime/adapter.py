@@ -37,7 +37,7 @@ def describe_adapter(adapter: wgpu.GPUAdapter) -> str:
 
 def _can_compute(adapter: wgpu.GPUAdapter) -> bool:
     """GL adapters without compute shaders report zero compute limits instead of refusing outright."""
-    limits = adapter.limits
+    limits: dict[str, int] = adapter.limits
     return (
         limits.get("max-compute-workgroups-per-dimension", 0) > 0
         and limits.get("max-storage-buffers-per-shader-stage", 0) > 0

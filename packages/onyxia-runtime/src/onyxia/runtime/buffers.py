@@ -121,7 +121,8 @@ class BufferPool:
         with wgpu_boundary(DeviceError, "reading outputs back"):
             self.staging.map_sync(wgpu.MapMode.READ, 0, size)
             try:
-                return self.staging.read_mapped(0, size)
+                data: memoryview = self.staging.read_mapped(0, size)
+                return data
             finally:
                 self.staging.unmap()
 

@@ -58,5 +58,5 @@ def from_gpu(dtype: DataType, raw: memoryview | bytes, offset: int, shape: tuple
         return packed.view(dtype.numpy)  # 4-bit outputs stay packed, exactly as ONNX stores them
     stored = np.frombuffer(raw, dtype.gpu_numpy, numel, offset)
     if dtype == DataType.BOOL:
-        return (stored != 0).reshape(shape)
+        return stored.astype(np.bool_).reshape(shape)  # nonzero words are True
     return stored.astype(dtype.numpy).reshape(shape)  # astype copies, so the result owns its memory

@@ -216,8 +216,8 @@ def _step_values(fs: FlatStep, layout: DimsLayout, ctx: DeviceContext, names: Na
     if not isinstance(fs.step, Dispatch):
         return None
     where = f"node '{fs.node}'"
-    counts = tuple(_eval(w, dims, f"{where}: workgroups") for w in fs.step.workgroups)
-    workgroups = split_workgroups(counts, ctx.max_workgroups, where)  # type: ignore[arg-type]
+    x, y, z = (_eval(w, dims, f"{where}: workgroups") for w in fs.step.workgroups)
+    workgroups = split_workgroups((x, y, z), ctx.max_workgroups, where)
     if workgroups is None:
         return DispatchValues(None, b"", ())
     return DispatchValues(workgroups, _immediates(fs, dims), _ranges(fs, dims, layout.buffer_bytes, ctx, names))
