@@ -25,6 +25,12 @@ def _positions(batch: int, seq: int) -> np.ndarray:
     return RNG.integers(0, 500, (batch, seq)).astype(np.int64)
 
 
+@pytest.mark.parametrize("interleaved", [2, 99, -1])
+def test_interleaved_other_than_1_pairs_halves_as_onnxruntime_does(interleaved: int) -> None:
+    inputs = _inputs((2, 5, 3 * 16), _positions(2, 5), 8, np.float32)
+    check_op("RotaryEmbedding", inputs, {"interleaved": interleaved}, domain=MS)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("interleaved", [0, 1])
 @pytest.mark.parametrize("layout", ["3d", "4d"])

@@ -23,7 +23,7 @@ from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, Tenso
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
 from onyxia.operators.normalization.layer_norm import normalize_rows, row_workgroup_size
-from onyxia.operators.normalization.rotary import RotaryGeometry, rotary_geometry, rotary_numpy
+from onyxia.operators.normalization.rotary import RotaryGeometry, is_interleaved, rotary_geometry, rotary_numpy
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = ["RMS_NORM_ROTARY", "RmsNormRotaryOp"]
@@ -50,7 +50,7 @@ class RmsNormRotaryOp:
         heads = x.reshape(-1, geo.head)
         normed = normalize_rows({"x": heads, "scale": scale}, 1, _epsilon(ctx), rms=True)["y"]
         normed = normed.astype(ctx.output_numpy_dtype(0)).reshape(x.shape)
-        y = rotary_numpy(normed, pos, cos, sin, geo, bool(ctx.attr_int("interleaved", 0)))
+        y = rotary_numpy(normed, pos, cos, sin, geo, is_interleaved(ctx))
         return [y.astype(ctx.output_numpy_dtype(0))]
 
     def plan(self, ctx: PlanCtx) -> None:
@@ -66,7 +66,7 @@ class RmsNormRotaryOp:
             **type_defs(SCALE_T=ctx.input_dtype(_SCALE), Y_T=ctx.output_tensor(0).dtype),
         }
         defs |= {"WORKGROUP_SIZE": row_workgroup_size(geo.head), "EPSILON": repr(_epsilon(ctx))}
-        defs["INTERLEAVED"] = bool(ctx.attr_int("interleaved", 0))
+        defs["INTERLEAVED"] = is_interleaved(ctx)
         if ctx.output_tensor(0).dtype == DataType.FLOAT16:
             defs["Y_F16"] = True
         if geo.pos_offset:

@@ -22,7 +22,15 @@ from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.normalization.checks import require_equal_dim
 from onyxia.operators.typesets import FLOATS, require_dtype
 
-__all__ = ["ROTARY", "RotaryEmbeddingOp", "RotaryGeometry", "rotary_geometry", "rotary_head_size", "rotary_numpy"]
+__all__ = [
+    "ROTARY",
+    "RotaryEmbeddingOp",
+    "RotaryGeometry",
+    "is_interleaved",
+    "rotary_geometry",
+    "rotary_head_size",
+    "rotary_numpy",
+]
 
 _SOURCE = load_wgsl(__package__, "rotary.wgsl")
 
@@ -51,7 +59,7 @@ class RotaryEmbeddingOp:
         if values is None:
             return None
         x, pos, cos, sin = values
-        y = rotary_numpy(x, pos, cos, sin, rotary_geometry(ctx), bool(ctx.attr_int("interleaved", 0)))
+        y = rotary_numpy(x, pos, cos, sin, rotary_geometry(ctx), is_interleaved(ctx))
         return [y.astype(ctx.output_numpy_dtype(0))]
 
     def plan(self, ctx: PlanCtx) -> None:
@@ -63,7 +71,7 @@ class RotaryEmbeddingOp:
             return  # an empty output: nothing to write
         types = type_defs(X_T=ctx.input_dtype(0), COS_T=ctx.input_dtype(2), SIN_T=ctx.input_dtype(3))
         defs: dict[str, object] = {**types, **type_defs(Y_T=ctx.output_tensor(0).dtype)}
-        defs.update(WORKGROUP_SIZE=WORKGROUP_SIZE, INTERLEAVED=bool(ctx.attr_int("interleaved", 0)))
+        defs.update(WORKGROUP_SIZE=WORKGROUP_SIZE, INTERLEAVED=is_interleaved(ctx))
         if geo.pos_offset:
             defs["POS_OFFSET"] = True
         max_pos, cache_w = ctx.input_dims(2)
@@ -80,6 +88,12 @@ class RotaryEmbeddingOp:
         }
         shader = ctx.compile_shader("normalization/rotary", _SOURCE, defs, dims)
         ctx.dispatch(shader, [ctx.input(i) for i in range(4)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+
+
+def is_interleaved(ctx: NodeCtx) -> bool:
+    """onnxruntime pairs interleaved only for ``interleaved == 1``: 2, 99 or -1 run its half-split
+    pairing (checked against onnxruntime 1.2x's CPU kernel), so Onyxia reads the attribute the same way."""
+    return ctx.attr_int("interleaved", 0) == 1
 
 
 def rotary_head_size(hidden: int, cache_width: int, num_heads: int, rotary_embedding_dim: int) -> int:

@@ -4,7 +4,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 
 | pass                   | rules (module)                                                            |
 |------------------------|---------------------------------------------------------------------------|
-| CancelTransposes       | cancel_transposes, merge_transposes (`indexmap.fusions`)                   |
+| CancelTransposes       | cancel_transposes, merge_transposes (`rearrange.fusions`)                      |
 | FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
 | GroupMatMuls           | group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
 | FuseMlpGate            | fuse_gelu_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized)     |
