@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from onyxia.core.rewrite import RewritePass
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
-from onyxia.operators.rearrange.fusions import TRANSPOSE_FUSIONS
 from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, GROUP_MATMULS
 from onyxia.operators.normalization.fusions import NORMALIZATION_FUSIONS
 from onyxia.operators.quantized.fusions import FUSE_MLP_GATE_NBITS, GROUP_MATMUL_NBITS
+from onyxia.operators.rearrange.fusions import TRANSPOSE_FUSIONS
 
 __all__ = [
     "CancelTransposes",
