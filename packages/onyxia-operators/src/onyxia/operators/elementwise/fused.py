@@ -40,11 +40,11 @@ from onyxia.core import (
 from onyxia.core.shader_dims import DimValue
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.binary import BINARY, BinaryElementwiseOp
+from onyxia.operators.elementwise.cast import CAST, CastOp, conversion
 from onyxia.operators.elementwise.unary import UNARY, UnaryElementwiseOp
 from onyxia.operators.elementwise.variadic import VARIADIC, VariadicElementwiseOp
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import WORKGROUP_SIZE, broadcast_strides, type_defs
-from onyxia.operators.elementwise.cast import CAST, CastOp, conversion
 from onyxia.operators.typesets import ALL_GPU, FLOATS, require_dtype
 
 __all__ = ["FUSABLE", "FUSED_ELEMENTWISE", "FusedElementwiseOp", "can_fuse", "gpu_reads"]

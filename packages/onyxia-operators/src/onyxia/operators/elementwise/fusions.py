@@ -26,10 +26,10 @@ from onyxia.core import IrGraph, IrNode
 from onyxia.core.rewrite import Cluster, Decline, Match, NewValue, Rewriter, Rule, is_folded
 from onyxia.core.shader_dims import MAX_IMMEDIATE_BYTES
 from onyxia.core.shapes import Absent, dims_product
+from onyxia.operators.elementwise.cast import CAST
 from onyxia.operators.elementwise.fused import FUSABLE, can_fuse, gpu_reads
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.layout import broadcast_strides
-from onyxia.operators.elementwise.cast import CAST
 
 __all__ = ["ELEMENTWISE_FUSIONS", "MAX_READS"]
 
