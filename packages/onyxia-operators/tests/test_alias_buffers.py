@@ -5,6 +5,7 @@ symbolic dim, for f32, odd-sized f16 and int64 (a view never changes element siz
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -96,7 +97,7 @@ def _folded() -> GraphBuilder:
 @pytest.mark.parametrize(
     "build", [_in_place_state, _output_view_of_input, _folded], ids=["in-place-state", "output-of-input", "folded"]
 )
-def test_declines(build) -> None:  # type: ignore[no-untyped-def]
+def test_declines(build: Callable[[], GraphBuilder]) -> None:
     graph = _inferred(build())
     before = str(graph)
     assert not BufferAliasingPass().run(graph, REGISTRY)

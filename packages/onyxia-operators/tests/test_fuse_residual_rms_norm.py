@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import textwrap
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -22,7 +24,7 @@ REGISTRY = core_operator_registry()
 SLN = "SimplifiedLayerNormalization"
 
 
-def _block(*, sum_used_again: bool = True, **norm_attrs: object) -> tuple[GraphBuilder, TensorDef]:
+def _block(*, sum_used_again: bool = True, **norm_attrs: Any) -> tuple[GraphBuilder, TensorDef]:
     """onnx-community Gemma: sum = Add(residual, SLN(h)); y = SLN(sum); the next residual Add reads sum."""
     b = GraphBuilder("block")
     residual = b.input("residual", DataType.FLOAT, ["seq", 8])
@@ -106,7 +108,9 @@ def _both_broadcast_block() -> GraphBuilder:
     ],
     ids=["axis", "float16-casts", "scale-dtype", "outer-broadcast"],
 )
-def test_declines_with_a_reason(build, reason: str, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+def test_declines_with_a_reason(
+    build: Callable[[], GraphBuilder], reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
     b = build()
     before = str(b.graph)
     with caplog.at_level(logging.DEBUG, logger="onyxia.core.rewrite"):

@@ -7,13 +7,14 @@ from __future__ import annotations
 import textwrap
 
 import numpy as np
+import onnx
 import pytest
 from fusion_models import check_fused, graph_model, ops_of
 from onnx import helper
 from oracle import compile_model
 
 from onyxia.compiler import ShapeInferencePass
-from onyxia.core import DataType, GraphBuilder, IrGraph
+from onyxia.core import DataType, GraphBuilder, IrGraph, TensorDef
 from onyxia.operators import core_operator_registry
 from onyxia.operators.passes import FuseRmsNormIntoRotary
 
@@ -89,7 +90,7 @@ def test_declines(variant: dict) -> None:
 
 
 # ----- numerics ----------------------------------------------------------------------------------
-def _model(dtype: type, heads: int, head: int, pos_shape: list, attrs: dict, casts: bool = False) -> object:
+def _model(dtype: type, heads: int, head: int, pos_shape: list, attrs: dict, casts: bool = False) -> onnx.ModelProto:
     """The onnx-community chain; with `casts`, the float16 exports' norm in float32 between two Casts."""
     hidden = heads * head
     width = attrs.get("rotary_embedding_dim", head) // 2
@@ -120,7 +121,7 @@ def test_outputs_with_arbitrary_positions(dtype: type, interleaved: int) -> None
     """Positions drawn at random per batch row: a rotation inside attention from seqlens_k would differ."""
     model = _model(dtype, 4, 16, ["batch", "seq"], {"interleaved": interleaved})
     assert ops_of(compile_model(model)) == ["RmsNormRotary"]
-    feeds = [
+    feeds: list[dict[str, np.ndarray]] = [
         {"x": RNG.standard_normal((2, s, 64)).astype(dtype), "pos": RNG.integers(0, 64, (2, s)).astype(np.int64)}
         for s in (5, 1)
     ]
@@ -130,14 +131,18 @@ def test_outputs_with_arbitrary_positions(dtype: type, interleaved: int) -> None
 def test_partial_rotary_and_one_start_position() -> None:
     model = _model(np.float32, 2, 32, [1], {"num_heads": 2, "rotary_embedding_dim": 16})
     assert ops_of(compile_model(model)) == ["RmsNormRotary"]
-    feeds = [{"x": RNG.standard_normal((2, 3, 64)).astype(np.float32), "pos": np.array([7], np.int64)}]
+    feeds: list[dict[str, np.ndarray]] = [
+        {"x": RNG.standard_normal((2, 3, 64)).astype(np.float32), "pos": np.array([7], np.int64)}
+    ]
     check_fused(model, feeds, {"FuseRmsNormIntoRotary"})
 
 
 def test_gemma_k_norm_layout() -> None:
     """One KV head of 256 (Gemma 3 270m: the norm's workgroup covers 256 elements)."""
     model = _model(np.float32, 1, 256, ["batch", "seq"], {"interleaved": 0})
-    feeds = [{"x": RNG.standard_normal((1, 4, 256)).astype(np.float32), "pos": np.array([[9, 3, 40, 41]], np.int64)}]
+    feeds: list[dict[str, np.ndarray]] = [
+        {"x": RNG.standard_normal((1, 4, 256)).astype(np.float32), "pos": np.array([[9, 3, 40, 41]], np.int64)}
+    ]
     check_fused(model, feeds, {"FuseRmsNormIntoRotary"})
 
 
@@ -145,7 +150,7 @@ def test_float16_export_norm_in_float32_between_casts() -> None:
     """model_fp16 / model_q4f16: Cast to f32, the norm with an f32 scale, Cast back, the rotation in f16."""
     model = _model(np.float16, 4, 16, ["batch", "seq"], {"interleaved": 0}, casts=True)
     assert ops_of(compile_model(model)) == ["RmsNormRotary"]
-    feeds = [
+    feeds: list[dict[str, np.ndarray]] = [
         {"x": RNG.standard_normal((1, s, 64)).astype(np.float16), "pos": RNG.integers(0, 64, (1, s)).astype(np.int64)}
         for s in (6, 1)
     ]
@@ -159,9 +164,20 @@ def test_constant_input_folds_as_the_unfused_chain() -> None:
     ShapeInferencePass().run(unfused.graph, REGISTRY)
     b = GraphBuilder("folded", opsets={"": 21, "com.microsoft": 1, "com.onyxia": 1})
     cos, sin = (b.constant(c) for c in _cache(8))
-    scale = b.constant(unfused.graph.tensor_by_name("scale").initializer.numpy())  # type: ignore[union-attr]
+    scale = b.constant(_initializer(unfused.graph, "scale"))
     y = b.op("RmsNormRotary", b.constant(x), b.constant(pos), cos, sin, scale, _domain="com.onyxia", epsilon=1e-6)
     b.output(y)
     ShapeInferencePass().run(b.graph, REGISTRY)
-    expected = unfused.graph.tensor(unfused.graph.outputs[0]).value
-    np.testing.assert_allclose(b.graph.tensor(y).value, expected, rtol=1e-6, atol=1e-6)
+    expected = _folded(unfused.graph.tensor(unfused.graph.outputs[0]))
+    np.testing.assert_allclose(_folded(b.graph.tensor(y)), expected, rtol=1e-6, atol=1e-6)
+
+
+def _initializer(graph: IrGraph, name: str) -> np.ndarray:
+    tensor = graph.tensor_by_name(name)
+    assert tensor is not None and tensor.initializer is not None, f"graph '{graph.name}': no initializer '{name}'"
+    return tensor.initializer.numpy()
+
+
+def _folded(tensor: TensorDef) -> np.ndarray:
+    assert tensor.value is not None, f"tensor '{tensor.name}': expected a folded value, found none"
+    return tensor.value

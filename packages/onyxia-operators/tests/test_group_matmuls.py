@@ -5,8 +5,11 @@ to the plan without the pass (decode and prefill kernels of one symbolic plan)."
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 from fusion_models import check_fused, graph_model, ops_of, plan_without
 from onnx import helper
@@ -14,7 +17,7 @@ from oracle import compile_model
 from test_matmulnbits_ort import F32_TOLERANCE, INT8_TOLERANCE, quantized_weights
 
 from onyxia.compiler import ShapeInferencePass
-from onyxia.core import DataType, GraphBuilder, IrGraph
+from onyxia.core import DataType, GraphBuilder, IrGraph, TensorDef
 from onyxia.onnx import to_onnx
 from onyxia.operators import core_operator_registry
 from onyxia.operators.elementwise.numpy_math import gelu
@@ -30,7 +33,7 @@ def _run(graph: IrGraph) -> bool:
     return GroupMatMuls().run(graph, REGISTRY)
 
 
-def _weight(b: GraphBuilder, name: str, k: int, n: int) -> object:
+def _weight(b: GraphBuilder, name: str, k: int, n: int) -> TensorDef:
     return b.initializer(name, RNG.standard_normal((k, n)).astype(np.float32))
 
 
@@ -55,7 +58,7 @@ def test_qkv_matmuls_become_one_group() -> None:
     assert any(o.domain == "com.onyxia" for o in to_onnx(b.graph).opset_import)
 
 
-def _nbits(b: GraphBuilder, x: object, name: str, n: int, block_size: int = 16, **attrs: object) -> object:
+def _nbits(b: GraphBuilder, x: TensorDef, name: str, n: int, block_size: int = 16, **attrs: Any) -> TensorDef:
     weights = quantized_weights(32, n, block_size, "none", np.float32, seed=n)
     bw, scales = b.initializer(f"{name}_B", weights["B"]), b.initializer(f"{name}_scales", weights["scales"])
     attrs = {"K": 32, "N": n, "bits": 4, "block_size": block_size, "accuracy_level": 4, **attrs}
@@ -87,26 +90,26 @@ def test_more_siblings_than_slots_form_several_groups() -> None:
     b.graph.check()
 
 
-def _declined_batched_weight(b: GraphBuilder, x: object) -> None:
+def _declined_batched_weight(b: GraphBuilder, x: TensorDef) -> None:
     b.output(b.op("MatMul", x, _weight(b, "w0", 8, 4)))
     b.output(b.op("MatMul", x, b.initializer("w1", np.ones((2, 8, 4), np.float32))))
 
 
-def _declined_nbits_block_sizes(b: GraphBuilder, x: object) -> None:
+def _declined_nbits_block_sizes(b: GraphBuilder, x: TensorDef) -> None:
     b.output(_nbits(b, x, "a", 8, 16), _nbits(b, x, "b", 8, 32))
 
 
-def _declined_weight_computed_later(b: GraphBuilder, x: object) -> None:
+def _declined_weight_computed_later(b: GraphBuilder, x: TensorDef) -> None:
     w = b.input("w", DataType.FLOAT, [8, 4])
     b.output(b.op("MatMul", x, _weight(b, "w0", 8, 4)))
     b.output(b.op("MatMul", x, b.op("Relu", w)))  # the Relu sits after the first MatMul
 
 
-def _declined_runtime_nbits_weight(b: GraphBuilder, x: object) -> None:
+def _declined_runtime_nbits_weight(b: GraphBuilder, x: TensorDef) -> None:
     weights = quantized_weights(32, 8, 16, "none", np.float32)
     bw = b.input("B", DataType.UINT8, list(weights["B"].shape))
     scales = b.initializer("scales", weights["scales"])
-    attrs = {"K": 32, "N": 8, "bits": 4, "block_size": 16}
+    attrs: dict[str, Any] = {"K": 32, "N": 8, "bits": 4, "block_size": 16}
     b.output(_nbits(b, x, "a", 8), b.op("MatMulNBits", x, bw, scales, _domain=MS, **attrs))
 
 
@@ -120,10 +123,10 @@ def _declined_runtime_nbits_weight(b: GraphBuilder, x: object) -> None:
     ],
     ids=["batched-weight", "nbits-block-sizes", "weight-computed-later", "runtime-nbits-weight"],
 )
-def test_declines(build: object) -> None:
+def test_declines(build: Callable[[GraphBuilder, TensorDef], None]) -> None:
     b = GraphBuilder("declined")
-    k = 32 if "nbits" in build.__name__ else 8  # type: ignore[attr-defined]
-    build(b, b.input("x", DataType.FLOAT, ["seq", k]))  # type: ignore[operator]
+    k = 32 if "nbits" in build.__name__ else 8
+    build(b, b.input("x", DataType.FLOAT, ["seq", k]))
     ShapeInferencePass().run(b.graph, REGISTRY)
     before = str(b.graph)
     assert not GroupMatMuls().run(b.graph, REGISTRY)
@@ -131,12 +134,14 @@ def test_declines(build: object) -> None:
 
 
 # ----- numerics ----------------------------------------------------------------------------------
-def _check(model: object, feeds_list: list[dict], tolerance: tuple[float, float] | None = None) -> None:
-    check_fused(model, feeds_list, {"GroupMatMuls"}, tolerance)  # type: ignore[arg-type]
+def _check(
+    model: onnx.ModelProto, feeds_list: list[dict[str, np.ndarray]], tolerance: tuple[float, float] | None = None
+) -> None:
+    check_fused(model, feeds_list, {"GroupMatMuls"}, tolerance)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_matmul_group_outputs(dtype: type) -> None:
+def test_matmul_group_outputs(dtype: type[np.floating[Any]]) -> None:
     k, ns = 40, (64, 20, 20)
     weights = {f"w{i}": RNG.standard_normal((k, n)).astype(dtype) for i, n in enumerate(ns)}
     nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"y{i}"]) for i in range(len(ns))]
@@ -158,7 +163,8 @@ def test_matmul_group_outputs(dtype: type) -> None:
 )
 def test_matmul_nbits_group_outputs(level: int, zero_points: str, bias: bool, ops: list[str]) -> None:
     k, ns, block_size = 80, (48, 16, 16), 32  # K % block_size != 0: a padded last block
-    initializers, nodes = {}, []
+    initializers: dict[str, np.ndarray] = {}
+    nodes: list[onnx.NodeProto] = []
     for i, n in enumerate(ns):
         weights = quantized_weights(k, n, block_size, zero_points, np.float32, seed=i)
         names = [f"B{i}", f"scales{i}", f"zp{i}" if zero_points != "none" else "", f"bias{i}" if bias else ""]
@@ -167,7 +173,7 @@ def test_matmul_nbits_group_outputs(level: int, zero_points: str, bias: bool, op
             initializers[f"zp{i}"] = weights["zero_points"]
         if bias:
             initializers[f"bias{i}"] = RNG.standard_normal(n).astype(np.float32)
-        attrs = {"K": k, "N": n, "bits": 4, "block_size": block_size, "accuracy_level": level}
+        attrs: dict[str, Any] = {"K": k, "N": n, "bits": 4, "block_size": block_size, "accuracy_level": level}
         node_inputs = ["x", *names[:3], *(["", names[3]] if bias else [])]
         nodes.append(helper.make_node("MatMulNBits", node_inputs, [f"y{i}"], domain=MS, **attrs))
     model = graph_model(nodes, {"x": (np.float32, ["seq", k])}, initializers, [f"y{i}" for i in range(len(ns))])
@@ -189,9 +195,15 @@ def test_constant_groups_fold() -> None:
     gated = b.op("GatedMatMul", x, *w, _domain="com.onyxia", approximate="tanh")
     b.output(*group, gated)
     ShapeInferencePass().run(b.graph, REGISTRY)
-    xv, wv = b.graph.tensor(x).value, [b.graph.tensor(t).value for t in w]
+    xv, wv = _folded(b.graph, x), [_folded(b.graph, t) for t in w]
     products = [xv @ v for v in wv]
     for t, expected in zip(group, products):
-        np.testing.assert_allclose(b.graph.tensor(t).value, expected, rtol=1e-6)
+        np.testing.assert_allclose(_folded(b.graph, t), expected, rtol=1e-6)
     expected_gated = gelu(products[0], "tanh").astype(np.float32) * products[1]
-    np.testing.assert_allclose(b.graph.tensor(gated).value, expected_gated, rtol=1e-6)
+    np.testing.assert_allclose(_folded(b.graph, gated), expected_gated, rtol=1e-6)
+
+
+def _folded(graph: IrGraph, tensor: TensorDef) -> np.ndarray:
+    value = graph.tensor(tensor).value
+    assert value is not None, f"tensor '{tensor.name}': expected a folded value, found none"
+    return value

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import tempfile
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from ort_float16_kernels import SPECS, derive_ort_f16_kernels, optimized_model, 
 
 import onyxia.operators
 from onyxia.compiler import ShapeInferencePass
-from onyxia.core import DataType, GraphBuilder, IrGraph, OperatorRegistry
+from onyxia.core import DataType, GraphBuilder, IrGraph, OperatorRegistry, SymbolicDim
 from onyxia.onnx import load_and_parse_model, to_onnx
 from onyxia.operators import core_operator_registry
 from onyxia.operators.passes import MatchOnnxruntimeCpuFloat16
@@ -99,15 +100,21 @@ def test_gemma_block_runs_in_float32_where_onnxruntime_does() -> None:
           %12:f16[seq,4] = Cast(%110, to=10)  # InsertedPrecisionFreeCast_Mul_out0_1
           return %12
         }""")
-    assert [graph.tensor(t).initializer.numpy().item() for t in (14, 17, 22, 27, 34)] == [
+    assert [_initializer(graph, t).item() for t in (14, 17, 22, 27, 34)] == [
         0.5,
         1.0,
         3.0,
-        *np.float32([0.044715, 2 / np.pi]),
+        *np.array([0.044715, 2 / np.pi], np.float32),
     ]
     graph.check()
     assert not MatchOnnxruntimeCpuFloat16().run(graph, REGISTRY)  # settled
     assert _casts(graph) == _casts(optimized_model(to_onnx(_inferred(_block()))))
+
+
+def _initializer(graph: IrGraph, t: int) -> np.ndarray:
+    initializer = graph.tensor(t).initializer
+    assert initializer is not None, f"tensor %{t}: expected an initializer, found none"
+    return initializer.numpy()
 
 
 def _casts(graph: IrGraph | onnx.ModelProto) -> list[tuple[str, int]]:
@@ -166,14 +173,14 @@ def _model_round_trip(first: DataType, second: DataType) -> GraphBuilder:
     [_all_float32, _float16_kernels_only, lambda: _model_round_trip(F16, F32)],
     ids=["float32", "float16-kernels-only", "model-f32-f16-f32"],
 )
-def test_declines_graphs_onnxruntime_runs_as_they_are(build: object) -> None:
+def test_declines_graphs_onnxruntime_runs_as_they_are(build: Callable[[], GraphBuilder]) -> None:
     """No float16 at all; float16 only on ops with a float16 kernel; the model's own f32 -> f16 -> f32 Casts
     (a real rounding: only a Cast onnxruntime inserted may stand in for a narrowing one)."""
-    graph = _inferred(build())  # type: ignore[operator]
+    graph = _inferred(build())
     before = str(graph)
     assert not MatchOnnxruntimeCpuFloat16().run(graph, REGISTRY)
     assert str(graph) == before
-    assert _casts(graph) == _casts(optimized_model(to_onnx(_inferred(build()))))  # type: ignore[operator]
+    assert _casts(graph) == _casts(optimized_model(to_onnx(_inferred(build()))))
 
 
 def test_removes_the_models_exact_round_trip() -> None:
@@ -210,14 +217,19 @@ def _adds() -> GraphBuilder:
 
 
 def _feeds(graph: IrGraph, seq: int, scale: float) -> dict[str, np.ndarray]:
-    shapes = {graph.tensor(t).name: (seq, graph.tensor(t).shape.dims[1]) for t in graph.inputs}  # type: ignore[union-attr]
+    shapes = {graph.tensor(t).name: (seq, _static(graph.tensor(t).dims[1])) for t in graph.inputs}
     return {name: (RNG.standard_normal(shape) * scale).astype(np.float16) for name, shape in shapes.items()}
 
 
+def _static(dim: SymbolicDim) -> int:
+    assert isinstance(dim, int), f"expected a static dim, found {dim}"
+    return dim
+
+
 @pytest.mark.parametrize("build", [_adds, _block], ids=["adds", "block"])
-def test_outputs_equal_onnxruntime_bitwise(build: object, matching: None) -> None:
+def test_outputs_equal_onnxruntime_bitwise(build: Callable[[], GraphBuilder], matching: None) -> None:
     """onnxruntime sums and multiplies in float32 and rounds once; plain float16 rounds every step."""
-    graph = _inferred(build())  # type: ignore[operator]
+    graph = _inferred(build())
     model, feeds = to_onnx(graph), _feeds(graph, 16, 1.0 if build is _block else 20.0)
     check_model(model, feeds, dims={"seq": 16}, tolerance=(0.0, 0.0))
     with pytest.MonkeyPatch.context() as unpatched:

@@ -41,12 +41,12 @@ def _emitter(b: GraphBuilder, graph: IrGraph, node: IrNode) -> Callable[..., Ten
 def _constant(b: GraphBuilder, graph: IrGraph, node: IrNode, value: float) -> TensorDef:
     """A float32 constant cast to the node's input dtype (ONNX: Constant + CastLike(c, X))."""
     const = b.initializer(f"{node.name}/{value!r}", np.array(value, np.float32))
-    x = graph.tensor(node.inputs[0])  # type: ignore[arg-type]
+    x = graph.tensor(node.inputs[0])
     return b.op("Cast", const, to=int(x.dtype), _name=f"{node.name}/CastLike")
 
 
 def _gelu(b: GraphBuilder, graph: IrGraph, node: IrNode) -> tuple[str, list[Any], dict[str, Any]]:
-    op, x = _emitter(b, graph, node), graph.tensor(node.inputs[0])  # type: ignore[arg-type]
+    op, x = _emitter(b, graph, node), graph.tensor(node.inputs[0])
     approximate = node.attributes.get("approximate", "none")
     half, one = _constant(b, graph, node, 0.5), _constant(b, graph, node, 1.0)
     mult_x = op("Mul", half, x)
@@ -67,7 +67,7 @@ def _axes(b: GraphBuilder, node: IrNode) -> TensorDef:
 
 def _softmax_parts(b: GraphBuilder, graph: IrGraph, node: IrNode) -> tuple[Callable[..., TensorDef], Any, Any]:
     """Softmax-13's shared steps: x - max(x) and its exp's sum over `axis` (keepdims)."""
-    op, x, axes = _emitter(b, graph, node), graph.tensor(node.inputs[0]), _axes(b, node)  # type: ignore[arg-type]
+    op, x, axes = _emitter(b, graph, node), graph.tensor(node.inputs[0]), _axes(b, node)
     if node.opset >= 18:
         maximum = op("ReduceMax", x, axes, keepdims=1)
     else:  # ReduceMax took axes as an attribute before opset 18
@@ -93,22 +93,22 @@ def _reduce_sum(node: IrNode, data: Any) -> tuple[str, list[Any], dict[str, Any]
 
 
 def _reduce_l1(b: GraphBuilder, graph: IrGraph, node: IrNode) -> tuple[str, list[Any], dict[str, Any]]:
-    return _reduce_sum(node, _emitter(b, graph, node)("Abs", graph.tensor(node.inputs[0])))  # type: ignore[arg-type]
+    return _reduce_sum(node, _emitter(b, graph, node)("Abs", graph.tensor(node.inputs[0])))
 
 
 def _reduce_sum_square(b: GraphBuilder, graph: IrGraph, node: IrNode) -> tuple[str, list[Any], dict[str, Any]]:
-    x = graph.tensor(node.inputs[0])  # type: ignore[arg-type]
+    x = graph.tensor(node.inputs[0])
     return _reduce_sum(node, _emitter(b, graph, node)("Mul", x, x))
 
 
 def _reduce_log_sum(b: GraphBuilder, graph: IrGraph, node: IrNode) -> tuple[str, list[Any], dict[str, Any]]:
-    op, x = _emitter(b, graph, node), graph.tensor(node.inputs[0])  # type: ignore[arg-type]
+    op, x = _emitter(b, graph, node), graph.tensor(node.inputs[0])
     axes = [graph.tensor(t) for t in node.inputs[1:2] if t is not None]
     return "Log", [op("ReduceSum", x, *axes, **node.attributes)], {}
 
 
 def _cast_like(b: GraphBuilder, graph: IrGraph, node: IrNode) -> tuple[str, list[Any], dict[str, Any]]:
-    like = graph.tensor(node.inputs[1])  # type: ignore[arg-type]
+    like = graph.tensor(node.inputs[1])
     return "Cast", [node.inputs[0]], {"to": int(like.dtype), **node.attributes}
 
 

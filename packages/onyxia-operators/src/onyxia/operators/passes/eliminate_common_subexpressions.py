@@ -55,7 +55,7 @@ def _merge_if_seen(graph: IrGraph, node: IrNode, seen: dict[_Key, IrNode]) -> bo
         return False
     for old, new in zip(node.outputs, first.outputs):
         if old is not None:
-            graph.replace_all_uses(old, new)  # type: ignore[arg-type]
+            graph.replace_all_uses(old, new)
     graph.remove_node(node)
     for t in node.outputs:
         if t is not None:

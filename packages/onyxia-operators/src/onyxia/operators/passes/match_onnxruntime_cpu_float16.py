@@ -165,7 +165,7 @@ def _is_isolated(graph: IrGraph, node: IrNode, wrapped: set[int]) -> bool:
     if not f16_inputs or not f16_outputs:
         return False
     producers = [_edge_producer(graph, t) for t in f16_inputs if t is not None]
-    consumers = [c for t in f16_outputs for c, _ in graph.tensor_consumers(t)]  # type: ignore[arg-type]
+    consumers = [c for t in f16_outputs for c, _ in graph.tensor_consumers(t)]
     return all(p is None or p.id in wrapped for p in producers) and all(c.id in wrapped for c in consumers)
 
 
@@ -175,14 +175,14 @@ def _wrap(graph: IrGraph, node: IrNode, up_casts: dict[int, int]) -> list[IrNode
     casts = []
     for t in dict.fromkeys(t for t in node.inputs if t is not None and _dtype(graph, t) == F16):
         if t not in up_casts:
-            casts.append(_cast(graph, t, _twin(graph, t), before=node))
-            up_casts[t] = casts[-1].outputs[0]  # type: ignore[assignment]
-    inputs = [up_casts.get(t, t) for t in node.inputs]  # type: ignore[arg-type]
+            up_casts[t] = _twin(graph, t)
+            casts.append(_cast(graph, t, up_casts[t], before=node))
+    inputs = [t if t is None else up_casts.get(t, t) for t in node.inputs]
     attributes = dict(node.attributes)
     if attributes.get("dtype") == F16:  # generators (RandomNormalLike, EyeLike) name their output type
         attributes["dtype"] = int(F32)
     twins = {t: _twin(graph, t) for t in node.outputs if t is not None and _dtype(graph, t) == F16}
-    outputs = [twins.get(t, t) for t in node.outputs]  # type: ignore[arg-type]
+    outputs = [t if t is None else twins.get(t, t) for t in node.outputs]
     opset = node.opset
     node = graph.replace_node(node, node.op_type, inputs, attributes, domain=node.domain, outputs=outputs)
     node.opset = opset
@@ -209,26 +209,29 @@ def _remove_round_trips(graph: IrGraph, cast: IrNode, alive: set[int]) -> int:
     if cast.id not in alive:
         return 0
     source, out = cast.inputs[0], cast.outputs[0]
-    src, dst = _dtype(graph, source), _dtype(graph, out)
-    uses = graph.tensor_consumers(out)  # type: ignore[arg-type]
+    assert source is not None and out is not None, (
+        f"Cast '{cast.name}': expected an input and an output tensor, found {cast.inputs} -> {cast.outputs}"
+    )
+    src, dst = graph.tensor(source).dtype, graph.tensor(out).dtype
+    uses = graph.tensor_consumers(out)
     children = [c for c, _ in uses if c.op_type == "Cast" and c.domain == ""]
-    lossy = _unsafe_cast(src, dst, cast)  # type: ignore[arg-type]
-    if lossy and any(_unsafe_cast(_dtype(graph, c.outputs[0]), dst, c) for c in children):  # type: ignore[arg-type]
+    lossy = _unsafe_cast(src, dst, cast)
+    if lossy and any(_unsafe_cast(graph.tensor(c.outputs[0]).dtype, dst, c) for c in children):
         return 0
     undo = [c for c in children if _dtype(graph, c.outputs[0]) == src and not graph.is_graph_output(c.outputs[0])]
     for c in undo:
-        _bypass(graph, c, source, alive)  # type: ignore[arg-type]
+        _bypass(graph, c, source, alive)
     if uses and len(children) == len(uses) and not graph.is_graph_output(out):
-        _bypass(graph, cast, source, alive)  # type: ignore[arg-type]
+        _bypass(graph, cast, source, alive)
         return len(undo) + 1
     return len(undo)
 
 
 def _bypass(graph: IrGraph, cast: IrNode, source: int, alive: set[int]) -> None:
     out = cast.outputs[0]
-    graph.replace_all_uses(out, source)  # type: ignore[arg-type]
+    graph.replace_all_uses(out, source)
     graph.remove_node(cast)
-    graph.remove_tensor(out)  # type: ignore[arg-type]
+    graph.remove_tensor(out)
     alive.discard(cast.id)
 
 
