@@ -1,7 +1,7 @@
 """What every subcommand shares: the built-in demo model, --dim / --input parsing, loading.
 
-User input is checked here, at the boundary: a malformed ``--dim`` or an unreadable ``.npy`` is an
-`InputError` naming the argument, never a numpy traceback.
+User input is checked here, at the boundary: a malformed ``--dim`` is refused by the parser
+(`onyxia.cli.arguments.dim_binding`), a repeated one with another value is an `InputError`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from onyxia.cli.arguments import DimAction, dim_binding
 from onyxia.cli.data.make_demo_model import DEMO_INPUTS, DEMO_MODEL
 from onyxia.core import InputError, IrGraph, ModelLoadError, OperatorRegistry, Symbolic, SymbolicExpr
 
@@ -47,7 +48,7 @@ def add_model_argument(parser: argparse.ArgumentParser) -> None:
 def add_dim_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dim",
-        action="append",
+        action=DimAction,
         default=[],
         metavar="NAME=VALUE",
         help="bind a symbolic dim, e.g. --dim sequence_length=8 (repeatable)",
@@ -86,16 +87,19 @@ def operator_registry() -> OperatorRegistry:
     return core_operator_registry()
 
 
-def parse_dims(items: Sequence[str]) -> dict[str, int]:
+def parse_dims(items: Sequence[tuple[str, int] | str]) -> dict[str, int]:
+    """``--dim`` bindings (pairs from the parser, or ``NAME=VALUE`` strings) as one mapping."""
     dims: dict[str, int] = {}
     for item in items:
-        name, sep, value = item.partition("=")
-        name, value = name.strip(), value.strip()
-        if not sep or not name or not value.isdigit():
-            raise InputError(f"--dim '{item}': expected NAME=VALUE with a non-negative integer value")
-        if name in dims and dims[name] != int(value):
+        if isinstance(item, str):
+            try:
+                item = dim_binding(item)
+            except argparse.ArgumentTypeError as e:
+                raise InputError(f"--dim {e}") from None
+        name, value = item
+        if name in dims and dims[name] != value:
             raise InputError(f"--dim {name} is given twice with different values ({dims[name]} and {value})")
-        dims[name] = int(value)
+        dims[name] = value
     return dims
 
 

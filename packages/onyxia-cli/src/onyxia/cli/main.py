@@ -1,7 +1,9 @@
 """The `onyxia` console script: argument parsing, logging, and the one place errors are printed.
 
 Every `OnyxiaError` ends here as one red ``error:`` line on stderr with no traceback: exit
-status 2 for bad user input (`InputError`), 1 for anything else about the model. The global flags
+status 2 for bad user input (`InputError`), 1 for anything else about the model. Any other
+exception is a bug in Onyxia: one ``internal error:`` line (exit 1) with a hint to rerun with
+``--debug 1``, which shows the traceback. The global flags
 ``--debug``, ``--check`` and ``--backend`` set the settings of the same names (`onyxia.core.settings`,
 which ``ONYXIA_DEBUG``, ``ONYXIA_CHECK`` and ``ONYXIA_BACKEND`` set otherwise) for the command they
 run, as an `override`, so an embedded `main()` leaves the process's settings as they were.
@@ -13,19 +15,19 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
+from onyxia.cli.arguments import non_negative_int
 from onyxia.cli.commands import COMMANDS
+from onyxia.cli.console import make_console
 from onyxia.core import InputError, OnyxiaError
-from onyxia.core.settings import override
+from onyxia.core.settings import override, settings
 
 __all__ = ["build_parser", "main"]
-
-_PIPE_WIDTH = 160  # rich falls back to 80 columns off a terminal, which wraps the tables
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log passes (-v) or nodes (-vv)")
     parser.add_argument(
-        "--debug", type=int, default=None, metavar="LEVEL", help="1: log every pass run; 2: also declined rewrites"
+        "--debug",
+        type=non_negative_int,
+        default=None,
+        metavar="LEVEL",
+        help="1: log every pass run; 2: also declined rewrites",
     )
     parser.add_argument("--check", action="store_true", default=None, help="check the graph after every pass")
     parser.add_argument("--backend", default=None, help="wgpu backend to use (vulkan, metal, dx12, gl)")
@@ -47,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    console = _console(sys.stdout)
-    errors = _console(sys.stderr)
+    console = make_console(sys.stdout)
+    errors = make_console(sys.stderr)
     _configure_logging(args.verbose, errors)
     try:
         with override(**_settings_from_flags(args)):
@@ -63,6 +69,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         errors.print("[red]interrupted[/]")
         return 130
+    except Exception as e:  # a bug, not a user error: one line unless --debug asks for the traceback
+        debug = args.debug if args.debug is not None else settings().debug
+        if debug:
+            errors.print_exception()
+        message = " ".join(str(e).split())[:300]
+        errors.print(
+            f"[bold red]internal error:[/] [red]{escape(type(e).__name__)}{': ' if message else ''}"
+            f"{escape(message)}[/] [dim](a bug in Onyxia; rerun with --debug 1 for the traceback)[/]"
+        )
+        return 1
 
 
 def _settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -76,13 +92,6 @@ def _print_error(console: Console, error: OnyxiaError) -> None:
     console.print(f"[bold red]error:[/] [red]{escape(first)}[/]")
     for line in [*rest, *getattr(error, "__notes__", [])]:
         console.print(escape(line), style="dim")
-
-
-def _console(stream: TextIO) -> Console:
-    """Off a terminal, tables get a wide page and prose lines are never broken, so scripts can grep them."""
-    if stream.isatty():
-        return Console(file=stream, highlight=False)
-    return Console(file=stream, width=_PIPE_WIDTH, soft_wrap=True, highlight=False)
 
 
 def _configure_logging(verbosity: int, console: Console) -> None:

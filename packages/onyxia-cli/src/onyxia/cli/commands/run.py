@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from onyxia.cli.arguments import writable_file
 from onyxia.cli.common import (
     BUILTIN_MODEL_NAME,
     add_dim_argument,
@@ -28,6 +29,7 @@ from onyxia.cli.common import (
     operator_registry,
     parse_dims,
 )
+from onyxia.cli.files import atomic_output, load_npy
 from onyxia.core import Absent, InputError, IrGraph, SymbolicExpr
 
 __all__ = ["add_parser", "bind_dims", "read_inputs", "run"]
@@ -47,7 +49,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="value of a model input (repeatable; required for every input unless MODEL is omitted)",
     )
     add_dim_argument(parser)
-    parser.add_argument("--output", type=Path, default=None, metavar="OUT.npz", help="also save all outputs here")
+    parser.add_argument(
+        "--output", type=writable_file, default=None, metavar="OUT.npz", help="also save all outputs here"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -77,9 +81,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     )
     console.print(_output_table(outputs))
     if args.output is not None:
+        target = _npz_name(args.output)
         arrays_out: dict[str, Any] = {name: np.asarray(value) for name, value in outputs.items()}
-        np.savez(args.output, **arrays_out)  # Any: numpy's stubs read **kwargs as allow_pickle
-        console.print(f"saved {len(outputs)} output(s) to {escape(str(args.output))}")
+        with atomic_output(target) as temporary, temporary.open("wb") as f:
+            np.savez(f, **arrays_out)  # Any: numpy's stubs read **kwargs as allow_pickle
+        console.print(f"saved {len(outputs)} output(s) to {escape(str(target))}")
     return 0
 
 
@@ -91,13 +97,13 @@ def read_inputs(items: Sequence[str]) -> dict[str, np.ndarray]:
             raise InputError(f"--input '{item}': expected NAME=FILE.npy")
         if name in arrays:
             raise InputError(f"--input {name} is given twice")
-        try:
-            arrays[name] = np.load(file, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise InputError(f"--input {name}: cannot read '{file}' as a .npy array: {e}") from e
-        if not isinstance(arrays[name], np.ndarray):
-            raise InputError(f"--input {name}: '{file}' is an archive; give one .npy file per input")
+        arrays[name] = load_npy(file, f"--input {name}")
     return arrays
+
+
+def _npz_name(path: Path) -> Path:
+    """numpy's own rule for `np.savez(name)`: the .npz suffix is added when missing."""
+    return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
 
 
 def bind_dims(graph: IrGraph, arrays: Mapping[str, np.ndarray], dims: Mapping[str, int]) -> dict[str, int]:
