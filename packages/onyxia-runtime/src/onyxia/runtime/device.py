@@ -7,15 +7,17 @@ onyxia errors: callers say where they were (shader, node, tensor) and which onyx
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import threading
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 import wgpu
 
 from onyxia.core.errors import DeviceError, OnyxiaError
 
-__all__ = ["WGPU_ERRORS", "DeviceContext", "ExecutorStats", "check_features", "wgpu_boundary"]
+__all__ = ["WGPU_ERRORS", "DeviceContext", "ExecutorStats", "check_features", "wgpu_boundary", "serialized"]
 
 _FALLBACK_FEATURES = frozenset({"immediates"})  # the uniform rewrite stands in for these
 
@@ -90,3 +92,24 @@ def check_features(required: Collection[str], ctx: DeviceContext) -> None:
             f"the model requires adapter features {missing}, which the device lacks "
             f"(device features: {sorted(ctx.features)})"
         )
+
+
+class _Locked(Protocol):
+    _lock: threading.RLock
+
+
+_S = TypeVar("_S", bound=_Locked)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def serialized(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
+    """Run `method` holding the object's `_lock`: wgpu-py's queue and a mapped staging buffer are not
+    safe to share between threads mid-call (two runs at once abort the process)."""
+
+    def locked(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    locked.__name__, locked.__qualname__, locked.__doc__ = method.__name__, method.__qualname__, method.__doc__
+    return locked

@@ -6,11 +6,14 @@ the expressions that depend on the dims that moved (`IncrementalLayout`; everyth
 run or when a buffer must grow) and commits them: buffers grow, affected bind groups are rebuilt
 and the moved commands are patched in the program; shader modules and pipelines never are
 (`stats` proves it). Each `run()` is one command buffer: the program, carried state
-(`Carries`) and the output copies (`OutputReadback`) into one staging buffer mapped once."""
+(`Carries`) and the output copies (`OutputReadback`) into one staging buffer mapped once. The
+public methods are serialised by the executor (one lock): threads may share it, each call sees the
+plan as the previous call left it."""
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Collection, Mapping
 
@@ -23,7 +26,7 @@ from onyxia.runtime.buffers import BufferPool, buffer_names
 from onyxia.runtime.carries import Carries
 from onyxia.runtime.commands import PUBLIC_CALLS, PassCalls, Program, encode
 from onyxia.runtime.convert import storage_bytes, to_gpu
-from onyxia.runtime.device import DeviceContext, ExecutorStats, check_features, wgpu_boundary
+from onyxia.runtime.device import DeviceContext, ExecutorStats, check_features, serialized, wgpu_boundary
 from onyxia.runtime.incremental import Delta, IncrementalLayout
 from onyxia.runtime.inputs import InputBinder, checked_dims
 from onyxia.runtime.layout import (
@@ -65,6 +68,7 @@ class PlanExecutor:
     ) -> None:
         self.ctx, self.compiled = ctx, compiled
         self.stats = ExecutorStats()
+        self._lock = threading.RLock()  # run(), profile_run() and every state change, one at a time
         check_features(compiled.required_features, ctx)
         self._names = buffer_names(compiled)
         self._flat = flatten_steps(compiled)
@@ -116,6 +120,7 @@ class PlanExecutor:
     def output_names(self) -> list[str]:
         return list(self._readback.names)
 
+    @serialized
     def keep_resident(self, names: Collection[str]) -> None:
         """Keep these inputs on the GPU between runs: `run()` no longer requires them, and their
         buffers keep their contents (also when they grow). The LLM session keeps its KV cache so."""
@@ -125,6 +130,7 @@ class PlanExecutor:
         self._inputs.resident |= set(names)
         self._pool.preserved |= {self._ref(name) for name in names}
 
+    @serialized
     def carry(self, pairs: Mapping[str, str]) -> None:
         """After each run, copy output `pairs[input]` into resident `input` on the GPU (no host trip).
 
@@ -138,6 +144,7 @@ class PlanExecutor:
         if self._layout is not None:
             self._carries.plan(self._layout)
 
+    @serialized
     def write_input(self, name: str, array: np.ndarray) -> None:
         """Set a resident input's contents (e.g. a zeroed fixed-size cache) without running."""
         self.keep_resident([name])
@@ -147,6 +154,7 @@ class PlanExecutor:
             self._layout = None  # bind groups name the old buffer: the next run commits in full
         self._pool.write(spec.ref, data)
 
+    @serialized
     def run(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None = None) -> dict[str, np.ndarray]:
         """Outputs by name, in their logical dtypes and the current dims' shapes.
 
@@ -187,6 +195,7 @@ class PlanExecutor:
     def _ref(self, name: str) -> BufferRef:
         return BufferRef(tensor=self.compiled.tensor_by_name(name).id)
 
+    @serialized
     def update_dimensions(self, dims: Mapping[str, int]) -> None:
         """Re-target the plan to `dims` (merged into the current ones); no shader or pipeline is rebuilt.
 
@@ -203,6 +212,7 @@ class PlanExecutor:
         else:
             self._dims, self._layout = merged, None
 
+    @serialized
     def profile_run(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None = None) -> RunProfile:
         """`run()` with GPU timestamps around each dispatch, plus the host time `run()` spends before submit.
 
@@ -228,6 +238,7 @@ class PlanExecutor:
         times = [DispatchTime(node, op, ns) for (node, op), ns in zip(labels, timer.read())]
         return RunProfile(result, times, prepared - started, encoded - prepared)
 
+    @serialized
     def release(self) -> None:
         """Destroy this executor's buffers now instead of waiting for garbage collection."""
         self._pool.release()
