@@ -9,25 +9,27 @@ its past_key_values.N.* buffer. A step reads back one token id (greedy) or one r
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
-from onyxia.cli.llm.model_dir import ModelDirectory
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
+from onyxia.cli.llm.model_dir import ModelDirectory
 from onyxia.cli.llm.sampling import SamplingParams, sample_token
 from onyxia.cli.llm.signature import LlmSignature, bind_names
 from onyxia.cli.llm.tokenizer import TextTokenizer
-from onyxia.core import InputError
+from onyxia.core import InputError, OnyxiaError
 
 if TYPE_CHECKING:  # the runtime (wgpu) loads when a session is built, not when this module is imported
     from onyxia.runtime import PlanExecutor, Runtime
     from onyxia.runtime.profiling import RunProfile
 
-__all__ = ["GenerationStats", "LlmSession"]
+__all__ = ["GenerationStats", "LlmSession", "SessionBusyError"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,10 @@ class GenerationStats:
     @property
     def decode_tokens_per_second(self) -> float:
         return (self.new_tokens - 1) / self.decode_seconds if self.decode_seconds and self.new_tokens > 1 else 0.0
+
+
+class SessionBusyError(OnyxiaError):
+    """A session was asked to generate (or reset) while a generation on it is still open."""
 
 
 class LlmSession:
@@ -76,9 +82,11 @@ class LlmSession:
         self.stats = GenerationStats()
         self._window: int | None = model_dir.config.get("sliding_window")
         self._symbols = executor.compiled.symbols  # a property that walks every tensor: read once
+        self.vocab_size = _vocab_size(executor, signature.logits)  # ids are checked against it before upload
         # A list turns profiling on: each run goes through `PlanExecutor.profile_run()` (it needs
         # `Runtime(profiling=True)`) and its `RunProfile` is appended; None (the default) runs plainly.
         self.profiles: list[RunProfile] | None = None
+        self._turn = threading.Lock()  # held by the generation in progress (see generate_ids)
 
     # ----- construction ------------------------------------------------------------------------
     @classmethod
@@ -125,8 +133,21 @@ class LlmSession:
 
     def reset(self) -> None:
         """Forget the conversation: the next prompt is prefilled from position 0."""
-        self.position = 0
-        self.history = []
+        with self._exclusive("reset()"):
+            self.position = 0
+            self.history = []
+
+    @contextmanager
+    def _exclusive(self, caller: str) -> Iterator[None]:
+        if not self._turn.acquire(blocking=False):
+            raise SessionBusyError(
+                f"{caller}: this session is generating (an open generator or another thread); finish or close "
+                "that generation first, or give each concurrent conversation its own session"
+            )
+        try:
+            yield
+        finally:
+            self._turn.release()
 
     def generate_ids(
         self,
@@ -135,11 +156,23 @@ class LlmSession:
         params: SamplingParams = GREEDY,
         stop: Sequence[int] = (),
     ) -> Iterator[int]:
-        """Token ids as they are produced; the prompt is appended to whatever the cache holds."""
+        """Token ids as they are produced; the prompt is appended to whatever the cache holds.
+
+        One generation at a time per session: the cache is one conversation's. Starting another
+        (a second generator, another thread) while this one is open raises `SessionBusyError`;
+        closing or finishing the generator frees the session."""
+        with self._exclusive("generate()"):
+            yield from self._generate_ids(prompt_ids, max_new_tokens, params, stop)
+
+    def _generate_ids(
+        self, prompt_ids: Sequence[int], max_new_tokens: int, params: SamplingParams, stop: Sequence[int]
+    ) -> Iterator[int]:
         import time
 
         params.validate()
-        prompt = [int(t) for t in prompt_ids]
+        if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
+            raise InputError(f"generate(): max_new_tokens is {max_new_tokens!r}; expected an integer >= 0")
+        prompt = self._token_ids(prompt_ids)
         if not prompt:
             raise InputError("generate(): the prompt has no tokens")
         if self.position + len(prompt) + max_new_tokens > self.max_length:
@@ -196,11 +229,28 @@ class LlmSession:
 
     def next_token_logits(self, ids: Sequence[int]) -> np.ndarray:
         """Append `ids` to the cache and return the last position's logits (one row, float32)."""
-        logits = self._forward([int(t) for t in ids], [self.signature.logits])[self.signature.logits]
+        with self._exclusive("next_token_logits()"):
+            logits = self._forward(self._token_ids(ids), [self.signature.logits])[self.signature.logits]
         row: np.ndarray = logits.reshape(-1, logits.shape[-1])[-1].astype(np.float32)
         return row
 
     # ----- one forward pass --------------------------------------------------------------------
+    def _token_ids(self, ids: Sequence[int]) -> list[int]:
+        """`ids` as ints inside the vocabulary, checked here: on the GPU an id past the embedding
+        table would read another row (or zeros) and generate from garbage without a word."""
+        try:
+            tokens = [int(t) for t in ids]
+        except (TypeError, ValueError) as e:
+            raise InputError(f"token ids must be integers ({e})") from None
+        vocab = self.vocab_size
+        bad = next((t for t in tokens if t < 0 or (vocab is not None and t >= vocab)), None)
+        if bad is not None:
+            known = f"0 to {vocab - 1}" if vocab is not None else "non-negative"
+            raise InputError(
+                f"token id {bad} is outside the vocabulary of {vocab or 'unknown'} tokens (ids are {known})"
+            )
+        return tokens
+
     def _step(self, ids: list[int], params: SamplingParams, rng: np.random.Generator) -> int:
         if params.greedy:
             return int(self._forward(ids, [NEXT_TOKEN])[NEXT_TOKEN].reshape(-1)[-1])
@@ -209,6 +259,7 @@ class LlmSession:
 
     def _forward(self, ids: list[int], outputs: list[str]) -> dict[str, np.ndarray]:
         """Append `ids` to the cache, `prefill_chunk` tokens per run; `outputs` come from the last run."""
+        ids = self._token_ids(ids)
         if self.position + len(ids) > self.max_length:
             raise InputError(f"{self.position} cached + {len(ids)} new tokens exceed max_length {self.max_length}")
         out: dict[str, np.ndarray] = {}
@@ -246,3 +297,9 @@ class LlmSession:
             if length is not None:
                 bind_names(pair.past_dims[2:3], (length,), dims)
         return feeds, {k: v for k, v in dims.items() if k in self._symbols}
+
+
+def _vocab_size(executor: PlanExecutor, logits: str) -> int | None:
+    """The logits' last dim (rows of the lm head): the number of token ids the model knows."""
+    last = executor.compiled.tensor_by_name(logits).dims[-1]
+    return last if isinstance(last, int) else None
