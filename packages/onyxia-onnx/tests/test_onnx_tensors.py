@@ -136,8 +136,9 @@ def test_external_data_offset_and_length_keys(tmp_path):
     set_external(ta, location="data.bin", offset="16", length=str(a.nbytes))
     tb = TensorProto(name="b", data_type=TensorProto.FLOAT, dims=[2], data_location=TensorProto.EXTERNAL)
     set_external(tb, location="data.bin", offset=str(16 + a.nbytes + 3))
-    nodes = [helper.make_node("Cast", ["a"], ["c"], to=TensorProto.FLOAT), helper.make_node("Add", ["c", "b"], ["y"])]
-    model = make_model(nodes, [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [ta, tb])
+    nodes = [helper.make_node("Cast", ["a"], ["c"], to=TensorProto.FLOAT), helper.make_node("Neg", ["b"], ["y"])]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("c", "y")]  # [2, 3] and [2]: no Add
+    model = make_model(nodes, [], outs, [ta, tb])
     graph = load_and_parse_model(save(model, tmp_path))
     np.testing.assert_array_equal(graph.tensor_by_name("a").initializer.numpy(), a)
     np.testing.assert_array_equal(graph.tensor_by_name("b").initializer.numpy(), b)

@@ -6,8 +6,8 @@ can be dumped after a pass and checked against onnxruntime. Depends on onyxia.co
 numpy only; it must not import wgpu or onyxia.runtime, onyxia.operators or onyxia.compiler.
 """
 
-from onyxia.onnx.errors import OnnxError
+from onyxia.onnx.errors import ModelValidationError, OnnxError
 from onyxia.onnx.export import to_onnx
 from onyxia.onnx.loader import load_and_parse_model
 
-__all__ = ["OnnxError", "load_and_parse_model", "to_onnx"]
+__all__ = ["ModelValidationError", "OnnxError", "load_and_parse_model", "to_onnx"]

@@ -24,6 +24,7 @@ from onyxia.onnx.errors import OnnxError
 from onyxia.onnx.external import ExternalDataStore
 from onyxia.onnx.tensors import read_tensor, to_datatype
 from onyxia.onnx.topology import topological_order
+from onyxia.onnx.validation import validate_model
 from onyxia.onnx.value_info import read_value_info
 
 __all__ = ["load_and_parse_model", "read_model_proto"]
@@ -32,9 +33,17 @@ _MODEL_FIELDS = ("producer_name", "producer_version", "domain", "doc_string")
 
 
 def load_and_parse_model(path: str | os.PathLike[str]) -> IrGraph:
-    """Read `path` (and its external data references) into an `IrGraph`; raises `OnnxError`."""
+    """Read `path` (and its external data references) into an `IrGraph`; raises `OnnxError`.
+
+    Once it reads as a graph (the reader's structural errors come first), the model is validated
+    against its operators' schemas (`validate_model`), so no later stage sees a node onnxruntime
+    would reject; external data is never read for that.
+    """
     model_path = Path(path)
-    return _GraphReader(model_path, read_model_proto(model_path)).read()
+    model = read_model_proto(model_path)
+    graph = _GraphReader(model_path, model).read()
+    validate_model(model, model_path)
+    return graph
 
 
 def read_model_proto(path: Path) -> onnx.ModelProto:
