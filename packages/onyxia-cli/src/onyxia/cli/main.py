@@ -21,7 +21,6 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from onyxia.cli.arguments import non_negative_int
 from onyxia.cli.commands import COMMANDS
 from onyxia.cli.console import make_console
 from onyxia.core import InputError, OnyxiaError
@@ -37,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log passes (-v) or nodes (-vv)")
     parser.add_argument(
         "--debug",
-        type=non_negative_int,
+        type=int,
         default=None,
         metavar="LEVEL",
         help="1: log every pass run; 2: also declined rewrites",

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from rich.console import Console
 
+from onyxia.cli.console import plain, stderr_console
 from onyxia.core import InputError
 
 __all__ = ["ENGINES", "add_parser", "run"]
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         profile=args.profile,
         timeout_s=args.timeout,
     )
-    errors = Console(file=sys.stderr, highlight=False)
-    doc = run_bench(options, say=lambda line: errors.print(f"[dim]{line}[/]"))
+    errors = stderr_console()
+    doc = run_bench(options, say=lambda line: errors.print(plain(line, "dim")))
     print_report(doc, console)
     if args.json is not None:
         args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -13,6 +13,7 @@ import sys
 from rich.console import Console
 
 from onyxia.cli.commands.llm_options import add_llm_arguments, open_session, sampling_from
+from onyxia.cli.console import plain, stderr_console
 from onyxia.core import InputError
 
 __all__ = ["add_parser", "run"]
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         if args.model_dir is not None:
             raise InputError("generate: --prompt is required with a MODEL_DIR (only the built-in demo has a default)")
         args.prompt = DEMO_PROMPT
-    errors = Console(file=sys.stderr, highlight=False)
+    errors = stderr_console()
     session = open_session(args, errors)
     params = sampling_from(args)
     sys.stdout.write(args.prompt)
@@ -62,9 +63,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.stats == "json":
         print(json.dumps(figures))
     else:
-        errors.print(
-            f"[dim]{stats.prompt_tokens} prompt tokens, prefill {figures['prefill_tokens_per_second']} tok/s, "
+        line = (
+            f"{stats.prompt_tokens} prompt tokens, prefill {figures['prefill_tokens_per_second']} tok/s, "
             f"decode {figures['decode_tokens_per_second']} tok/s ({stats.new_tokens} tokens) on {session.adapter} "
-            f"[{session.model_dir.precision}][/]"
+            f"[{session.model_dir.precision}]"
         )
+        errors.print(plain(line, "dim"))
     return 0

@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from onyxia.cli.arguments import non_negative_float, non_negative_int, positive_float, positive_int, probability, seed
 from onyxia.cli.llm import PRECISIONS, LlmSession, SamplingParams
 
 __all__ = ["DEMO_MODEL_DIR", "add_llm_arguments", "open_session", "sampling_from"]
@@ -31,13 +32,13 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         "model_dir", nargs="?", type=Path, default=None, help="model directory (default: built-in demo)"
     )
     parser.add_argument("--precision", choices=sorted(PRECISIONS), default=None, help="which ONNX file to run")
-    parser.add_argument("--max-length", type=int, default=None, help="KV cache capacity in tokens")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--temperature", type=float, default=None, help="0 = greedy")
-    parser.add_argument("--top-k", type=int, default=None)
-    parser.add_argument("--top-p", type=float, default=None)
-    parser.add_argument("--repetition-penalty", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-length", type=positive_int, default=None, help="KV cache capacity in tokens")
+    parser.add_argument("--max-new-tokens", type=non_negative_int, default=128)
+    parser.add_argument("--temperature", type=non_negative_float, default=None, help="0 = greedy")
+    parser.add_argument("--top-k", type=non_negative_int, default=None, help="0 = off")
+    parser.add_argument("--top-p", type=probability, default=None, help="nucleus mass, 0 < p <= 1")
+    parser.add_argument("--repetition-penalty", type=positive_float, default=1.0)
+    parser.add_argument("--seed", type=seed, default=None)
 
 
 def sampling_from(args: argparse.Namespace) -> SamplingParams:

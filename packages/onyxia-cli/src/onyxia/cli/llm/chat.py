@@ -3,6 +3,10 @@
 The template renders the whole conversation; the tokens the cache already holds are a prefix of
 it, so only the suffix is fed. If a template ever renders an earlier turn differently (so the
 prefix no longer matches), the conversation is re-prefilled from scratch instead of diverging.
+
+When the conversation outgrows the session's max_length, the oldest exchanges are dropped (a
+system message stays) and the rest re-prefilled; a single turn too long to fit on its own is
+refused with an `InputError` and forgotten, so the chat goes on either way.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Iterator
 
 from onyxia.cli.llm.sampling import SamplingParams
 from onyxia.cli.llm.session import LlmSession
+from onyxia.core import InputError
 
 __all__ = ["Conversation"]
 
@@ -25,6 +30,7 @@ class Conversation:
         self.messages: list[dict[str, str]] = []
         self.tokens: list[int] = []  # what the KV cache holds, in order
         self.prefilled: list[int] = []  # tokens prefilled per turn (tests check cache reuse)
+        self.dropped = 0  # earlier messages dropped to fit max_length, over the whole chat
         self.reset()
 
     def reset(self) -> None:
@@ -39,7 +45,11 @@ class Conversation:
     def say(self, text: str) -> Iterator[str]:
         """Stream the model's answer to `text`; the exchange stays in the cache."""
         self.messages.append({"role": "user", "content": text})
-        rendered = self.session.tokenizer.encode_chat_turn(self.session.tokenizer.render_chat(self.messages))
+        try:
+            rendered = self._fit()
+        except Exception:
+            self.messages.pop()  # refused: the conversation stays as it was
+            raise
         if rendered[: len(self.tokens)] != self.tokens:
             self.session.reset()
             self.tokens = []
@@ -47,8 +57,27 @@ class Conversation:
         self.prefilled.append(len(new))
         answer: list[int] = []
         self._pending = (new, answer)
-        yield from self.session.stream_text(new, self.max_new_tokens, self.params, self._stops(), answer)
+        budget = min(self.max_new_tokens, self.session.max_length - len(rendered))
+        yield from self.session.stream_text(new, budget, self.params, self._stops(), answer)
         self._finish(new, answer)
+
+    def _fit(self) -> list[int]:
+        """The rendered conversation's ids, after dropping the oldest exchanges until the answer fits."""
+        tokenizer, limit = self.session.tokenizer, self.session.max_length
+        first = 1 if self.messages[0].get("role") == "system" else 0
+        while True:
+            rendered = tokenizer.encode_chat_turn(tokenizer.render_chat(self.messages))
+            if len(rendered) + self.max_new_tokens <= limit or len(self.messages) <= first + 1:
+                break
+            drop = 2 if self.messages[first + 1].get("role") == "assistant" else 1
+            del self.messages[first : first + drop]
+            self.dropped += drop
+        if len(rendered) >= limit:
+            raise InputError(
+                f"this message takes {len(rendered)} tokens with the chat template, more than max_length "
+                f"{limit} leaves for an answer; send a shorter one or raise --max-length"
+            )
+        return rendered
 
     def interrupted(self) -> None:
         """Ctrl-C mid-answer: keep what was said so far as the answer."""

@@ -8,12 +8,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onyxia.cli.llm.config_files import (
+    chat_template_of,
+    check_chat_template,
+    check_config,
+    check_genai_config,
+    check_tokenizer_config,
+    read_json_object,
+)
 from onyxia.core import ModelLoadError
 
 __all__ = ["PRECISIONS", "ModelDirectory", "resolve_model_dir"]
@@ -101,6 +108,7 @@ def _onnx_community(root: Path, precision: str | None, features: Collection[str]
 
 def _genai(root: Path) -> ModelDirectory:
     genai = _json(root / "genai_config.json")
+    check_genai_config(genai, root / "genai_config.json")
     model = genai.get("model", {})
     decoder = model.get("decoder", {})
     path = root / decoder.get("filename", "model.onnx")
@@ -119,25 +127,30 @@ def _genai(root: Path) -> ModelDirectory:
 def _attach_tokenizer(found: ModelDirectory) -> None:
     tokenizer = found.root / "tokenizer.json"
     found.tokenizer_path = tokenizer if tokenizer.is_file() else None
-    found.tokenizer_config = _json(found.root / "tokenizer_config.json")
+    config_file = found.root / "tokenizer_config.json"
+    found.tokenizer_config = _json(config_file)
+    check_tokenizer_config(found.tokenizer_config, config_file)
     template_file = found.root / "chat_template.jinja"
-    found.chat_template = (
-        template_file.read_text(encoding="utf-8")
-        if template_file.is_file()
-        else found.tokenizer_config.get("chat_template")
-    )
+    if template_file.is_file():
+        try:
+            found.chat_template = template_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ModelLoadError(f"{template_file}: cannot be read as UTF-8 text ({e})") from e
+        where = str(template_file)
+    else:
+        found.chat_template = chat_template_of(found.tokenizer_config, config_file)
+        where = f"{config_file} (key chat_template)"
+    if found.chat_template:
+        check_chat_template(found.chat_template, where)
     if not found.generation_config:
         found.generation_config = _json(found.root / "generation_config.json")
+    if found.layout != "genai":
+        check_config(found.config, found.root / "config.json")
+    check_config(found.generation_config, found.root / "generation_config.json")
 
 
 def _json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelLoadError(f"{path}: not valid JSON ({e})") from e
-    return data if isinstance(data, dict) else {}
+    return read_json_object(path)
 
 
 def _size(model: Path) -> int:

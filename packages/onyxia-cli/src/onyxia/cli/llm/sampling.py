@@ -3,10 +3,13 @@ with a repetition penalty, seeded for reproducibility (the same order of operati
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from onyxia.core import InputError
 
 __all__ = ["SamplingParams", "sample_token"]
 
@@ -24,11 +27,33 @@ class SamplingParams:
         return self.temperature <= 0.0 and self.repetition_penalty == 1.0
 
     def validate(self) -> None:
-        if self.temperature < 0 or self.top_k < 0 or not 0.0 < self.top_p <= 1.0 or self.repetition_penalty <= 0:
-            raise ValueError(
-                f"sampling parameters out of range: temperature {self.temperature} (>= 0), top_k {self.top_k} (>= 0), "
-                f"top_p {self.top_p} (0 < p <= 1), repetition_penalty {self.repetition_penalty} (> 0)"
+        """Raise `InputError` naming each parameter out of range (the CLI's parser checks the same)."""
+        problems = [
+            f"{name} {value!r} (expected {expected})"
+            for name, value, ok, expected in (
+                ("temperature", self.temperature, _finite(self.temperature) and self.temperature >= 0, "a number >= 0"),
+                ("top_k", self.top_k, _integer(self.top_k) and self.top_k >= 0, "an integer >= 0"),
+                ("top_p", self.top_p, _finite(self.top_p) and 0.0 < self.top_p <= 1.0, "0 < p <= 1"),
+                (
+                    "repetition_penalty",
+                    self.repetition_penalty,
+                    _finite(self.repetition_penalty) and self.repetition_penalty > 0,
+                    "a number > 0",
+                ),
+                ("seed", self.seed, self.seed is None or (_integer(self.seed) and self.seed >= 0), "an integer >= 0"),
             )
+            if not ok
+        ]
+        if problems:
+            raise InputError(f"sampling parameters out of range: {'; '.join(problems)}")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def sample_token(logits: np.ndarray, params: SamplingParams, history: Sequence[int], rng: np.random.Generator) -> int:

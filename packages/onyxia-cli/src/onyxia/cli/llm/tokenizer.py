@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from onyxia.core import ModelLoadError
+from onyxia.core import InputError, ModelLoadError
 
 __all__ = ["StreamDecoder", "TextTokenizer"]
 
@@ -31,11 +31,11 @@ class TextTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Ids as the model expects them (special tokens such as <bos> added by the tokenizer)."""
-        return list(self._tok.encode(text).ids)
+        return list(self._tok.encode(_utf8(text, "the prompt")).ids)
 
     def encode_chat_turn(self, text: str) -> list[int]:
         """Ids of rendered template text, which already carries its special tokens."""
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
+        return list(self._tok.encode(_utf8(text, "the chat text"), add_special_tokens=False).ids)
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self._tok.decode(list(ids), skip_special_tokens=True))
@@ -48,7 +48,7 @@ class TextTokenizer:
         """The chat template (jinja2, sandboxed as transformers does) applied to `messages`."""
         if not self.chat_template:
             raise ModelLoadError("the tokenizer has no chat_template; `onyxia chat` needs one")
-        from jinja2.exceptions import TemplateError
+        from jinja2.exceptions import TemplateError, TemplateSyntaxError
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         def raise_exception(message: str) -> None:
@@ -57,9 +57,14 @@ class TextTokenizer:
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = raise_exception
         specials = {k: self._special(k) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
-        return env.from_string(self.chat_template).render(
-            messages=messages, add_generation_prompt=add_generation_prompt, **specials
-        )
+        try:
+            return env.from_string(self.chat_template).render(
+                messages=messages, add_generation_prompt=add_generation_prompt, **specials
+            )
+        except TemplateSyntaxError as e:
+            raise ModelLoadError(f"chat template line {e.lineno}: {e.message}") from e
+        except (TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+            raise InputError(f"the chat template refused the conversation: {e}") from e
 
     def _special(self, key: str) -> str:
         value = self.config.get(key, "")
@@ -67,6 +72,27 @@ class TextTokenizer:
 
     def stream(self) -> StreamDecoder:
         return StreamDecoder(self)
+
+
+def _utf8(text: str, what: str) -> str:
+    """`text` if it encodes as UTF-8: argv and stdin carry undecodable bytes as lone surrogates,
+    which the tokenizers library rejects with a bare TypeError."""
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be a str, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(
+            f"{what} is not valid UTF-8 text ({_describe(text[e.start])} at character {e.start})"
+        ) from None
+    return text
+
+
+def _describe(char: str) -> str:
+    try:
+        return f"byte 0x{char.encode('utf-8', 'surrogateescape').hex()}"
+    except UnicodeEncodeError:
+        return f"code point U+{ord(char):04X}"
 
 
 class StreamDecoder:
