@@ -149,11 +149,18 @@ def _lm_head(graph: IrGraph, logits: int) -> IrNode | None:
     while node is not None and (node.domain, node.op_type) not in _HEAD_OPS:
         if node.op_type not in _PASS_THROUGH:
             return None
-        produced = [t for t in node.inputs if t is not None and graph.tensor_producer(t) is not None]
+        produced = [t for t in node.inputs if t is not None and not _constant_value(graph, t)]
         if len(produced) != 1:
             return None
         node = graph.tensor_producer(produced[0])
     return node
+
+
+def _constant_value(graph: IrGraph, t: int) -> bool:
+    """A weight or a Constant's output: the soft-cap's 30 in ``Div(logits, 30)``, not the logits."""
+    producer, tensor = graph.tensor_producer(t), graph.tensor(t)
+    known = tensor.value is not None or tensor.initializer is not None
+    return known or (producer is not None and producer.op_type == "Constant")
 
 
 def _first_cast(graph: IrGraph, head: IrNode) -> IrNode:
