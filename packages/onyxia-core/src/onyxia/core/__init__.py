@@ -53,6 +53,7 @@ from onyxia.core.shapes import Absent, Static, Symbolic, TensorShape, shape_of, 
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, ceil_div
 from onyxia.core.values import TensorValue
 from onyxia.core.wgsl import ShaderLibrary, load_wgsl, preprocess
+from onyxia.core.wgsl_literals import wgsl_dim, wgsl_literal
 
 __version__ = "0.1.0"
 
@@ -129,4 +130,6 @@ __all__ = [
     "require_gpu_type",
     "shape_of",
     "static_dims",
+    "wgsl_dim",
+    "wgsl_literal",
 ]

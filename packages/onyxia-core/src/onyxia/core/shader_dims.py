@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from onyxia.core.errors import PlanningError
 from onyxia.core.plan import ImmediateField
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
+from onyxia.core.wgsl_literals import wgsl_dim
 
 __all__ = [
     "IMMEDIATE_DECLARATION",
@@ -49,9 +50,9 @@ def shader_dims(label: str, defs: Mapping[str, object], dims: Mapping[str, DimVa
     symbolic = tuple(sorted(name for name, value in flat.items() if not isinstance(value, int)))
     for name, value in dims.items():
         if isinstance(value, (int, SymbolicExpr)):
-            full_defs[name] = _dim_text(name, value)
+            full_defs[name] = _dim_text(label, name, value)
         else:
-            full_defs[name] = ", ".join(_dim_text(f"{name}_{i}", v) for i, v in enumerate(value)) or "0u"
+            full_defs[name] = ", ".join(_dim_text(label, f"{name}_{i}", v) for i, v in enumerate(value)) or "0u"
     fields = tuple(ImmediateField(name, 4 * i, flat[name]) for i, name in enumerate(symbolic))
     if 4 * len(fields) > MAX_IMMEDIATE_BYTES:
         raise PlanningError(
@@ -81,9 +82,9 @@ def _flatten_dims(dims: Mapping[str, DimValue]) -> dict[str, SymbolicDim]:
     return flat
 
 
-def _dim_text(name: str, value: SymbolicDim) -> str:
-    """A u32 literal, or the immediate field; negative offsets (pads, steps) travel as bit patterns
-    that shaders read back with ``bitcast<i32>``."""
+def _dim_text(label: str, name: str, value: SymbolicDim) -> str:
+    """A u32 literal (`wgsl_dim`: a dim beyond u32 is refused here, not at load), or the immediate
+    field; negative offsets (pads, steps) travel as bit patterns shaders read with ``bitcast<i32>``."""
     if isinstance(value, int):
-        return f"{value}u" if value >= 0 else f"bitcast<u32>({value}i)"
+        return wgsl_dim(value, f"shader '{label}': dim {name}")
     return f"imm.{name}"

@@ -26,6 +26,8 @@ by hand. Every error names the shader (label or module) and line.
 from __future__ import annotations
 
 import importlib.resources
+import math
+import numbers
 import re
 from collections.abc import Mapping
 
@@ -219,7 +221,7 @@ def _condition(kind: str, arg: str, defs: Mapping[str, object], where: str) -> b
     name, op, value = match.groups()
     if name not in defs:
         raise ShaderError(f"{where}: '#if' on undefined shader def '{name}'")
-    equal = _render(defs[name]) == value
+    equal = _render(defs[name], name, where) == value
     return equal if op == "==" else not equal
 
 
@@ -230,12 +232,15 @@ def _substitute(text: str, defs: Mapping[str, object], where: str) -> str:
 def _lookup(name: str, defs: Mapping[str, object], where: str) -> str:
     if name not in defs:
         raise ShaderError(f"{where}: shader def '{name}' is not defined (used as #{{{name}}})")
-    return _render(defs[name])
+    return _render(defs[name], name, where)
 
 
-def _render(value: object) -> str:
+def _render(value: object, name: str, where: str) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    # str() would paste `inf` or `nan`, which naga rejects only at load
+    if isinstance(value, numbers.Real) and not math.isfinite(value):
+        raise ShaderError(f"{where}: shader def '{name}' is {value}, which WGSL cannot spell (use wgsl_literal)")
     return str(value)
 
 
