@@ -16,6 +16,9 @@ def test_generate_demo_streams_text_and_reports_stats(cli: Callable[..., Any]) -
     expected = "Life is a good thing to be a good thing to do is to be a good thing.\n\t\t-- Lazarus Long"
     assert result.out.startswith(expected)
     assert "prompt tokens" in result.err and "decode" in result.err and "tok/s" in result.err
+    # one console for every command: the [fp32] tag survives (no markup in data) and the line is not wrapped
+    stats_line = next(line for line in result.err.splitlines() if "prompt tokens" in line)
+    assert stats_line.rstrip().endswith("[fp32]") and len(stats_line) > 80, result.err
 
 
 def test_generate_stats_as_json(cli: Callable[..., Any]) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "positive_int",
     "probability",
     "seed",
+    "utf8_text",
     "writable_file",
 ]
 
@@ -110,6 +111,15 @@ def dim_binding(text: str) -> tuple[str, int]:
     except argparse.ArgumentTypeError as e:
         raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
     return name, size
+
+
+def utf8_text(text: str) -> str:
+    """Text that is valid UTF-8: undecodable bytes in argv arrive as lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid UTF-8 text (at character {e.start})") from None
+    return text
 
 
 class DimAction(argparse.Action):

@@ -58,7 +58,10 @@ class SymbolicExpr:
         """Parse a dim string; raises `SymbolicError` naming the string and position."""
         tokens = _tokenize(text)
         parser = _Parser(text, tokens)
-        result = parser.expression(0)
+        try:
+            result = parser.expression(0)
+        except RecursionError:  # the parser recurses per nesting level
+            raise SymbolicError(f"dim expression '{text[:40]}...' is nested too deeply to parse") from None
         if parser.pos != len(tokens):
             raise SymbolicError(f"malformed dim expression '{text}': unexpected '{tokens[parser.pos]}'")
         return result

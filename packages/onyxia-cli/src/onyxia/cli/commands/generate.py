@@ -12,6 +12,7 @@ import sys
 
 from rich.console import Console
 
+from onyxia.cli.arguments import utf8_text
 from onyxia.cli.commands.llm_options import add_llm_arguments, open_session, sampling_from
 from onyxia.cli.console import plain, stderr_console
 from onyxia.core import InputError
@@ -25,7 +26,9 @@ DEMO_PROMPT = "Life is"  # fortune-gemma3 writes fortune cookies; prompts should
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(NAME, help="generate text from a prompt with an LLM directory")
     add_llm_arguments(parser)
-    parser.add_argument("--prompt", default=None, help=f"the prompt text (the demo model's default: {DEMO_PROMPT!r})")
+    parser.add_argument(
+        "--prompt", type=utf8_text, default=None, help=f"the prompt text (the demo model's default: {DEMO_PROMPT!r})"
+    )
     parser.add_argument("--stats", choices=("text", "json"), default="text", help="how to report speed figures")
     parser.set_defaults(handler=run)
 

@@ -44,11 +44,12 @@ class Conversation:
 
     def say(self, text: str) -> Iterator[str]:
         """Stream the model's answer to `text`; the exchange stays in the cache."""
+        before, dropped = list(self.messages), self.dropped
         self.messages.append({"role": "user", "content": text})
         try:
             rendered = self._fit()
         except Exception:
-            self.messages.pop()  # refused: the conversation stays as it was
+            self.messages, self.dropped = before, dropped  # refused: the conversation stays as it was
             raise
         if rendered[: len(self.tokens)] != self.tokens:
             self.session.reset()
