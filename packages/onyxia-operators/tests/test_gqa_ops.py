@@ -124,7 +124,6 @@ def test_gqa_output_only() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"key": None, "value": None}, "packed QKV"),
         ({"attrs": {"smooth_softmax": 1}}, "smooth_softmax=1 is not implemented"),
         ({"position_ids": np.zeros((1, 7), np.int64)}, r"input 9 \(position_ids\) is not implemented"),
         (
@@ -132,7 +131,7 @@ def test_gqa_output_only() -> None:
             "cache of 16 rows and local_window_size 8: only a capacity equal to the window",
         ),
     ],
-    ids=["packed", "smooth_softmax", "position_ids", "window_capacity"],
+    ids=["smooth_softmax", "position_ids", "window_capacity"],
 )
 def test_gqa_unsupported_forms(change: dict, message: str) -> None:
     inputs = _inputs(1, 7, 4, 2, 16)

@@ -61,7 +61,7 @@ _FLOAT32 = frozenset({TensorProto.FLOAT})
 
 CONTRIB_SCHEMAS: dict[tuple[str, str], ContribSchema] = {
     ("com.microsoft", "GroupQueryAttention"): ContribSchema(
-        min_inputs=7,
+        min_inputs=1,  # key/value are empty with packed QKV; the op itself requires seqlens_k and total length
         inputs=(
             ("query", "T"),
             ("key", "T"),

@@ -8,7 +8,8 @@ seqlens_k[b] + 1 is batch row b's valid length, the new tokens take the position
 (rotary positions too; a first prompt's right padding starts at 0), `local_window_size` w lets the
 query at position p see keys j with p - j < w, padded keys stay hidden, and scale 0 means
 1/sqrt(head_size). The row placement lives in one WGSL module (onyxia::kv_rows) that every
-kernel imports.
+kernel imports. Packed QKV (key and value empty) is read from the query buffer with the row
+stride and column offsets `Heads` gives (static defs), so it costs no extra dispatch.
 
 Two steps: gqa_cache writes the extended cache (kept past rows + new rows, keys rotated), then
 attention reads it: a rows kernel for prompts, a workgroup-per-head kernel for one-token steps.
@@ -22,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from onyxia.core import BufferRef, FoldCtx, InferenceCtx, PlanCtx, TensorType, ceil_div, load_wgsl
+from onyxia.core import BufferRef, DataType, FoldCtx, InferenceCtx, PlanCtx, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.attention.gqa_cache import binding_defs, plan_kv_cache, rotary_plan
 from onyxia.operators.attention.gqa_inputs import (
@@ -33,7 +34,7 @@ from onyxia.operators.attention.gqa_inputs import (
     reject_unsupported,
     rotary_dim,
 )
-from onyxia.operators.layout import type_defs
+from onyxia.operators.layout import node_literal, type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = ["GroupQueryAttentionOp"]
@@ -57,7 +58,8 @@ class GroupQueryAttentionOp:
         past = ctx.input_dims(GqaInput.PAST_KEY)[2] if ctx.has_input(GqaInput.PAST_KEY) else 0
         rows = past if ctx.attr_int("sliding_window_cache", 0) else past + seq
         present = TensorType(dtype, shape_of([batch, heads.kv, rows, heads.size]))
-        return [TensorType(dtype, ctx.input_shape(GqaInput.QUERY)), present, present]
+        output = shape_of([batch, seq, heads.num * heads.size]) if heads.packed else ctx.input_shape(GqaInput.QUERY)
+        return [TensorType(dtype, output), present, present]
 
     def try_fold(self, ctx: FoldCtx) -> None:
         return None  # attention over constant activations does not occur in exported models
@@ -81,12 +83,16 @@ def _plan_attention(ctx: PlanCtx, layout: CacheLayout, cache: list[BufferRef]) -
     names = ["Q", "K", "V", "SEQLENS", *(["COS", "SIN"] * bool(rotary_reads)), "OUT"]
     defs: dict[str, object] = {
         **type_defs(T=ctx.input_dtype(GqaInput.QUERY), SEQLENS_T=ctx.input_dtype(GqaInput.SEQLENS_K)),
-        **{"HEAD_SIZE": heads.size, "NUM_HEADS": heads.num, "GROUP": heads.num // heads.kv},
-        **{"SCALE": _f32(scale), "WINDOW": max(ctx.attr_int("local_window_size", -1), 0), **rotary_defs},
+        **{"HEAD_SIZE": heads.size, "NUM_HEADS": heads.num, "GROUP": heads.num // heads.kv, "Q_STRIDE": heads.q_stride},
+        **{
+            "SCALE": node_literal(ctx, DataType.FLOAT, scale, "attribute 'scale'"),
+            "WINDOW": max(ctx.attr_int("local_window_size", -1), 0),
+            **rotary_defs,
+        },
     }
     softcap = ctx.attr_float("softcap", 0.0)
     if softcap > 0:
-        defs["SOFTCAP"] = _f32(softcap)
+        defs["SOFTCAP"] = node_literal(ctx, DataType.FLOAT, softcap, "attribute 'softcap'")
     dims = {"SEQ": seq, "KV_ROWS": layout.rows, "PAST_ROWS": layout.past, **rotary_dims}
     decode = 2 // (seq + 1)  # 1 for a one-token step, 0 for longer ones
     if decode != 0:  # statically known to be 0 for a static prompt length above 1
@@ -101,8 +107,3 @@ def _plan_attention(ctx: PlanCtx, layout: CacheLayout, cache: list[BufferRef]) -
         rows_defs = {**defs, **binding_defs(names), "WORKGROUP_SIZE": _ROWS_WORKGROUP}
         shader = ctx.compile_shader("attention/gqa", _ATTENTION, rows_defs, dims)
         ctx.dispatch(shader, reads, [ctx.output(0)], (rows_groups, heads.num, layout.batch))
-
-
-def _f32(value: float) -> str:
-    """A WGSL f32 literal that round-trips `value` (repr keeps every significant digit)."""
-    return f"f32({float(value)!r})"

@@ -13,7 +13,8 @@
 // Bindings (numbers from the BIND_* defs): in_q, in_k, in_v (the extended caches, BNSH), seqlens_k,
 //       [cos_cache, sin_cache with ROTARY] (read), then out_y, [scores with DECODE] (write).
 // Defs: T (storage type of q/k/v/out), SEQLENS_T (i32), F16 (flag), WORKGROUP_SIZE (a power of two with
-//       DECODE), BIND_*, HEAD_SIZE, NUM_HEADS, GROUP (query heads per kv head), SCALE (f32 literal),
+//       DECODE), BIND_*, HEAD_SIZE, NUM_HEADS, GROUP (query heads per kv head), Q_STRIDE (elements between
+//       tokens' q rows: NUM_HEADS * HEAD_SIZE, or the packed QKV row, whose q heads come first), SCALE (f32 literal),
 //       SOFTCAP (optional f32 literal: scores become SOFTCAP * tanh(score / SOFTCAP)),
 //       WINDOW (local_window_size, 0 for none: query p sees keys j with p - j < WINDOW, onnxruntime's
 //       convention), ROTARY (optional: rotated elements of each q head; the keys arrive rotated),
@@ -22,7 +23,7 @@
 // Dims: SEQ (query sequence length), KV_ROWS (cache rows per kv head), PAST_ROWS (rows per head of the
 //       past buffer, 0 without one); with ROTARY also MAX_POS.
 // Dispatch: rows (ceil(SEQ / WORKGROUP_SIZE), NUM_HEADS, batch); decode (1, NUM_HEADS, batch).
-// q and out are [B, SEQ, NUM_HEADS * HEAD_SIZE]. A query that sees no key (a right-padded row past
+// q is [B, SEQ, Q_STRIDE] (its first NUM_HEADS * HEAD_SIZE columns read), out [B, SEQ, NUM_HEADS * HEAD_SIZE]. A query that sees no key (a right-padded row past
 // the window) outputs zeros, as onnxruntime's CPU kernel does.
 #ifdef F16
 enable f16;
@@ -76,7 +77,7 @@ fn score(q: ptr<function, array<f32, #{HEAD_SIZE}>>, k_row: u32) -> f32 {
 // Query row `s` of (batch b, head): its scaled, rotated q and the cache rows it sees.
 fn load_query(q: ptr<function, array<f32, #{HEAD_SIZE}>>, b: u32, s: u32, head: u32) -> KeyRange {
     let range = key_range(kv_rows(i32(seqlens_k[b]), #{SEQ}, #{PAST_ROWS}), s, #{WINDOW}u);
-    let q_base = ((b * #{SEQ} + s) * #{NUM_HEADS}u + head) * #{HEAD_SIZE}u;
+    let q_base = (b * #{SEQ} + s) * #{Q_STRIDE}u + head * #{HEAD_SIZE}u;
     for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
         (*q)[h] = query_element(q_base, h, range.position) * #{SCALE};
     }

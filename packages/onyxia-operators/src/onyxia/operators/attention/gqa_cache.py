@@ -9,6 +9,7 @@ Three forms, all following onyxia::kv_rows (onnxruntime's row placement):
 - windowed (sliding_window_cache=1): the extended cache goes to scratch, since a multi-token step's
   early queries need keys the window shift drops, and a second dispatch shifts the last `capacity`
   rows into the fixed-size present.
+Packed QKV binds the query buffer once and reads k and v at their column offsets (no Split).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def plan_kv_cache(ctx: PlanCtx, layout: CacheLayout) -> list[BufferRef]:
 
 def _scratch(ctx: PlanCtx, layout: CacheLayout, rows: SymbolicDim, label: str) -> BufferRef:
     n = dims_product([layout.batch, layout.heads.kv, rows, layout.heads.size])
-    return ctx.alloc_scratch(n * ctx.input_dtype(GqaInput.KEY).gpu_numpy.itemsize, label)
+    return ctx.alloc_scratch(n * ctx.input_dtype(GqaInput.QUERY).gpu_numpy.itemsize, label)
 
 
 def _write_cache(ctx: PlanCtx, layout: CacheLayout, dst: list[BufferRef]) -> None:
@@ -69,24 +70,27 @@ def _write_cache(ctx: PlanCtx, layout: CacheLayout, dst: list[BufferRef]) -> Non
     n = dims_product([layout.batch, heads.kv, rows, heads.size])
     rotary_defs, rotary_dims, rotary_reads = rotary_plan(ctx, heads)
     past = [ctx.input(GqaInput.PAST_KEY), ctx.input(GqaInput.PAST_VALUE)] if copies_past else []
+    new = [ctx.input(GqaInput.QUERY)] if heads.packed else [ctx.input(GqaInput.KEY), ctx.input(GqaInput.VALUE)]
     names = [
-        "NEW_K",
-        "NEW_V",
+        *(["NEW_QKV"] if heads.packed else ["NEW_K", "NEW_V"]),
         "SEQLENS",
         *(["PAST_K", "PAST_V"] if past else []),
         *(["COS", "SIN"] * bool(rotary_reads)),
     ]
     defs = {
-        **type_defs(T=ctx.input_dtype(GqaInput.KEY), SEQLENS_T=ctx.input_dtype(GqaInput.SEQLENS_K)),
+        **type_defs(T=ctx.input_dtype(GqaInput.QUERY), SEQLENS_T=ctx.input_dtype(GqaInput.SEQLENS_K)),
         **binding_defs([*names, "DST_K", "DST_V"]),
         **{"WORKGROUP_SIZE": _WORKGROUP, **rotary_defs},
+        **{"NEW_STRIDE": heads.kv_stride, "K_OFFSET": heads.k_offset, "V_OFFSET": heads.v_offset},
     }
     if past:
         defs["PAST"] = True
+    if heads.packed:
+        defs["PACKED"] = True
     dims = {"N": n, "KV_HEADS": heads.kv, "HEAD_SIZE": heads.size, "SEQ": layout.seq, **rotary_dims}
     dims.update(PAST_ROWS=layout.past, DST_ROWS=layout.rows)
     shader = ctx.compile_shader("attention/kv_cache", _KV_CACHE, defs, dims)
-    reads = [ctx.input(GqaInput.KEY), ctx.input(GqaInput.VALUE), ctx.input(GqaInput.SEQLENS_K), *past, *rotary_reads]
+    reads = [*new, ctx.input(GqaInput.SEQLENS_K), *past, *rotary_reads]
     ctx.dispatch(shader, reads, dst, ceil_div(n, _WORKGROUP))
 
 
@@ -100,7 +104,7 @@ def _shift_window(ctx: PlanCtx, layout: CacheLayout, ext: list[BufferRef]) -> No
         ctx.output(i) if ctx.has_output(i) else _scratch(ctx, layout, layout.past, f"present{i}") for i in (1, 2)
     ]
     defs = {
-        **type_defs(T=ctx.input_dtype(GqaInput.KEY), SEQLENS_T=ctx.input_dtype(GqaInput.SEQLENS_K)),
+        **type_defs(T=ctx.input_dtype(GqaInput.QUERY), SEQLENS_T=ctx.input_dtype(GqaInput.SEQLENS_K)),
         "WORKGROUP_SIZE": _WORKGROUP,
     }
     dims = {"N": n, "KV_HEADS": heads.kv, "HEAD_SIZE": heads.size, "SEQ": layout.seq}

@@ -1,5 +1,11 @@
 """GroupQueryAttention's inputs by index, the checks that turn its unsupported forms into clear
-errors at shape inference (before anything is planned), and the cache layout planning derives."""
+errors at shape inference (before anything is planned), and the cache layout planning derives.
+
+Packed QKV (onnxruntime-genai's fused projection: key and value empty, query
+[B, S, (num_heads + 2 * kv_num_heads) * head_size]) is read in place: `Heads` gives the row
+stride and the column offsets of q, k and v within a token's row, so the kernels index the one
+buffer directly and no Split or copy runs. Without packing the strides are the plain row widths
+and the offsets 0, and the kernels compute exactly what they did before."""
 
 from __future__ import annotations
 
@@ -43,13 +49,38 @@ class Heads:
     num: int
     kv: int
     size: int
+    packed: bool = False  # q, k and v share the query input, each token's row [q heads | k heads | v heads]
+
+    @property
+    def q_stride(self) -> int:
+        """Elements between consecutive tokens' q rows (the query input's last dim)."""
+        return (self.num + 2 * self.kv) * self.size if self.packed else self.num * self.size
+
+    @property
+    def kv_stride(self) -> int:
+        """Elements between consecutive tokens' new k (and v) rows."""
+        return self.q_stride if self.packed else self.kv * self.size
+
+    @property
+    def k_offset(self) -> int:
+        """Column of a token's first new k element within its row."""
+        return self.num * self.size if self.packed else 0
+
+    @property
+    def v_offset(self) -> int:
+        """Column of a token's first new v element within its row."""
+        return (self.num + self.kv) * self.size if self.packed else 0
 
 
 def heads_of(ctx: NodeCtx) -> Heads:
-    """Head counts and size, checked against the q/k/v shapes."""
+    """Head counts and size, checked against the q/k/v shapes (or the packed query's)."""
     num, kv = ctx.attr_int("num_heads"), ctx.attr_int("kv_num_heads")
     if num <= 0 or kv <= 0 or num % kv:
         raise ctx.error(f"num_heads ({num}) must be a positive multiple of kv_num_heads ({kv})")
+    if ctx.has_input(GqaInput.KEY) != ctx.has_input(GqaInput.VALUE):
+        raise ctx.error("key and value must both be given (separate q/k/v) or both be empty (packed QKV)")
+    if not ctx.has_input(GqaInput.KEY):
+        return _packed_heads(ctx, num, kv)
     q_dims, k_dims = ctx.input_dims(GqaInput.QUERY), ctx.input_dims(GqaInput.KEY)
     if len(q_dims) != 3 or len(k_dims) != 3:
         raise ctx.error("query and key must be 3-D [batch, sequence, heads * head_size]")
@@ -62,6 +93,22 @@ def heads_of(ctx: NodeCtx) -> Heads:
     if ctx.input_dims(GqaInput.VALUE) != k_dims:
         raise ctx.error(f"value shape {list(ctx.input_dims(GqaInput.VALUE))} must equal key shape {list(k_dims)}")
     return Heads(num, kv, size)
+
+
+def _packed_heads(ctx: NodeCtx, num: int, kv: int) -> Heads:
+    q_dims = ctx.input_dims(GqaInput.QUERY)
+    if len(q_dims) != 3:
+        raise ctx.error(
+            f"packed query must be 3-D [batch, sequence, (num_heads + 2 * kv_num_heads) * head_size]; "
+            f"found {list(q_dims)}"
+        )
+    hidden = q_dims[2]
+    if not isinstance(hidden, int) or hidden % (num + 2 * kv):
+        raise ctx.error(
+            f"packed query hidden size {hidden} must be a static multiple of num_heads + 2 * kv_num_heads "
+            f"= {num} + 2 * {kv}"
+        )
+    return Heads(num, kv, hidden // (num + 2 * kv), packed=True)
 
 
 def rotary_dim(ctx: NodeCtx, heads: Heads) -> int:
@@ -80,8 +127,9 @@ def rotary_dim(ctx: NodeCtx, heads: Heads) -> int:
 
 
 def reject_unsupported(ctx: NodeCtx) -> None:
-    if not ctx.has_input(GqaInput.KEY):
-        raise unsupported(ctx, "packed QKV (key and value absent) is not implemented; export with separate q/k/v")
+    for index in (GqaInput.SEQLENS_K, GqaInput.TOTAL_SEQUENCE_LENGTH):
+        if not ctx.has_input(index):
+            raise ctx.error(f"input {int(index)} ({index.name.lower()}) is required; found it empty or absent")
     if ctx.attr_int("smooth_softmax", 0):
         raise unsupported(ctx, "attribute smooth_softmax=1 is not implemented")
     for index in _UNSUPPORTED_INPUTS:

@@ -1,14 +1,17 @@
 // GroupQueryAttention's cache writer: the new keys and values move from the input layout
-// [B, SEQ, KV_HEADS * HEAD_SIZE] (BSNH) to the cache layout [B, KV_HEADS, DST_ROWS, HEAD_SIZE]
-// (BNSH), keys rotated with do_rotary, so attention reads them from the cache as they are. Rows
+// [B, SEQ, KV_HEADS * HEAD_SIZE] (BSNH; with PACKED, columns K_OFFSET.. and V_OFFSET.. of the packed
+// QKV rows) to the cache layout [B, KV_HEADS, DST_ROWS, HEAD_SIZE] (BNSH), keys rotated with
+// do_rotary, so attention reads them from the cache as they are. Rows
 // follow onyxia::kv_rows: per batch row the kept past rows, then the new rows at positions
 // past .. past + SEQ - 1 (rotary positions too), then zeros (onnxruntime leaves those rows unset).
-// Bindings (numbers from the BIND_* defs): new_k, new_v, seqlens_k, [past_k, past_v with PAST],
+// Bindings (numbers from the BIND_* defs): new_k, new_v (one new_qkv with PACKED), seqlens_k, [past_k, past_v with PAST],
 //       [cos_cache, sin_cache with ROTARY] (read), then dst_k, dst_v (write).
 // Defs: T (WGSL storage type), F16 (flag), SEQLENS_T (i32), WORKGROUP_SIZE, BIND_* (binding numbers),
 //       PAST (flag: write every dst row, copying the kept past rows; without it only the new rows are
 //       written, after the past rows already in dst: the in-place append, where dst is the past buffer),
-//       ROTARY (optional: rotated elements per head, 2 * cos_cache width), INTERLEAVED (with ROTARY).
+//       ROTARY (optional: rotated elements per head, 2 * cos_cache width), INTERLEAVED (with ROTARY),
+//       NEW_STRIDE (elements between tokens' new rows), K_OFFSET, V_OFFSET (columns of the first k and v
+//       element in a row: 0 for separate inputs), PACKED (flag: k and v come from one binding).
 // Dims: N (elements written: all of dst with PAST, the new rows without), KV_HEADS, HEAD_SIZE, SEQ,
 //       PAST_ROWS (rows per head of the past buffer), DST_ROWS (PAST_ROWS + SEQ); MAX_POS with ROTARY.
 // Dispatch: ceil(N / WORKGROUP_SIZE), 1-D (the runtime may split it into x, y).
@@ -21,8 +24,16 @@ enable f16;
 #import onyxia::rotary
 #endif
 
-@group(0) @binding(#{BIND_NEW_K}) var<storage, read> new_k: array<#{T}>;
-@group(0) @binding(#{BIND_NEW_V}) var<storage, read> new_v: array<#{T}>;
+#ifdef PACKED
+@group(0) @binding(#{BIND_NEW_QKV}) var<storage, read> new_qkv: array<#{T}>;
+fn new_k(i: u32) -> #{T} { return new_qkv[i + #{K_OFFSET}u]; }
+fn new_v(i: u32) -> #{T} { return new_qkv[i + #{V_OFFSET}u]; }
+#else
+@group(0) @binding(#{BIND_NEW_K}) var<storage, read> in_k: array<#{T}>;
+@group(0) @binding(#{BIND_NEW_V}) var<storage, read> in_v: array<#{T}>;
+fn new_k(i: u32) -> #{T} { return in_k[i]; }
+fn new_v(i: u32) -> #{T} { return in_v[i]; }
+#endif
 @group(0) @binding(#{BIND_SEQLENS}) var<storage, read> seqlens_k: array<#{SEQLENS_T}>;
 #ifdef PAST
 @group(0) @binding(#{BIND_PAST_K}) var<storage, read> past_k: array<#{T}>;
@@ -37,19 +48,19 @@ enable f16;
 
 // Element h of new row s (batch b, kv head n) into dst element `i`; the key rotated to `position`.
 fn write_new(i: u32, b: u32, n: u32, s: u32, h: u32, position: u32) {
-    let head_base = ((b * #{SEQ} + s) * #{KV_HEADS} + n) * #{HEAD_SIZE};
-    var k = new_k[head_base + h];
+    let head_base = (b * #{SEQ} + s) * #{NEW_STRIDE}u + n * #{HEAD_SIZE};
+    var k = new_k(head_base + h);
 #ifdef ROTARY
     if (h < #{ROTARY}u) {
         let tap = rotary_tap(h, #{ROTARY}u, #{INTERLEAVED});
         // an id outside the cache is invalid input; clamping reads a real row, never out of bounds
         let c = min(position, #{MAX_POS} - 1u) * (#{ROTARY}u / 2u) + tap.cache;
-        let partner = f32(new_k[head_base + tap.partner]);
+        let partner = f32(new_k(head_base + tap.partner));
         k = #{T}(rotary_apply(f32(k), partner, tap, f32(cos_cache[c]), f32(sin_cache[c])));
     }
 #endif
     dst_k[i] = k;
-    dst_v[i] = new_v[head_base + h];
+    dst_v[i] = new_v(head_base + h);
 }
 
 fn element_count() -> u32 { return #{N}; }
