@@ -20,6 +20,7 @@ from onyxia.core.ir import IrGraph, TensorDef, TensorKind
 from onyxia.core.shapes import Absent, Static, TensorShape
 from onyxia.core.values import TensorValue
 from onyxia.onnx.attributes import read_attribute
+from onyxia.onnx.constant_if import select_constant_ifs
 from onyxia.onnx.errors import OnnxError
 from onyxia.onnx.external import ExternalDataStore
 from onyxia.onnx.tensors import read_tensor, to_datatype
@@ -40,7 +41,7 @@ def load_and_parse_model(path: str | os.PathLike[str]) -> IrGraph:
     would reject; external data is never read for that.
     """
     model_path = Path(path)
-    model = read_model_proto(model_path)
+    model = select_constant_ifs(read_model_proto(model_path))
     graph = _GraphReader(model_path, model).read()
     validate_model(model, model_path)
     return graph
