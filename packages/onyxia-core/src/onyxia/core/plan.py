@@ -27,6 +27,9 @@ __all__ = [
     "CompiledShader",
     "CopyBuffer",
     "Dispatch",
+    "ERROR_SLOT_WORDS",
+    "ErrorCode",
+    "ErrorSlot",
     "ImmediateField",
     "PlanTensor",
     "PlannedOp",
@@ -44,6 +47,29 @@ class TensorRole(enum.Enum):
     WEIGHT = "weight"  # uploaded once: initializers and folded constants that GPU steps read
     INTERMEDIATE = "intermediate"
     SYMBOLIC = "symbolic"  # a folded value holding dim expressions: re-written when dims change
+    ERRORS = "errors"  # the run-time error word: kernels report into it, the runtime reads it with the outputs
+
+
+ERROR_SLOT_WORDS = 2  # u32 words per error slot: the code (atomicMax), then the offending value
+
+
+class ErrorCode(enum.IntEnum):
+    """What a kernel reports in its error slot; a larger code wins when one slot sees several."""
+
+    NONE = 0
+    INDEX_OUT_OF_RANGE = 1  # the slot's value word holds the index (i32 bits)
+    INT64_OUT_OF_RANGE = 2  # an int64 result left the i32 range the GPU computes in
+
+
+@dataclass(frozen=True)
+class ErrorSlot:
+    """One checking node's slot in the error word: who reports there, for the error message.
+
+    `detail` says what was checked (``"axis 0 of size 1024"``); it may name symbolic dims."""
+
+    node: str
+    op_type: str
+    detail: str = ""
 
 
 @dataclass
@@ -183,6 +209,9 @@ class CompiledModel:
     # buffers whose lifetimes never overlap, each group served by one GPU buffer sized for its largest
     # member under the current dims; members are storage roots (never a tensor in `aliases`' keys)
     buffer_groups: list[tuple[BufferRef, ...]] = field(default_factory=list)
+    # run-time checks: slot i of the ERRORS tensor `error_tensor` (ERROR_SLOT_WORDS u32 each) is error_slots[i]'s
+    error_slots: list[ErrorSlot] = field(default_factory=list)
+    error_tensor: int | None = None
 
     def tensor_by_name(self, name: str) -> PlanTensor:
         for t in self.tensors.values():

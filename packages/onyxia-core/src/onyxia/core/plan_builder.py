@@ -18,9 +18,12 @@ from onyxia.core.errors import PlanningError
 from onyxia.core.ir_graph import IrGraph
 from onyxia.core.ir_records import TensorDef, TensorKind
 from onyxia.core.plan import (
+    ERROR_SLOT_WORDS,
+    BufferRef,
     CompiledModel,
     CompiledShader,
     Dispatch,
+    ErrorSlot,
     ImmediateField,
     PlannedOp,
     PlanTensor,
@@ -32,7 +35,9 @@ from onyxia.core.shapes import Absent
 from onyxia.core.values import TensorValue
 from onyxia.core.wgsl import ShaderLibrary, preprocess
 
-__all__ = ["PlanBuilder", "ShaderHandle"]
+__all__ = ["ERRORS_NAME", "PlanBuilder", "ShaderHandle"]
+
+ERRORS_NAME = "onyxia/errors"  # the plan tensor of the run-time error word
 
 _ShaderKey = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]
 
@@ -58,6 +63,8 @@ class PlanBuilder:
     _shader_keys: dict[_ShaderKey, int] = field(default_factory=dict)
     _scratch_ids: int = 0
     _constants: dict[str, int] = field(default_factory=dict)  # key -> plan tensor id (negative)
+    error_slots: list[ErrorSlot] = field(default_factory=list)
+    _errors: PlanTensor | None = None  # the ERRORS tensor, created with the first slot
 
     def plan_tensor(self, tensor: TensorDef) -> PlanTensor:
         """The plan entry for `tensor`, created on first use with its role and upload data."""
@@ -90,6 +97,17 @@ class PlanBuilder:
         self.tensors[tensor_id] = entry
         return entry
 
+    def error_slot(self, slot: ErrorSlot) -> tuple[BufferRef, int]:
+        """A new slot in the plan's error word (one u32 buffer for the whole plan) and its index."""
+        if self._errors is None:
+            tensor_id = -1 - len(self._constants)  # registered like a constant, so later constants never collide
+            self._constants[ERRORS_NAME] = tensor_id
+            self._errors = PlanTensor(tensor_id, ERRORS_NAME, DataType.UINT32, (0,), TensorRole.ERRORS)
+            self.tensors[tensor_id] = self._errors
+        self.error_slots.append(slot)
+        self._errors.dims = (ERROR_SLOT_WORDS * len(self.error_slots),)
+        return BufferRef(tensor=self._errors.id), len(self.error_slots) - 1
+
     def _role(self, tensor: TensorDef) -> tuple[TensorRole, TensorValue | np.ndarray | None]:
         if tensor.kind is TensorKind.INPUT:
             return TensorRole.INPUT, None
@@ -107,10 +125,15 @@ class PlanBuilder:
         return TensorRole.INTERMEDIATE, None
 
     def compile_shader(
-        self, label: str, source: str, defs: Mapping[str, object], dims: Mapping[str, DimValue]
+        self,
+        label: str,
+        source: str,
+        defs: Mapping[str, object],
+        dims: Mapping[str, DimValue],
+        immediates: Mapping[str, int] | None = None,
     ) -> ShaderHandle:
         """Preprocess once per (label, defs, symbolic dims); later uses only bring their immediates."""
-        spec = shader_dims(label, defs, dims)
+        spec = shader_dims(label, defs, dims, immediates)
         key = (label, tuple(sorted((k, str(v)) for k, v in spec.defs.items())), spec.symbolic)
         if key not in self._shader_keys:
             text = declare_immediates(preprocess(source, spec.defs, label, self.library), spec.symbolic)
@@ -147,6 +170,8 @@ class PlanBuilder:
             metadata=dict(metadata),
             constraints=list(self.graph.constraints),
             aliases={o: i for o, i in self.graph.aliases.items() if o in self.tensors and i in self.tensors},
+            error_slots=list(self.error_slots),
+            error_tensor=None if self._errors is None else self._errors.id,
         )
 
 
@@ -156,4 +181,7 @@ def _check_int_range(name: str, dtype: DataType, value: np.ndarray) -> None:
         lo, hi = int(value.min()), int(value.max())
         info = np.iinfo(np.int32)
         if lo < info.min or hi > info.max:
-            raise PlanningError(f"tensor '{name}': int64 value range [{lo}, {hi}] does not fit the GPU's i32 storage")
+            raise PlanningError(
+                f"tensor '{name}': int64 value range [{lo}, {hi}] is out of the 32-bit range Onyxia computes "
+                f"in (the GPU holds int64 as i32, [{info.min}, {info.max}])"
+            )

@@ -9,6 +9,7 @@ lives in the `PlanBuilder`; how dims become defs or immediates is `onyxia.core.s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,14 +17,26 @@ from onyxia.core.bindings import BufferRange, Chunk, max_binding_bytes, split_ro
 from onyxia.core.context import NodeCtx
 from onyxia.core.errors import PlanningError, ShaderError
 from onyxia.core.ir_records import IrNode
-from onyxia.core.plan import BindingDesc, BufferRef, CopyBuffer, Dispatch, PlannedOp, ScratchBufferDesc
+from onyxia.core.plan import BindingDesc, BufferRef, CopyBuffer, Dispatch, ErrorSlot, PlannedOp, ScratchBufferDesc
 from onyxia.core.plan_builder import PlanBuilder, ShaderHandle
 from onyxia.core.shader_dims import DimValue
 from onyxia.core.shapes import Absent, static_dims
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 from onyxia.core.values import TensorValue
 
-__all__ = ["PlanCtx"]
+__all__ = ["ErrorSlotUse", "PlanCtx"]
+
+
+@dataclass(frozen=True)
+class ErrorSlotUse:
+    """A node's error slot: the error word's buffer and the slot index its shader reports into."""
+
+    ref: BufferRef
+    index: int
+
+    @property
+    def immediates(self) -> dict[str, int]:
+        return {"ERROR_SLOT": self.index}
 
 
 class PlanCtx(NodeCtx):
@@ -33,6 +46,7 @@ class PlanCtx(NodeCtx):
         super().__init__(builder.graph, node)
         self.builder = builder
         self.op = PlannedOp(node.name, node.op_type)
+        self._error_slot: ErrorSlotUse | None = None
 
     # ----- buffers ---------------------------------------------------------------------------
     def input(self, i: int) -> BufferRef:
@@ -104,6 +118,18 @@ class PlanCtx(NodeCtx):
         out, inp = self.node.outputs[output_index], self.node.inputs[input_index]
         return out is not None and self.graph.aliases.get(out) == inp
 
+    def error_slot(self, detail: str = "") -> ErrorSlotUse:
+        """This node's slot in the plan's run-time error word (one per node, made on first use).
+
+        A checking kernel imports ``onyxia::errors``, binds `ref` as its last write binding (def
+        ``ERRORS_BINDING``) and passes `immediates` to `compile_shader`; the runtime reads the word
+        back with the outputs and raises an `InputError` naming this node. `detail` (``"axis 0 of
+        size 1024"``) completes the message."""
+        if self._error_slot is None:
+            ref, index = self.builder.error_slot(ErrorSlot(self.node.name, self.node.op_type, detail))
+            self._error_slot = ErrorSlotUse(ref, index)
+        return self._error_slot
+
     def alloc_scratch(self, size: SymbolicDim, label: str) -> BufferRef:
         desc = ScratchBufferDesc(self.builder.new_scratch_id(), size, f"{self.node.name}/{label}")
         self.op.scratch.append(desc)
@@ -116,11 +142,13 @@ class PlanCtx(NodeCtx):
         source: str,
         defs: Mapping[str, object] | None = None,
         dims: Mapping[str, DimValue] | None = None,
+        immediates: Mapping[str, int] | None = None,
     ) -> ShaderHandle:
         """Preprocess `source` with `defs`; each entry of `dims` (a dim or a list of dims) becomes
-        a literal def when static or an immediate field when symbolic, written ``#{NAME}``."""
+        a literal def when static or an immediate field when symbolic, written ``#{NAME}``;
+        `immediates` always become fields (`ErrorSlotUse.immediates`)."""
         try:
-            return self.builder.compile_shader(label, source, defs or {}, dims or {})
+            return self.builder.compile_shader(label, source, defs or {}, dims or {}, immediates)
         except (ShaderError, PlanningError) as e:  # a bad def or a dim beyond u32: name the node
             raise type(e)(f"node '{self.node.name}' ({self.node.op_type}): {e}") from e
 

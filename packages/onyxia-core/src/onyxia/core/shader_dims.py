@@ -40,14 +40,22 @@ class ShaderDims:
     fields: tuple[ImmediateField, ...]
 
 
-def shader_dims(label: str, defs: Mapping[str, object], dims: Mapping[str, DimValue]) -> ShaderDims:
+def shader_dims(
+    label: str, defs: Mapping[str, object], dims: Mapping[str, DimValue], immediates: Mapping[str, int] | None = None
+) -> ShaderDims:
     """Merge `dims` into `defs`: each dim's def is a u32 literal or ``imm.<NAME>``.
 
     A list of dims becomes a comma list (``#{OUT_DIMS}`` in ``array<u32, RANK>(#{OUT_DIMS})``) whose
-    elements are named ``<NAME>_<i>`` when they go to the immediate block."""
+    elements are named ``<NAME>_<i>`` when they go to the immediate block. `immediates` go to the
+    block although they are known (a node's error slot), so nodes differing only in them share a shader."""
     full_defs = dict(defs)
     flat = _flatten_dims(dims)
-    symbolic = tuple(sorted(name for name, value in flat.items() if not isinstance(value, int)))
+    pinned = dict(immediates or {})
+    if pinned.keys() & (flat.keys() | full_defs.keys()):
+        raise PlanningError(f"shader '{label}': {sorted(pinned)} are given both as immediates and as dims or defs")
+    flat.update(pinned)
+    full_defs.update({name: f"imm.{name}" for name in pinned})
+    symbolic = tuple(sorted(name for name, value in flat.items() if not isinstance(value, int) or name in pinned))
     for name, value in dims.items():
         if isinstance(value, (int, SymbolicExpr)):
             full_defs[name] = _dim_text(label, name, value)

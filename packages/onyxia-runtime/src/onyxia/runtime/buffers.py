@@ -118,6 +118,7 @@ class BufferPool:
         """Map the staging buffer after the run's submit, copy out `nbytes`, unmap."""
         assert self.staging is not None
         size = padded_nbytes(nbytes)
+        self.stats.staging_maps += 1
         with wgpu_boundary(DeviceError, "reading outputs back"):
             self.staging.map_sync(wgpu.MapMode.READ, 0, size)
             try:

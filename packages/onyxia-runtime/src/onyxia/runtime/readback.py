@@ -4,6 +4,8 @@ Sizes and shapes depend on the dims, so they are replanned at every dims change;
 which outputs a run wants as well, so each run packs its own. Outputs left out of a run stay on the
 GPU and cost neither a copy nor staging room: an LLM reads back one token id and leaves its logits
 and cache where they are, so the staging buffer is a few bytes, not the size of the KV cache.
+Behind the outputs goes the run-time error word (`run_errors.ErrorWord`, 8 bytes per checking
+node) whenever anything is read back, so its check rides on the same copy-and-map.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from onyxia.core.plan import BufferRef, CompiledModel
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.convert import from_gpu, padded_nbytes
 from onyxia.runtime.layout import DimsLayout
+from onyxia.runtime.run_errors import ErrorWord
 
 __all__ = ["OutputReadback", "staged_bytes"]
 
@@ -55,6 +58,8 @@ class OutputReadback:
         self._state = {ref for *_, ref in self._specs if pool.owner(ref) in inputs}
         self._outputs: list[_Output] = []
         self._placed: list[tuple[_Output, int]] = []  # the last encoded run's outputs and offsets
+        self.errors = ErrorWord(compiled, pool)
+        self._errors_at: int | None = None  # where the last encoded run put the error word in staging
 
     def select(self, outputs: Collection[str] | None) -> set[str]:
         """The outputs a run reads back: all by default; a name that is no output is an error."""
@@ -77,11 +82,12 @@ class OutputReadback:
     def preallocate(self, sizes: Mapping[BufferRef, int]) -> None:
         """Size the staging buffer up front for every output but in-place state at `sizes` (the
         largest dims), so reading them back never reallocates; state read back grows it then."""
-        self.pool.ensure_staging(sum(staged_bytes(sizes[ref]) for *_, ref in self._specs if ref not in self._state))
+        outputs = sum(staged_bytes(sizes[ref]) for *_, ref in self._specs if ref not in self._state)
+        self.pool.ensure_staging(outputs + staged_bytes(self.errors.nbytes))
 
     def encode(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str]) -> int:
         """Record the copies of the `wanted` outputs into the staging buffer, packed in output order
-        (an output listed twice is copied once); returns the bytes copied."""
+        (an output listed twice is copied once), then the error word; returns the bytes copied."""
         placed, offsets, end = [], {}, 0
         for output in self._outputs:
             if output.name not in wanted:
@@ -90,11 +96,13 @@ class OutputReadback:
                 offsets[output.tensor] = end
                 end += staged_bytes(output.nbytes)
             placed.append((output, offsets.get(output.tensor, 0)))
-        self._placed = placed
+        self._placed, self._errors_at = placed, None
         if not end:
             return 0
-        staging = self.pool.ensure_staging(end)
-        copied = 0
+        staging = self.pool.ensure_staging(end + staged_bytes(self.errors.nbytes))
+        copied = self.errors.encode(encoder, staging, end)
+        if copied:
+            self._errors_at = end
         for output, offset in placed:
             if output.buffer is not None and offsets.pop(output.tensor, None) is not None:
                 size = padded_nbytes(output.nbytes)
@@ -105,5 +113,9 @@ class OutputReadback:
     def read(self) -> dict[str, np.ndarray]:
         """After the submit: map the staging buffer once and convert the outputs the last `encode` placed."""
         end = max((offset + staged_bytes(o.nbytes) for o, offset in self._placed if o.buffer is not None), default=0)
+        if self._errors_at is not None:
+            end = self._errors_at + staged_bytes(self.errors.nbytes)
         raw = self.pool.read_staging(end) if end else b""
+        if self._errors_at is not None:
+            self.errors.check(raw, self._errors_at)
         return {o.name: from_gpu(o.dtype, raw, offset, o.shape) for o, offset in self._placed}

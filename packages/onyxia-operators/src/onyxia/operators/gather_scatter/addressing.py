@@ -7,7 +7,8 @@ output, the scatter's updates) and address the data tensor at
 
 where ``tuple(e) = sum_axis coord_axis * tuple_stride_axis`` picks the row of K index components
 an element uses. Each op is only a choice of those strides, so the shader, the shape checks and the
-numpy folds share this module. Negative indices wrap by the addressed dim, as ONNX specifies.
+numpy folds share this module. Negative indices wrap by the addressed dim, as ONNX specifies; one
+outside ``[-dim, dim)`` is an error (onnxruntime's too), reported through the node's error slot.
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ def emit_indexed(
 ) -> None:
     """One dispatch of indexed.wgsl: `reads` are (data or updates, indices); `mode` gather, scatter or serial."""
     defs = {**type_defs(T=ctx.output_tensor(0).dtype), "MODE": mode, "WORKGROUP_SIZE": WORKGROUP_SIZE}
+    defs["ERRORS_BINDING"] = 3
     defs.update(RANK=max(len(a.dims), 1), K=len(a.indexed_dims), COMBINE=combine)
     dims: dict[str, SymbolicDim | list[SymbolicDim]] = {
         "DIMS": a.dims or [1],
@@ -171,6 +173,7 @@ def emit_indexed(
         dims.update(LINES=a.lines, STEPS=a.steps, INNER=a.inner)
     else:
         dims["N"] = a.size
-    shader = ctx.compile_shader("gather_scatter/indexed", _SOURCE, defs, dims)
+    errors = ctx.error_slot(f"data dims [{', '.join(map(str, ctx.input_dims(0)))}]")
+    shader = ctx.compile_shader("gather_scatter/indexed", _SOURCE, defs, dims, errors.immediates)
     invocations = a.lines if mode == "serial" else a.size
-    ctx.dispatch(shader, reads, [output], ceil_div(invocations, WORKGROUP_SIZE))
+    ctx.dispatch(shader, reads, [output, errors.ref], ceil_div(invocations, WORKGROUP_SIZE))

@@ -1,7 +1,9 @@
 """`GatherOp`: ONNX Gather (axis attribute), the workhorse of shape chains and embedding lookups.
 
 The output is ``data[outer, indices[j], inner]`` flattened as ``[outer, j, inner]``. Negative
-indices wrap by adding the axis dim, on the host and on the GPU alike. Folding also runs on
+indices wrap by adding the axis dim, on the host and on the GPU alike; an index outside
+``[-dim, dim)`` is an error on both (onnxruntime's too): the kernel reports it in the node's error
+slot, and `run()` raises naming the node and the index. Folding also runs on
 symbolic values, so ``Gather(Shape(x), 1)`` yields the `SymbolicExpr` of x's dim 1.
 
 An embedding table over the storage-binding limit (Gemma 3's 671 MB f32 one) is gathered in row
@@ -71,13 +73,16 @@ class GatherOp:
             return
         inner = dims_product(data[axis + 1 :])
         sizes = {"N": n, "INNER": inner, "NIDX": dims_product(ctx.input_dims(1)), "AXIS_DIM": data[axis]}
-        defs = {**type_defs(T=dtype, I_T=ctx.input_dtype(1)), "WORKGROUP_SIZE": WORKGROUP_SIZE}
+        defs = {**type_defs(T=dtype, I_T=ctx.input_dtype(1)), "WORKGROUP_SIZE": WORKGROUP_SIZE, "ERRORS_BINDING": 3}
+        errors = ctx.error_slot(f"axis {axis} of size {data[axis]}")
         for chunk in _chunks(ctx, axis, inner):
             chunk_defs = defs if chunk.size is None else {**defs, "CHUNKED": True}
             chunk_sizes = sizes if chunk.size is None else {**sizes, "FIRST_ROW": chunk.first_row, "ROWS": chunk.rows}
-            shader = ctx.compile_shader("gather_scatter/gather_axis", _SOURCE, chunk_defs, chunk_sizes)
+            shader = ctx.compile_shader(
+                "gather_scatter/gather_axis", _SOURCE, chunk_defs, chunk_sizes, errors.immediates
+            )
             reads: list[BufferRef | BufferRange] = [ctx.input_chunk(0, chunk), ctx.input(1)]
-            ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+            ctx.dispatch(shader, reads, [ctx.output(0), errors.ref], ceil_div(n, WORKGROUP_SIZE))
 
 
 def _chunks(ctx: PlanCtx, axis: int, inner: SymbolicDim) -> list[Chunk]:

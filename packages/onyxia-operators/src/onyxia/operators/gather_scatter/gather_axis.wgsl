@@ -1,5 +1,6 @@
 // Gather along one axis: y[outer, j, inner] = x[outer, wrap(indices[j]), inner].
-// Bindings: 0 in_x (read, data), 1 in_idx (read, indices), 2 out_y (write).
+// Bindings: 0 in_x (read, data), 1 in_idx (read, indices), 2 out_y (write), 3 the error word
+//           (onyxia::errors: an index outside [-AXIS_DIM, AXIS_DIM) is reported, as onnxruntime rejects it).
 // Defs: T               WGSL storage type of data and output
 //       I_T             storage type of indices: i32 (int64 indices travel as i32, int32 as is)
 //       F16             flag: T is f16
@@ -17,6 +18,7 @@
 enable f16;
 #endif
 #import onyxia::entry
+#import onyxia::errors
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{T}>;
 @group(0) @binding(1) var<storage, read> in_idx: array<#{I_T}>;
@@ -30,12 +32,8 @@ fn element(i: u32) {
     let j = rest % #{NIDX};
     let outer = rest / #{NIDX};
     let axis_dim = i32(#{AXIS_DIM});
-    var k = in_idx[j];
-    if (k < 0) {
-        k += axis_dim;  // ONNX: negative indices count from the end
-    }
-    // Out-of-range indices are invalid ONNX; clamping keeps the read inside the buffer.
-    let src = clamp(k, 0, axis_dim - 1);
+    // Negative indices count from the end; one out of range is reported and clamped inside the buffer.
+    let src = i32(checked_index(in_idx[j], axis_dim));
 #ifdef CHUNKED
     let row = src - i32(#{FIRST_ROW});  // outer is 0: only tables with nothing before the axis are split
     if (row < 0 || row >= i32(#{ROWS})) {

@@ -3,7 +3,8 @@
 //   sum_d coord_d * BASE_STRIDES[d] + sum_t wrap(in_idx[row * K + t]) * INDEXED_STRIDES[t],
 //   row = sum_d coord_d * TUPLE_STRIDES[d]   (see addressing.py).
 // Bindings: 0 in_x (read: data when gathering, updates when scattering), 1 in_idx (read, i32: int64
-//           indices travel as i32), 2 out_y (write; a scatter's out_y already holds a copy of the data).
+//           indices travel as i32), 2 out_y (write; a scatter's out_y already holds a copy of the data),
+//           3 the error word (onyxia::errors: an index outside [-n, n) is reported, as onnxruntime rejects it).
 // Defs: T               WGSL storage type of data, updates and output
 //       F16             flag: T is f16
 //       MODE            gather | scatter (one invocation per update, unordered: reduction none) |
@@ -19,6 +20,7 @@
 enable f16;
 #endif
 #import onyxia::entry
+#import onyxia::errors
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{T}>;
 @group(0) @binding(1) var<storage, read> in_idx: array<i32>;
@@ -40,13 +42,8 @@ fn data_offset(e: u32) -> u32 {
     var indexed_dims = array<u32, #{K}>(#{INDEXED_DIMS});
     var indexed_strides = array<u32, #{K}>(#{INDEXED_STRIDES});
     for (var t = 0u; t < #{K}u; t++) {
-        let n = i32(indexed_dims[t]);
-        var v = in_idx[row * #{K}u + t];
-        if (v < 0) {
-            v += n;  // ONNX: negative indices count from the end
-        }
-        // Out-of-range indices are invalid ONNX; clamping keeps the access inside the buffer.
-        offset += u32(clamp(v, 0, n - 1)) * indexed_strides[t];
+        // Negative indices count from the end; one out of range is reported and clamped inside the buffer.
+        offset += checked_index(in_idx[row * #{K}u + t], i32(indexed_dims[t])) * indexed_strides[t];
     }
     return offset;
 }
