@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import onnx
+from onnx import TensorProto, helper
+
 
 def test_validate_ok(cli, mlp_model: Path) -> None:
     result = cli("validate", str(mlp_model))
@@ -46,3 +49,31 @@ def test_validate_needs_no_gpu(cli_subprocess, mlp_model: Path) -> None:
     result = cli_subprocess("validate", str(mlp_model), prelude="import sys; sys.modules['wgpu'] = None")
     assert result.code == 0, result.err
     assert result.out.startswith("ok:")
+
+
+def _relu_model(path: Path, dims: list[int | str], **attrs: float) -> Path:
+    op = "LeakyRelu" if attrs else "Relu"
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], name="node", **attrs)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_empty_tensor_value_info("y")],
+    )
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), path)
+    return path
+
+
+def test_validate_reports_a_size_beyond_u32_at_compile_time(cli, tmp_path: Path) -> None:
+    """Each dim of [2^30, 8] fits 32 bits, the element count the shader indexes does not: before, validate
+    said ok and load failed inside naga ("literal not representable")."""
+    result = cli("validate", str(_relu_model(tmp_path / "big.onnx", [2**30, 8])))
+    assert result.code == 1, result.err
+    assert result.err.startswith("error: node 'node' (Relu): shader 'elementwise/unary': dim N = 8589934592")
+    assert "does not fit the kernels' 32-bit indices" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_validate_accepts_an_infinite_attribute(cli, tmp_path: Path) -> None:
+    """LeakyRelu alpha=inf (onnxruntime computes it) compiles to a bit-pattern literal, not `inf`."""
+    result = cli("validate", str(_relu_model(tmp_path / "inf.onnx", ["n", 4], alpha=float("inf"))), "--dim", "n=2")
+    assert result.code == 0, result.err

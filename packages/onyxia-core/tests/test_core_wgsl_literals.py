@@ -107,3 +107,9 @@ def test_preprocess_refuses_a_non_finite_def(value: float) -> None:
     with pytest.raises(ShaderError, match=r"shader 'k' line 1: shader def 'ALPHA' is -?(inf|nan)"):
         preprocess("let a = #{ALPHA};", {"ALPHA": value}, "k")
     assert preprocess("let a = #{ALPHA};", {"ALPHA": 0.5}, "k") == "let a = 0.5;"
+
+
+def test_preprocess_refuses_an_int_def_beyond_32_bits() -> None:
+    with pytest.raises(ShaderError, match=r"shader def 'WINDOW' = 1099511627776 fits neither i32 nor u32"):
+        preprocess("let w = #{WINDOW};", {"WINDOW": 2**40}, "k")
+    assert preprocess("let w = #{W}u;", {"W": 2**32 - 1}, "k") == "let w = 4294967295u;"

@@ -238,7 +238,9 @@ def _lookup(name: str, defs: Mapping[str, object], where: str) -> str:
 def _render(value: object, name: str, where: str) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    # str() would paste `inf` or `nan`, which naga rejects only at load
+    # str() would paste `inf`, `nan` or an int no 32-bit type holds, which naga rejects only at load
+    if isinstance(value, numbers.Integral) and not -(2**31) <= int(value) < 2**32:
+        raise ShaderError(f"{where}: shader def '{name}' = {value} fits neither i32 nor u32")
     if isinstance(value, numbers.Real) and not math.isfinite(value):
         raise ShaderError(f"{where}: shader def '{name}' is {value}, which WGSL cannot spell (use wgsl_literal)")
     return str(value)

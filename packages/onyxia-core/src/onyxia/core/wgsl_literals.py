@@ -25,7 +25,7 @@ U32_MAX = 2**32 - 1
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 
 
-def wgsl_literal(dtype: DataType, value: float | int | bool | np.generic, where: str = "a shader constant") -> str:
+def wgsl_literal(dtype: DataType, value: object, where: str = "a shader constant") -> str:
     """`value` as a WGSL expression of `dtype`'s GPU storage type (`DataType.wgsl`).
 
     Floats are rounded to the dtype first (f32, or f16 with IEEE overflow to infinity, as
@@ -33,7 +33,8 @@ def wgsl_literal(dtype: DataType, value: float | int | bool | np.generic, where:
     (``0.1f``, ``1e+38f``, ``0.1h``). Infinities and NaN, which WGSL cannot spell, become f32 bit
     patterns (``bitcast<f32>(0x7f800000u)``; f16 converts it, naga having no 16-bit bitcast).
     Integers must fit the storage type (int64 is stored as i32); `where` names the value's origin
-    in the `PlanningError` otherwise ("node 'n' (Clip): input 1").
+    in the `PlanningError` otherwise ("node 'n' (Clip): input 1"), as it does for a value that is
+    no number (`value` is typed `object` because attributes and folded inputs arrive untyped).
     """
     if dtype == DataType.BOOL:
         return "1u" if bool(value) else "0u"

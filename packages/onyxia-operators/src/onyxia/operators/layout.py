@@ -1,19 +1,18 @@
 """Strides and dtype defs shared by every operator that indexes tensors in a shader.
 
 Strides are dim expressions (ints or `SymbolicExpr`), so the same helper serves static and
-symbolic shapes; planning turns them into literals or immediates.
+symbolic shapes; planning turns them into literals or immediates. `wgsl_literal` is onyxia.core's
+(the one place a value becomes shader text), re-exported here beside `type_defs`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from onyxia.core import DataType, SymbolicDim
+from onyxia.core import DataType, NodeCtx, SymbolicDim, wgsl_literal  # wgsl_literal: re-exported for operators
 from onyxia.core.shapes import dims_product
 
-__all__ = ["WORKGROUP_SIZE", "broadcast_strides", "contiguous_strides", "type_defs", "wgsl_literal"]
+__all__ = ["WORKGROUP_SIZE", "broadcast_strides", "contiguous_strides", "node_literal", "type_defs", "wgsl_literal"]
 
 WORKGROUP_SIZE = 256
 
@@ -38,18 +37,7 @@ def type_defs(**dtypes: DataType) -> dict[str, object]:
     return defs
 
 
-def wgsl_literal(dtype: DataType, value: float | int) -> str:
-    """`value` as a WGSL expression of `dtype`'s storage type, rounded to the dtype first.
-
-    WGSL has no inf or NaN literal, and a finite literal the type cannot hold (``f16(1e38)``) is a
-    compile error, so non-finite floats are f32 bit patterns (naga has no 16-bit bitcast; f16 converts
-    the f32 infinity or NaN).
-    """
-    if dtype == DataType.BOOL:
-        return f"{int(bool(value))}u"
-    if not dtype.is_float:
-        return f"{dtype.wgsl}({int(value)})"
-    rounded = np.float16(value) if dtype == DataType.FLOAT16 else np.float32(value)
-    if np.isfinite(rounded):
-        return f"{dtype.wgsl}({float(rounded)!r})"
-    return f"{dtype.wgsl}(bitcast<f32>({int(np.float32(rounded).view(np.uint32))}u))"
+def node_literal(ctx: NodeCtx, dtype: DataType, value: object, what: str) -> str:
+    """`wgsl_literal` for a value of this node (`what`: ``"attribute 'alpha'"``), so a value the
+    shader type cannot hold is a compile-time error naming the node and where the value came from."""
+    return wgsl_literal(dtype, value, f"node '{ctx.node.name}' ({ctx.node.op_type}): {what}")

@@ -2,7 +2,9 @@
 
 A row's `expr` is a format string: ``{T}`` is the WGSL storage type and each attribute the row
 declares in `attrs` (name -> spec default) is substituted by its value, so Gelu's `approximate`
-or LeakyRelu's `alpha` stay data. Math WGSL lacks (erf, a NaN-safe tanh) comes from onyxia::math.
+or LeakyRelu's `alpha` stay data; numbers go in as typed literals of ``{T}`` (`wgsl_literal`), so
+``alpha=inf`` or ``nan`` compiles and computes as in onnxruntime. Math WGSL lacks (erf, a NaN-safe
+tanh) comes from onyxia::math.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, Tenso
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.numpy_math import erf, gelu, sigmoid, softplus
 from onyxia.operators.family import named_rows
-from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
+from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
 from onyxia.operators.typesets import BOOL, FLOATS, NUMERIC, SIGNED, require_dtype
 
 __all__ = ["UNARY", "UnaryElementwiseOp", "emit_unary"]
@@ -44,7 +46,11 @@ class UnaryElementwiseOp:
         return ctx.unary_fold(lambda x: self.fold(x, **attrs))
 
     def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
-        return self.expr.format(T=dtype.wgsl, **self.attr_values(ctx))
+        values = {
+            k: v if isinstance(v, str) else node_literal(ctx, dtype, v, f"attribute '{k}'")
+            for k, v in self.attr_values(ctx).items()
+        }
+        return self.expr.format(T=dtype.wgsl, **values)
 
     def plan(self, ctx: PlanCtx) -> None:
         x = ctx.input_tensor(0)
@@ -68,7 +74,7 @@ class _ClipOp(UnaryElementwiseOp):
 
     def attr_values(self, ctx: NodeCtx) -> dict[str, object]:
         dtype = ctx.input_dtype(0)
-        info = np.finfo(np.float32) if dtype in FLOATS else np.iinfo(dtype.gpu_numpy)
+        info = np.finfo(dtype.gpu_numpy) if dtype in FLOATS else np.iinfo(dtype.gpu_numpy)
         lo = ctx.input_value(1) if ctx.has_input(1) else ctx.attr("min", None)
         hi = ctx.input_value(2) if ctx.has_input(2) else ctx.attr("max", None)
         if (ctx.has_input(1) and lo is None) or (ctx.has_input(2) and hi is None):
@@ -79,8 +85,15 @@ class _ClipOp(UnaryElementwiseOp):
 
     def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
         bounds = self.attr_values(ctx)
-        literal = (lambda v: repr(float(v))) if dtype in FLOATS else (lambda v: str(int(v)))
-        return f"clamp(x, {dtype.wgsl}({literal(bounds['lo'])}), {dtype.wgsl}({literal(bounds['hi'])}))"
+        if dtype not in FLOATS:  # an int64 bound beyond i32 clips every value the i32 storage holds alike
+            info = np.iinfo(dtype.gpu_numpy)
+            bounds = {k: min(max(int(np.asarray(v)), int(info.min)), int(info.max)) for k, v in bounds.items()}
+        lo = node_literal(ctx, dtype, bounds["lo"], "input 1 (min)")
+        hi = node_literal(ctx, dtype, bounds["hi"], "input 2 (max)")
+        if dtype not in FLOATS:
+            return f"clamp(x, {lo}, {hi})"
+        # a NaN input stays NaN as in onnxruntime (WGSL leaves clamp's NaN result to the GPU)
+        return f"select(clamp(x, {lo}, {hi}), x, isnan_f32(f32(x)))"
 
 
 def _clip(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -111,7 +124,7 @@ UNARY: dict[str, UnaryElementwiseOp] = named_rows(
         "IsNaN": UnaryElementwiseOp("select(0u, 1u, isnan_f32(f32(x)))", np.isnan, out=DataType.BOOL),
         "Gelu": UnaryElementwiseOp("{T}(gelu_{approximate}(f32(x)))", gelu, attrs={"approximate": "none"}),
         "LeakyRelu": UnaryElementwiseOp(
-            "select({T}({alpha}) * x, x, x >= {T}(0))",
+            "select({alpha} * x, x, x >= {T}(0))",
             lambda x, alpha: np.where(x >= 0, x, x * np.asarray(alpha, x.dtype)),
             attrs={"alpha": 0.01},
         ),

@@ -28,7 +28,7 @@ from onyxia.core import (
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.family import named_rows
-from onyxia.operators.layout import WORKGROUP_SIZE, type_defs, wgsl_literal
+from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
 from onyxia.operators.typesets import ALL_GPU, NUMERIC, require_dtype
 
 __all__ = ["GENERATE", "GeneratorOp"]
@@ -123,8 +123,9 @@ def _range_fold(ctx: NodeCtx) -> np.ndarray | None:
 def _range_expr(ctx: NodeCtx, dtype: DataType) -> _Shader:
     start, _, delta = _range_args(ctx)
     if isinstance(start, SymbolicExpr):
-        return {"SYMBOLIC_START": True, "DELTA": wgsl_literal(dtype, delta)}, {"START": start}
-    return {"EXPR": f"{wgsl_literal(dtype, start)} + {dtype.wgsl}(i) * {wgsl_literal(dtype, delta)}"}, {}
+        return {"SYMBOLIC_START": True, "DELTA": node_literal(ctx, dtype, delta, "input 2 (delta)")}, {"START": start}
+    first, step = node_literal(ctx, dtype, start, "input 0 (start)"), node_literal(ctx, dtype, delta, "input 2 (delta)")
+    return {"EXPR": f"{first} + {dtype.wgsl}(i) * {step}"}, {}
 
 
 # ----- Trilu ---------------------------------------------------------------------------------------
@@ -154,7 +155,9 @@ def _trilu_expr(ctx: NodeCtx, dtype: DataType) -> _Shader:
 GENERATE: dict[str, GeneratorOp] = named_rows(
     {
         "ConstantOfShape": GeneratorOp(
-            _fill_type, _fill_fold, lambda ctx, dt: ({"EXPR": wgsl_literal(dt, _fill_value(ctx)[0])}, {})
+            _fill_type,
+            _fill_fold,
+            lambda ctx, dt: ({"EXPR": node_literal(ctx, dt, _fill_value(ctx)[0], "attribute 'value'")}, {}),
         ),
         "Range": GeneratorOp(_range_type, _range_fold, _range_expr),
         "Trilu": GeneratorOp(

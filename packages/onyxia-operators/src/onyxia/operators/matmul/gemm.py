@@ -6,8 +6,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl, shape_of
-from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
+from onyxia.core import (
+    DataType,
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    PlanCtx,
+    SymbolicDim,
+    TensorType,
+    ceil_div,
+    load_wgsl,
+    shape_of,
+)
+from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = ["GEMM", "GemmOp"]
@@ -62,7 +73,8 @@ class GemmOp:
         require_dtype(ctx, dtype, FLOATS)
         m, n, k = _mnk(ctx)
         defs: dict[str, object] = {**type_defs(T=dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
-        defs.update(ALPHA=repr(ctx.attr_float("alpha", 1.0)), BETA=repr(ctx.attr_float("beta", 1.0)))
+        for name in ("alpha", "beta"):  # the shader scales its f32 accumulator
+            defs[name.upper()] = node_literal(ctx, DataType.FLOAT, ctx.attr_float(name, 1.0), f"attribute '{name}'")
         for flag in ("transA", "transB"):
             if ctx.attr_int(flag, 0):
                 defs[f"TRANS_{flag[-1]}"] = True

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, ceil_div, load_wgsl
+from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product
-from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
+from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
 from onyxia.operators.normalization.checks import unsupported_attribute
 from onyxia.operators.typesets import FLOATS, require_dtype
 
@@ -71,7 +71,7 @@ class BatchNormalizationOp:
         names = ("X", "SCALE", "BIAS", "MEAN", "VAR")
         types = {f"{name}_T": ctx.input_dtype(i) for i, name in enumerate(names)}
         defs = {**type_defs(**types, Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
-        defs["EPSILON"] = repr(self._epsilon(ctx))
+        defs["EPSILON"] = node_literal(ctx, DataType.FLOAT, self._epsilon(ctx), "attribute 'epsilon'")
         shader = ctx.compile_shader(
             "normalization/batch_norm", _SOURCE, defs, {"N": n, "C": dims[1], "INNER": dims_product(dims[2:])}
         )

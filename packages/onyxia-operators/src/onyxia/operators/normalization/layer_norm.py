@@ -18,7 +18,7 @@ import numpy as np
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, load_wgsl
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
-from onyxia.operators.layout import type_defs
+from onyxia.operators.layout import node_literal, type_defs
 from onyxia.operators.normalization.checks import require_suffix, unsupported_attribute
 from onyxia.operators.typesets import FLOATS, require_dtype
 
@@ -112,7 +112,7 @@ class NormalizationOp:
         types = {f"{role.upper()}_T": ctx.input_dtype(i) for role, i in reads}
         types.update({f"{role.upper()}_T": ctx.output_tensor(i).dtype for role, i in writes})
         defs: dict[str, object] = {**type_defs(**types), "WORKGROUP_SIZE": row_workgroup_size(length)}
-        defs["EPSILON"] = repr(self._epsilon(ctx))
+        defs["EPSILON"] = node_literal(ctx, DataType.FLOAT, self._epsilon(ctx), "attribute 'epsilon'")
         if self.rms:
             defs["RMS"] = True
         for binding, (role, _) in enumerate([*reads, *writes]):

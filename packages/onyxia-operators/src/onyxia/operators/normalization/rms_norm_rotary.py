@@ -21,7 +21,7 @@ import numpy as np
 
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, load_wgsl
 from onyxia.core.shapes import dims_product
-from onyxia.operators.layout import type_defs
+from onyxia.operators.layout import node_literal, type_defs
 from onyxia.operators.normalization.layer_norm import normalize_rows, row_workgroup_size
 from onyxia.operators.normalization.rotary import RotaryGeometry, is_interleaved, rotary_geometry, rotary_numpy
 from onyxia.operators.typesets import FLOATS, require_dtype
@@ -65,7 +65,10 @@ class RmsNormRotaryOp:
             **types,
             **type_defs(SCALE_T=ctx.input_dtype(_SCALE), Y_T=ctx.output_tensor(0).dtype),
         }
-        defs |= {"WORKGROUP_SIZE": row_workgroup_size(geo.head), "EPSILON": repr(_epsilon(ctx))}
+        defs |= {
+            "WORKGROUP_SIZE": row_workgroup_size(geo.head),
+            "EPSILON": node_literal(ctx, DataType.FLOAT, _epsilon(ctx), "attribute 'epsilon'"),
+        }
         defs["INTERLEAVED"] = is_interleaved(ctx)
         if ctx.output_tensor(0).dtype == DataType.FLOAT16:
             defs["Y_F16"] = True

@@ -27,7 +27,7 @@ from onyxia.core import (
     shape_of,
 )
 from onyxia.core.shapes import dims_product
-from onyxia.operators.layout import WORKGROUP_SIZE, contiguous_strides, type_defs, wgsl_literal
+from onyxia.operators.layout import WORKGROUP_SIZE, contiguous_strides, node_literal, type_defs
 from onyxia.operators.typesets import ALL_GPU, require_dtype
 
 __all__ = ["IndexMap", "IndexMapOp", "emit_index_map", "identity_map"]
@@ -86,7 +86,7 @@ def emit_index_map(ctx: PlanCtx, m: IndexMap, output: BufferRef) -> None:
     defs: dict[str, object] = {**type_defs(X_T=dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE, "MODE": m.mode}
     defs["RANK"] = max(len(m.out_dims), 1)
     if m.mode == "constant":
-        defs["PAD_VALUE"] = wgsl_literal(dtype, m.pad_value)
+        defs["PAD_VALUE"] = node_literal(ctx, dtype, m.pad_value, "the constant pad value")
     dims = {
         "N": n,
         "OUT_DIMS": m.out_dims or rank_pad,

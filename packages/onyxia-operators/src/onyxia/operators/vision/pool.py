@@ -26,7 +26,7 @@ from onyxia.core import (
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.family import named_rows
-from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
+from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
 from onyxia.operators.vision.geometry import Window, forward_window, unsupported_attribute
 
@@ -93,7 +93,8 @@ class PoolOp(OperatorBase):
     def _defs(self, ctx: PlanCtx) -> dict[str, object]:
         defs = {**type_defs(X_T=ctx.input_dtype(0), Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
         defs["REDUCE"] = self.reduce
-        defs["P"] = repr(float(ctx.attr_int("p", 2)))  # LpPool's order; ignored by the other reductions
+        p = ctx.attr_int("p", 2)  # LpPool's order; ignored by the other reductions
+        defs["P"] = node_literal(ctx, DataType.FLOAT, p, "attribute 'p'")
         if ctx.attr_int("count_include_pad", 0):
             defs["COUNT_INCLUDE_PAD"] = True
         if ctx.has_output(1):

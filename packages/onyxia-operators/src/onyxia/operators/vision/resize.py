@@ -30,7 +30,7 @@ from onyxia.core import (
     load_wgsl,
 )
 from onyxia.core.shapes import dims_product, shape_of
-from onyxia.operators.layout import WORKGROUP_SIZE, type_defs, wgsl_literal
+from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
 from onyxia.operators.vision.geometry import unsupported, unsupported_attribute
 from onyxia.operators.vision.resize_taps import Filter, axis_taps
@@ -185,7 +185,8 @@ class ResizeOp(OperatorBase):
         reads = [ctx.input(0)]
         if defs["MODE"] == "taps":
             plane.update(_bind_taps(ctx, target, dims, reads))
-            defs["EXTRAPOLATION_VALUE"] = wgsl_literal(DataType.FLOAT, ctx.attr_float("extrapolation_value", 0.0))
+            value = ctx.attr_float("extrapolation_value", 0.0)
+            defs["EXTRAPOLATION_VALUE"] = node_literal(ctx, DataType.FLOAT, value, "attribute 'extrapolation_value'")
         else:
             defs.update(_affine_defs(ctx, target, dims))
         shader = ctx.compile_shader("vision/resize", _SOURCE, defs, plane)
@@ -205,7 +206,7 @@ def _affine_defs(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim]) -> 
             size_in = size_out = 0  # an unresized symbolic axis (target sizes equal to it): the map ignores sizes
         coefficients = transform(target.scales[axis], size_in, size_out)
         for key, value in zip(("P", "NUM", "DEN", "Q"), coefficients):
-            defs[f"{prefix}_{key}"] = repr(float(np.float32(value)))
+            defs[f"{prefix}_{key}"] = node_literal(ctx, DataType.FLOAT, value, f"axis {axis} coordinate {key}")
     return defs
 
 
