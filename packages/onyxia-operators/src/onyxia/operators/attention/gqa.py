@@ -8,7 +8,8 @@ seqlens_k[b] + 1 is batch row b's valid length, the new tokens take the position
 (rotary positions too; a first prompt's right padding starts at 0), `local_window_size` w lets the
 query at position p see keys j with p - j < w, padded keys stay hidden, and scale 0 means
 1/sqrt(head_size). The row placement lives in one WGSL module (onyxia::kv_rows) that every
-kernel imports.
+kernel imports. Packed QKV (key and value empty) is read from the query buffer with the row
+stride and column offsets `Heads` gives (static defs), so it costs no extra dispatch.
 
 Two steps: gqa_cache writes the extended cache (kept past rows + new rows, keys rotated), then
 attention reads it: a rows kernel for prompts, a workgroup-per-head kernel for one-token steps.
@@ -57,7 +58,8 @@ class GroupQueryAttentionOp:
         past = ctx.input_dims(GqaInput.PAST_KEY)[2] if ctx.has_input(GqaInput.PAST_KEY) else 0
         rows = past if ctx.attr_int("sliding_window_cache", 0) else past + seq
         present = TensorType(dtype, shape_of([batch, heads.kv, rows, heads.size]))
-        return [TensorType(dtype, ctx.input_shape(GqaInput.QUERY)), present, present]
+        output = shape_of([batch, seq, heads.num * heads.size]) if heads.packed else ctx.input_shape(GqaInput.QUERY)
+        return [TensorType(dtype, output), present, present]
 
     def try_fold(self, ctx: FoldCtx) -> None:
         return None  # attention over constant activations does not occur in exported models
@@ -81,7 +83,7 @@ def _plan_attention(ctx: PlanCtx, layout: CacheLayout, cache: list[BufferRef]) -
     names = ["Q", "K", "V", "SEQLENS", *(["COS", "SIN"] * bool(rotary_reads)), "OUT"]
     defs: dict[str, object] = {
         **type_defs(T=ctx.input_dtype(GqaInput.QUERY), SEQLENS_T=ctx.input_dtype(GqaInput.SEQLENS_K)),
-        **{"HEAD_SIZE": heads.size, "NUM_HEADS": heads.num, "GROUP": heads.num // heads.kv},
+        **{"HEAD_SIZE": heads.size, "NUM_HEADS": heads.num, "GROUP": heads.num // heads.kv, "Q_STRIDE": heads.q_stride},
         **{
             "SCALE": node_literal(ctx, DataType.FLOAT, scale, "attribute 'scale'"),
             "WINDOW": max(ctx.attr_int("local_window_size", -1), 0),
