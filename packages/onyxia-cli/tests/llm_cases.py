@@ -46,6 +46,10 @@ FIXTURES = [
     # qwen3 int4 'short': a 0.027 int8-rounding jump at decode step 20 flips a 0.02 margin (prefill within 2e-5)
     Fixture("qwen3-tiny-genai/int4", None, "expected.json", 1e-2, greedy=False),
     Fixture("qwen3-tiny-genai/int4", None, "expected_acc0.json", 1e-4, 0),
+    # phi3: the LongRoPE If selects the long cos/sin caches past 64 tokens ('longrope_edge' straddles it)
+    Fixture("phi3-tiny-genai/fp32", None, "expected.json", 1e-4),
+    Fixture("phi3-tiny-genai/int4", None, "expected.json", 1e-2),
+    Fixture("phi3-tiny-genai/int4", None, "expected_acc0.json", 1e-4, 0),
 ]
 
 
