@@ -34,8 +34,11 @@ def _gqa(seqlens=I32, swap=False, **attrs):
     names = ["q", "k", "v", "pk", "pv", "sk", "tl"]
     if swap:
         names[5], names[6] = names[6], names[5]
+    duplicate = attrs.pop("duplicate", False)
     attrs = {"num_heads": 2, "kv_num_heads": 1, **attrs}
     node = helper.make_node("GroupQueryAttention", names, ["o", "pko", "pvo"], domain="com.microsoft", **attrs)
+    if duplicate:
+        node.attribute.extend([helper.make_attribute("scale", 0.5), helper.make_attribute("scale", 0.25)])
     inputs = [_x("q", F, (2, 1, 16)), _x("k", F, (2, 1, 8)), _x("v", F, (2, 1, 8))]
     inputs += [_x("pk", F, (2, 1, 4, 8)), _x("pv", F, (2, 1, 4, 8)), _x("sk", seqlens, (2,)), _x("tl", I32, ())]
     return make_model([node], inputs, [_y("o"), _y("pko"), _y("pvo")], opsets=MS)
@@ -61,6 +64,7 @@ REJECTED = {  # case: (model, what the message must say)
     "gqa_swapped": (_gqa(swap=True), r"input 6 'total_sequence_length' has shape \[2\]; expected a scalar"),
     "gqa_unknown_attribute": (_gqa(foo=1), r"unknown attribute 'foo'"),
     "gqa_attribute_type": (_gqa(scale=1), r"attribute 'scale' is INT; expected FLOAT"),
+    "gqa_attribute_twice": (_gqa(duplicate=True), r"attribute\(s\) \['scale'\] given more than once"),
     "reducesum_axes_input_opset_11": (_axes("ReduceSum", 11), r"\(ReduceSum\).*input size 2"),
     "reduceprod_axes_input_opset_13": (_axes("ReduceProd", 13), r"\(ReduceProd\).*input size 2"),
     "unknown_attribute": (_one(helper.make_node("Relu", ["x"], ["y"], foo=1)), r"Unrecognized attribute: foo"),

@@ -14,6 +14,7 @@ registry's operator, which checks them when it plans them.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -113,7 +114,7 @@ def _check_node(
         return []  # a plugin's domain: its registered operator checks the node when planning it
     try:
         onnx.checker.check_node(_checkable(node), context)
-    except (onnx.checker.ValidationError, onnx.defs.SchemaError) as e:
+    except (onnx.checker.ValidationError, onnx.defs.SchemaError, ValueError) as e:
         return [f"{where}: {_first_line(str(e))}"]
     return [f"{where}: {p}" for p in _check_flags(node)]
 
@@ -138,14 +139,16 @@ def _checkable(node: onnx.NodeProto) -> onnx.NodeProto:
 
 def _is_contrib(node: onnx.NodeProto, opsets: dict[str, int]) -> bool:
     """com.microsoft ops always; default-domain ones only where onnx has no schema of that name."""
-    domain = _domain(node.domain)
-    if domain != "":
-        return True
+    return _domain(node.domain) != "" or not _onnx_knows(node.op_type, opsets.get("", 1))
+
+
+@functools.cache
+def _onnx_knows(op_type: str, opset: int) -> bool:
     try:
-        onnx.defs.get_schema(node.op_type, max_inclusive_version=opsets.get("", 1), domain="")
+        onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain="")
     except onnx.defs.SchemaError:
-        return True
-    return False
+        return False
+    return True
 
 
 def _check_contrib_node(node: onnx.NodeProto, schema: ContribSchema) -> Iterator[str]:
@@ -158,6 +161,9 @@ def _check_contrib_node(node: onnx.NodeProto, schema: ContribSchema) -> Iterator
         if index < len(inputs) and not inputs[index]:
             yield f"input {index} '{name}' is empty; it is required"
     present = {attr.name: attr for attr in node.attribute}
+    if len(present) < len(node.attribute):
+        names = [attr.name for attr in node.attribute]
+        yield f"attribute(s) {sorted({n for n in names if names.count(n) > 1})} given more than once"
     for name, attr in present.items():
         if name not in schema.attributes:
             yield f"unknown attribute '{name}'; expected one of {sorted(schema.attributes)}"
@@ -183,26 +189,28 @@ def _check_contrib_types(
     types: dict[str, int],
     shapes: dict[str, list[int | None]],
 ) -> Iterator[str]:
+    """Type constraints over the inputs, then the declared dtypes of the outputs (as onnxruntime does)."""
     bound: dict[str, tuple[str, int]] = {}
-    for index, (name, value) in enumerate(zip(node.input, [n for n, _ in schema.inputs], strict=False)):
-        param = schema.inputs[index][1]
+    slots = [("input", i, n, *s) for i, (n, s) in enumerate(zip(node.input, schema.inputs, strict=False))]
+    slots += [("output", i, n, *s) for i, (n, s) in enumerate(zip(node.output, schema.outputs, strict=False))]
+    for kind, index, name, value, param in slots:
         dtype = types.get(name) if name else None
         if dtype is None:
             continue
         if dtype not in schema.types[param]:
             allowed = ", ".join(sorted(_dtype_name(t) for t in schema.types[param]))
-            yield f"{where}: input {index} '{value}' is {_dtype_name(dtype)}; expected one of {allowed}"
+            yield f"{where}: {kind} {index} '{value}' is {_dtype_name(dtype)}; expected one of {allowed}"
         elif param in bound and bound[param][1] != dtype:
             first, first_dtype = bound[param]
             yield (
-                f"{where}: input {index} '{value}' is {_dtype_name(dtype)} but '{first}' is "
+                f"{where}: {kind} {index} '{value}' is {_dtype_name(dtype)} but '{first}' is "
                 f"{_dtype_name(first_dtype)}; both have type {param}, so they must match"
             )
         else:
             bound.setdefault(param, (value, dtype))
         dims = shapes.get(name)
         if value in schema.scalars and dims is not None and (len(dims) > 1 or (dims and dims[0] not in (1, None))):
-            yield f"{where}: input {index} '{value}' has shape {dims}; expected a scalar (one element)"
+            yield f"{where}: {kind} {index} '{value}' has shape {dims}; expected a scalar (one element)"
 
 
 # ----- type and shape inference ------------------------------------------------------------------
@@ -213,6 +221,8 @@ def _infer(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, list[int |
         inferred = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True)
     except onnx.shape_inference.InferenceError as e:
         inferred, problems = light, _inference_problems(str(e))
+    except (ValueError, RuntimeError) as e:  # onnx raises these for values it cannot even represent
+        inferred, problems = light, [f"type/shape inference: {type(e).__name__}: {_first_line(str(e))}"]
     else:
         problems = []
     types: dict[str, int] = {}
