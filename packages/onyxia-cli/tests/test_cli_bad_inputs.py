@@ -44,6 +44,12 @@ BAD_ARGUMENTS = [
     (["compile", NEVER, "--dim", "n=three"], "--dim 'n=three'"),
     (["validate", NEVER, "--dim", "n=2", "--dim", "n=3"], "--dim n is given twice with different values (2 and 3)"),
     (["run", NEVER, "--output", "/nonexistent/dir/out.npz"], "directory '/nonexistent/dir' does not exist"),
+    (
+        ["bench", "--json", "/nonexistent/dir/bench.json"],
+        "argument --json: directory '/nonexistent/dir' does not exist",
+    ),
+    (["bench", "--timeout", "nan"], "argument --timeout: expected a finite number"),
+    (["bench", "--decode-tokens", "0"], "argument --decode-tokens: expected an integer >= 1"),
 ]
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from rich.console import Console
 
+from onyxia.cli.arguments import positive_float, positive_int, writable_file
 from onyxia.cli.console import plain, stderr_console
+from onyxia.cli.files import atomic_output
 from onyxia.core import InputError
 
 __all__ = ["ENGINES", "add_parser", "run"]
@@ -30,12 +31,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--size", choices=("270m", "tiny"), default="270m", help="model shape (tiny: for tests)")
     parser.add_argument("--precision", choices=sorted(_PRECISIONS), default="both")
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma list from {', '.join(ENGINES)}")
-    parser.add_argument("--json", type=Path, default=None, metavar="OUT", help="write every figure as JSON")
+    parser.add_argument("--json", type=writable_file, default=None, metavar="OUT", help="write every figure as JSON")
     parser.add_argument("--profile", action="store_true", help="also profile Onyxia's decode step per op")
-    parser.add_argument("--prompt-tokens", type=int, default=32, help="prompt before decoding (time to first token)")
-    parser.add_argument("--decode-tokens", type=int, default=64, help="decode steps timed")
-    parser.add_argument("--prefill-tokens", type=int, default=128, help="tokens of the timed prefill")
-    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per engine and precision")
+    parser.add_argument(
+        "--prompt-tokens", type=positive_int, default=32, help="prompt before decoding (time to first token)"
+    )
+    parser.add_argument("--decode-tokens", type=positive_int, default=64, help="decode steps timed")
+    parser.add_argument("--prefill-tokens", type=positive_int, default=128, help="tokens of the timed prefill")
+    parser.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds per engine and precision")
     parser.set_defaults(handler=run)
 
 
@@ -57,7 +60,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     doc = run_bench(options, say=lambda line: errors.print(plain(line, "dim")))
     print_report(doc, console)
     if args.json is not None:
-        args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        with atomic_output(args.json) as temporary:
+            temporary.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         console.print(f"[dim]wrote {args.json}[/]")
     failed = [e for part in doc["precisions"].values() for e in part["engines"].values() if e["status"] == "failed"]
     return 1 if failed else 0
