@@ -13,9 +13,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, as_output_value, is_symbolic_value
+from onyxia.core import (
+    DataType,
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    PlanCtx,
+    TensorType,
+    as_output_value,
+    is_symbolic_value,
+)
 from onyxia.operators.elementwise.broadcast import emit_broadcast
 from onyxia.operators.family import named_rows
+from onyxia.operators.int64_checks import CHECKED_BINARY
 from onyxia.operators.typesets import ALL_GPU, BOOL, FLOATS, INTS, NUMERIC, SIGNED, require_dtype
 
 __all__ = ["BINARY", "BinaryElementwiseOp", "ComparisonOp", "TernaryElementwiseOp"]
@@ -67,9 +77,13 @@ class BinaryElementwiseOp:
         expr = self.expression(ctx, value_dtype)
         if self.bool_output:
             expr = f"select(0u, 1u, {expr})"
+        checked = CHECKED_BINARY.get(ctx.node.op_type) if value_dtype == DataType.INT64 else None
         operands = [(ctx.input(i), ctx.input_dims(i), ctx.input_dtype(i)) for i in range(self.arity)]
         output = (ctx.output(0), ctx.output_dims(0), ctx.output_tensor(0).dtype)
-        emit_broadcast(ctx, expr, operands, output)
+        if checked is not None:  # int64 Add/Sub/Mul can leave the i32 range: reported, not wrapped
+            emit_broadcast(ctx, checked, operands, output, ctx.error_slot())
+        else:
+            emit_broadcast(ctx, expr, operands, output)
 
 
 @dataclass(frozen=True)

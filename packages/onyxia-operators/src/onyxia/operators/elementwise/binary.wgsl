@@ -1,5 +1,6 @@
 // Elementwise op over two or three inputs with numpy (multidirectional) broadcasting.
-// Bindings: 0 in_a, 1 in_b, [2 in_c when TERNARY] (read), then out_y (write).
+// Bindings: 0 in_a, 1 in_b, [2 in_c when TERNARY] (read), then out_y (write), [then the error word
+//           when CHECKED: EXPR calls onyxia::errors' checked int64 functions, at ERRORS_BINDING].
 // Defs: A_T, B_T, C_T, Y_T  WGSL storage types
 //       EXPR             the op, in terms of `a`, `b` (and `c`), from the family row
 //       TERNARY          flag: a third input `c`
@@ -14,6 +15,9 @@ enable f16;
 #endif
 #import onyxia::entry
 #import onyxia::math
+#ifdef CHECKED
+#import onyxia::errors
+#endif
 
 @group(0) @binding(0) var<storage, read> in_a: array<#{A_T}>;
 @group(0) @binding(1) var<storage, read> in_b: array<#{B_T}>;

@@ -29,6 +29,7 @@ from onyxia.core import (
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.unary import emit_unary
 from onyxia.operators.family import named_rows
+from onyxia.operators.int64_checks import checked_cast
 from onyxia.operators.typesets import ALL_GPU, require_dtype
 
 __all__ = ["CAST", "CastOp", "conversion"]
@@ -76,7 +77,8 @@ class CastOp:
         n = dims_product(ctx.output_dims(0))
         if n == 0:
             return
-        emit_unary(ctx, conversion(x, y))
+        checked = checked_cast(x, y)  # float32/uint32 -> int64 may leave the i32 range: reported, not saturated
+        emit_unary(ctx, conversion(x, y) if checked is None else checked, None if checked is None else ctx.error_slot())
 
 
 def _to_attribute(ctx: NodeCtx) -> DataType:

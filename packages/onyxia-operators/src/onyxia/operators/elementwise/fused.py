@@ -44,6 +44,7 @@ from onyxia.operators.elementwise.cast import CAST, CastOp, conversion
 from onyxia.operators.elementwise.unary import UNARY, UnaryElementwiseOp
 from onyxia.operators.elementwise.variadic import VARIADIC, VariadicElementwiseOp
 from onyxia.operators.family import named_rows
+from onyxia.operators.int64_checks import checked_defs, checked_expression
 from onyxia.operators.layout import WORKGROUP_SIZE, broadcast_strides, type_defs
 from onyxia.operators.typesets import ALL_GPU, FLOATS, require_dtype
 
@@ -77,13 +78,18 @@ def gpu_reads(op_type: str) -> tuple[int, ...]:
 def _unary(ctx: NodeCtx, row: UnaryElementwiseOp) -> Member:
     dtype = ctx.input_dtype(0)
     require_dtype(ctx, dtype, row.dtypes)
-    return [("x", 0)], row.expression(ctx, dtype)
+    return [("x", 0)], _checked(ctx) or row.expression(ctx, dtype)
+
+
+def _checked(ctx: NodeCtx) -> str | None:
+    """The member's checked int64 form, if it has one (it then calls onyxia::errors)."""
+    return checked_expression(ctx.node.op_type, ctx.input_dtype(0), ctx.output_tensor(0).dtype)
 
 
 def _binary(ctx: NodeCtx, row: BinaryElementwiseOp) -> Member:
     dtype = ctx.input_dtype(row.arity - 2 if row.arity == 3 else 0)  # Where: x's dtype, not the condition's
     require_dtype(ctx, dtype, row.dtypes)
-    expr = row.expression(ctx, dtype)
+    expr = _checked(ctx) or row.expression(ctx, dtype)
     if row.bool_output:  # bool is stored as u32 0/1, as the binary shader writes it
         expr = f"select(0u, 1u, {expr})"
     return [(name, i) for i, name in zip(range(row.arity), "abc")], expr
@@ -100,7 +106,7 @@ def _cast(ctx: NodeCtx, row: CastOp) -> Member:
     x, y = ctx.input_dtype(0), ctx.output_tensor(0).dtype
     require_dtype(ctx, x, ALL_GPU, "input")
     require_dtype(ctx, y, ALL_GPU, "target")
-    return [("x", 0)], conversion(x, y)
+    return [("x", 0)], _checked(ctx) or conversion(x, y)
 
 
 _FUNCTIONS: dict[type, Callable[..., Member]] = {
@@ -194,8 +200,14 @@ class FusedElementwiseOp:
             defs.update(BROADCAST=True, RANK=len(out_dims), INPUTS=len(bound), STRIDE_COUNT=len(bound) * len(out_dims))
             dims["OUT_DIMS"] = out_dims
             dims["STRIDES"] = [s for d in in_dims for s in broadcast_strides(d, out_dims)]
-        shader = ctx.compile_shader("elementwise/fused", _SOURCE, defs, dims)
-        ctx.dispatch(shader, [ctx.input(k) for k in bound], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+        checked = [node for node in members if _checked(NodeCtx(body, node))]
+        named = ", ".join(f"{n.op_type} '{n.name}'" for n in checked)
+        errors = ctx.error_slot(f"member{'s' if len(checked) > 1 else ''} {named}") if checked else None
+        defs.update(checked_defs(errors, len(bound) + 1))
+        immediates = None if errors is None else errors.immediates
+        shader = ctx.compile_shader("elementwise/fused", _SOURCE, defs, dims, immediates)
+        writes = [ctx.output(0)] if errors is None else [ctx.output(0), errors.ref]
+        ctx.dispatch(shader, [ctx.input(k) for k in bound], writes, ceil_div(n, WORKGROUP_SIZE))
 
 
 def _program(body: IrGraph, members: list[IrNode]) -> tuple[list[int], list[str], list[str]]:

@@ -1,5 +1,6 @@
 // A fused chain of elementwise ops (com.onyxia::FusedElementwise): out_y[i] = the members, applied in order.
-// Bindings: 0 .. OUT_BINDING-1 in_<j> (read, declared by READS), OUT_BINDING out_y (write).
+// Bindings: 0 .. OUT_BINDING-1 in_<j> (read, declared by READS), OUT_BINDING out_y (write), then the
+//           error word when CHECKED (a member calls onyxia::errors' checked int64 functions; ERRORS_BINDING).
 // Defs: READS          the read bindings' declarations, one per input the members read on the GPU
 //       MEMBERS        one WGSL fn m<k> per member; its body is the member row's `expression`
 //       LOADS          `let v<j> = in_<j>[index];`, each input loaded once
@@ -17,6 +18,9 @@ enable f16;
 #endif
 #import onyxia::entry
 #import onyxia::math
+#ifdef CHECKED
+#import onyxia::errors
+#endif
 
 #{READS}
 @group(0) @binding(#{OUT_BINDING}) var<storage, read_write> out_y: array<#{Y_T}>;

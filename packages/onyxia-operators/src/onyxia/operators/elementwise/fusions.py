@@ -29,6 +29,7 @@ from onyxia.core.shapes import Absent, dims_product
 from onyxia.operators.elementwise.cast import CAST
 from onyxia.operators.elementwise.fused import FUSABLE, can_fuse, gpu_reads
 from onyxia.operators.family import ONYXIA_DOMAIN
+from onyxia.operators.int64_checks import checks_int64
 from onyxia.operators.layout import broadcast_strides
 
 __all__ = ["ELEMENTWISE_FUSIONS", "MAX_READS"]
@@ -71,8 +72,12 @@ def _external_reads(members: list[IrNode]) -> list[int]:
 
 
 def _fits_immediates(graph: IrGraph, m: Match) -> Decline | None:
-    """Symbolic dims the shader takes as immediates: N, and with broadcasting dims and strides."""
+    """Symbolic dims the shader takes as immediates: N, and with broadcasting dims and strides; and a
+    binding left for the error word when a member checks int64 (`onyxia.operators.int64_checks`)."""
     root = m.members[-1]
+    checked = [n for n in m.members if checks_int64(graph, n)]
+    if checked and len(_external_reads(m.members)) >= MAX_READS:
+        return Decline(f"{MAX_READS} reads leave no binding for the error word of int64 '{checked[0].name}'", root)
     out = _dims(graph, root.outputs[0])
     ins = [_dims(graph, t) for t in _external_reads(m.members)]
     dims: list[Any] = [dims_product(out)]

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, ceil_div, load_wgsl
+from onyxia.core.plan_ctx import ErrorSlotUse
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.numpy_math import erf, gelu, sigmoid, softplus
 from onyxia.operators.family import named_rows
+from onyxia.operators.int64_checks import CHECKED_UNARY, checked_defs
 from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
 from onyxia.operators.typesets import BOOL, FLOATS, NUMERIC, SIGNED, require_dtype
 
@@ -55,16 +57,24 @@ class UnaryElementwiseOp:
     def plan(self, ctx: PlanCtx) -> None:
         x = ctx.input_tensor(0)
         require_dtype(ctx, x.dtype, self.dtypes)
-        emit_unary(ctx, self.expression(ctx, x.dtype))
+        checked = CHECKED_UNARY.get(ctx.node.op_type) if x.dtype == DataType.INT64 else None
+        if checked is not None:  # int64 Neg/Abs of -2^31 leaves the i32 range: reported, not wrapped
+            emit_unary(ctx, checked, ctx.error_slot())
+        else:
+            emit_unary(ctx, self.expression(ctx, x.dtype))
 
 
-def emit_unary(ctx: PlanCtx, expr: str) -> None:
-    """One dispatch of ``y[i] = expr(x[i])`` from input 0 to output 0 (shared with Cast)."""
+def emit_unary(ctx: PlanCtx, expr: str, errors: ErrorSlotUse | None = None) -> None:
+    """One dispatch of ``y[i] = expr(x[i])`` from input 0 to output 0 (shared with Cast); with
+    `errors`, `expr` may call onyxia::errors' checked functions (`onyxia.operators.int64_checks`)."""
     n = dims_product(ctx.output_dims(0))
     defs = {**type_defs(X_T=ctx.input_dtype(0), Y_T=ctx.output_tensor(0).dtype), "EXPR": expr}
     defs["WORKGROUP_SIZE"] = WORKGROUP_SIZE
-    shader = ctx.compile_shader("elementwise/unary", _SOURCE, defs, {"N": n})
-    ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+    defs.update(checked_defs(errors, 2))
+    immediates = None if errors is None else errors.immediates
+    shader = ctx.compile_shader("elementwise/unary", _SOURCE, defs, {"N": n}, immediates)
+    writes = [ctx.output(0)] if errors is None else [ctx.output(0), errors.ref]
+    ctx.dispatch(shader, [ctx.input(0)], writes, ceil_div(n, WORKGROUP_SIZE))
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import numpy as np
 
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product, shape_of
+from onyxia.operators.int64_checks import CHECKED_COMBINE, checked_defs, int64_errors
 from onyxia.operators.layout import contiguous_strides, type_defs
 from onyxia.operators.typesets import BOOL, FLOATS, NUMERIC, require_dtype
 
@@ -72,16 +73,23 @@ class ReductionOp:
         lanes = _lanes(n_red)
         acc = "f32" if x.dtype in FLOATS else x.dtype.wgsl
         init = _IDENTITY[self.init]["bool" if x.dtype == DataType.BOOL else acc]
+        # int64 sums and products can leave the i32 range: every partial result is checked
+        errors = int64_errors(ctx, x.dtype) if {self.map, self.combine} & CHECKED_COMBINE.keys() else None
+        map_expr, combine = (self.map, self.combine) if errors is None else _checked(self.map, self.combine)
         defs = {
             **type_defs(X_T=x.dtype, Y_T=y.dtype),
-            **{"ACC_T": acc, "INIT": init, "MAP": self.map, "COMBINE": self.combine},
+            **checked_defs(errors, 2),
+            **{"ACC_T": acc, "INIT": init, "MAP": map_expr, "COMBINE": combine},
             **{"FINAL": self.final, "WORKGROUP_SIZE": _WORKGROUP, "LANES": lanes},
             **{"KEPT_RANK": len(kept_dims), "RED_RANK": len(red_dims)},
         }
         dims = {"N_OUT": n_out, "N_RED": n_red, "KEPT_DIMS": kept_dims, "KEPT_STRIDES": kept_strides}
         dims.update(RED_DIMS=red_dims, RED_STRIDES=red_strides)
-        shader = ctx.compile_shader("reduction/reduce", _SOURCE, defs, dims)
-        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(n_out, _WORKGROUP // lanes))
+        shader = ctx.compile_shader(
+            "reduction/reduce", _SOURCE, defs, dims, None if errors is None else errors.immediates
+        )
+        writes = [ctx.output(0)] if errors is None else [ctx.output(0), errors.ref]
+        ctx.dispatch(shader, [ctx.input(0)], writes, ceil_div(n_out, _WORKGROUP // lanes))
 
     def reduced_axes(self, ctx: NodeCtx) -> list[int]:
         """Sorted non-negative axes to reduce. With noop_with_empty_axes and no axes that is none at
@@ -96,6 +104,10 @@ class ReductionOp:
         if not axes:
             return [] if noop else list(range(rank))
         return sorted(ctx.normalize_axes(axes, rank))
+
+
+def _checked(map_expr: str, combine: str) -> tuple[str, str]:
+    return CHECKED_COMBINE.get(map_expr, map_expr), CHECKED_COMBINE.get(combine, combine)
 
 
 def reduce_last_axes(x: np.ndarray, axes: list[int]) -> np.ndarray:

@@ -1,5 +1,6 @@
 // Reduce* ops: each output element combines the input elements along the reduced axes.
-// Bindings: 0 in_x (read), 1 out_y (write).
+// Bindings: 0 in_x (read), 1 out_y (write), [2 the error word when CHECKED: MAP and COMBINE call
+//           onyxia::errors' checked int64 functions (ERRORS_BINDING 2)].
 // Defs: X_T, Y_T        WGSL storage types; ACC_T accumulator type (f32 for f16 inputs)
 //       F16             flag: some storage type is f16
 //       INIT            identity of COMBINE as an ACC_T expression (the result of an empty reduction)
@@ -17,6 +18,9 @@
 enable f16;
 #endif
 #import onyxia::indexing
+#ifdef CHECKED
+#import onyxia::errors
+#endif
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 @group(0) @binding(1) var<storage, read_write> out_y: array<#{Y_T}>;

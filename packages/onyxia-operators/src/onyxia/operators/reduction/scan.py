@@ -24,6 +24,7 @@ from onyxia.core import (
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.gather_scatter.addressing import INDEX_TYPES
+from onyxia.operators.int64_checks import checked_defs, int64_errors
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import NUMERIC, require_dtype
 
@@ -66,9 +67,14 @@ class CumSumOp:
         defs = {**type_defs(T=dtype), "ACC_T": "f32" if dtype == DataType.FLOAT16 else dtype.wgsl}
         defs["WORKGROUP_SIZE"] = WORKGROUP_SIZE
         defs.update({flag: True for flag in ("EXCLUSIVE", "REVERSE") if ctx.attr_int(flag.lower(), 0)})
+        errors = int64_errors(ctx, dtype)  # an int64 running sum can leave the i32 range: reported, not wrapped
+        defs.update(checked_defs(errors, 2))
         sizes = {"LINES": lines, "AXIS_DIM": dims[axis], "INNER": dims_product(dims[axis + 1 :])}
-        shader = ctx.compile_shader("reduction/scan", _SOURCE, defs, sizes)
-        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(lines, WORKGROUP_SIZE))
+        shader = ctx.compile_shader(
+            "reduction/scan", _SOURCE, defs, sizes, None if errors is None else errors.immediates
+        )
+        writes = [ctx.output(0)] if errors is None else [ctx.output(0), errors.ref]
+        ctx.dispatch(shader, [ctx.input(0)], writes, ceil_div(lines, WORKGROUP_SIZE))
 
 
 def _axis(ctx: NodeCtx) -> int:

@@ -1,7 +1,8 @@
 // CumSum: one invocation per line along the axis, summing in order (forward or reversed).
 // Lines are short next to the element count in the models that use CumSum (position ids from an
 // attention mask), so a serial walk beats a parallel scan's extra passes.
-// Bindings: 0 in_x (read), 1 out_y (write).
+// Bindings: 0 in_x (read), 1 out_y (write), [2 the error word when CHECKED: int64 data, whose running
+//           sum is checked against the i32 range it is carried in (ERRORS_BINDING 2)].
 // Defs: T               WGSL storage type of x and y
 //       ACC_T           accumulator type: f32 for f16 data (fewer roundings), else T
 //       F16             flag: T is f16
@@ -13,11 +14,22 @@
 enable f16;
 #endif
 #import onyxia::entry
+#ifdef CHECKED
+#import onyxia::errors
+#endif
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{T}>;
 @group(0) @binding(1) var<storage, read_write> out_y: array<#{T}>;
 
 fn element_count() -> u32 { return #{LINES}; }
+
+fn add(a: #{ACC_T}, b: #{ACC_T}) -> #{ACC_T} {
+#ifdef CHECKED
+    return add_i64(a, b);
+#else
+    return a + b;
+#endif
+}
 
 fn element(i: u32) {
     let base = (i / #{INNER}) * #{AXIS_DIM} * #{INNER} + i % #{INNER};
@@ -31,9 +43,9 @@ fn element(i: u32) {
         let x = #{ACC_T}(in_x[at]);
 #ifdef EXCLUSIVE
         out_y[at] = #{T}(acc);
-        acc += x;
+        acc = add(acc, x);
 #else
-        acc += x;
+        acc = add(acc, x);
         out_y[at] = #{T}(acc);
 #endif
     }
