@@ -10,14 +10,22 @@ onnxruntime leaves present rows past a batch row's valid length unset, so those 
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
+import onnx
 import pytest
 from oracle import assert_close, compile_model, make_model, onyxia_outputs, reference_outputs, runtime
 
-from onyxia.core import ShapeInferenceError
+from onyxia.compiler import CompilerPipeline
+from onyxia.core import Dispatch, ShapeInferenceError
+from onyxia.onnx import load_and_parse_model
+from onyxia.operators import core_operator_registry
 
 RNG = np.random.default_rng(3)
 HEAD = 16
+PAST = ("past_key", "past_value")
 
 
 def _feeds(
@@ -170,3 +178,45 @@ def test_gqa_packed_key_without_value_is_an_error() -> None:
     feeds["key"] = np.zeros((1, 7, 2 * HEAD), np.float32)
     with pytest.raises(ShapeInferenceError, match=r"key and value must both be given .* or both be empty"):
         compile_model(_model(feeds, {"num_heads": 4, "kv_num_heads": 2}))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+def test_gqa_packed_appends_in_place(dtype: type) -> None:
+    # present aliased to past (the LLM session's setup for one kv head): the new k/v rows go from the
+    # packed buffer, k rotated, straight into the resident cache; the past buffers are never bound
+    attrs = {"num_heads": 4, "kv_num_heads": 1, "do_rotary": 1, "local_window_size": 6, "softcap": 4.0}
+    first = _feeds(1, 1, 1, 4, 1, [1], dtype)
+    dims = {"query": [1, "seq", 6 * HEAD], "past_key": [1, 1, "past", HEAD], "past_value": [1, 1, "past", HEAD]}
+    model = make_model(
+        "GroupQueryAttention",
+        first,
+        attrs,
+        domain="com.microsoft",
+        num_outputs=3,
+        dim_params=dims,
+        initializers=["cos_cache", "sin_cache"],
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx.save_model(model, Path(tmp, "model.onnx"))
+        graph = load_and_parse_model(Path(tmp, "model.onnx"))
+    for past, present in zip(PAST, ("y1", "y2")):
+        graph.aliases[graph.tensor_by_name(present).id] = graph.tensor_by_name(past).id
+    compiled = CompilerPipeline(core_operator_registry()).compile(graph)
+    past_ids = {compiled.tensor_by_name(name).id for name in PAST}
+    steps = [s for op in compiled.operations for s in op.steps if isinstance(s, Dispatch)]
+    assert not past_ids & {b.buffer.tensor for s in steps for b in s.bindings}
+    executor = runtime().load_model(compiled)
+    executor.keep_resident(list(PAST))
+    theirs = {name: np.zeros((1, 1, 0, HEAD), dtype) for name in PAST}
+    total = 0
+    for seq in (7, 1, 1, 3, 1, 1):  # prefill, decodes, a continuation: the window (6) slides past the prompt
+        total += seq
+        step = _feeds(1, seq, 0, 4, 1, [total - 1], dtype)
+        feeds = {k: v for k, v in step.items() if v is not None and k not in ("cos_cache", "sin_cache")}
+        expected = reference_outputs(model, feeds | theirs, "ort")
+        executor.update_dimensions({"past": total - seq, "seq": seq})
+        got = executor.run(feeds)
+        for name, e in zip(("y0", "y1", "y2"), expected):
+            assert_close(got[name], e, f"{name} after {total} tokens")
+        theirs = {"past_key": expected[1], "past_value": expected[2]}
+    assert executor.stats.pipelines_created == len(compiled.shaders)
