@@ -1,6 +1,8 @@
 """The session's guarantees: one plan, no recompiles, tiny readback, KV cache in place, chat reuse."""
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -9,6 +11,8 @@ from llm_cases import DATA, session
 from onyxia.cli.llm import LlmSession, SamplingParams
 from onyxia.cli.llm.chat import Conversation
 from onyxia.core import InputError, ModelLoadError
+from onyxia.core.plan import ERROR_SLOT_WORDS
+from onyxia.runtime.device import DeviceContext
 from onyxia.runtime.readback import staged_bytes
 
 MODELS = [("gemma3-tiny-optimum", None), ("gemma3-tiny", "fp32")]
@@ -28,6 +32,76 @@ def test_decode_creates_no_pipelines_and_reads_back_one_token(directory: str, pr
     assert (stats.pipelines_created, stats.shader_modules_created) == (pipelines, modules)
 
 
+class _CountingQueue:
+    """The device queue, counting submits (everything else passes through)."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue, self.submits = queue, 0
+
+    def submit(self, buffers: Any) -> None:
+        self.submits += 1
+        self.queue.submit(buffers)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.queue, name)
+
+
+@dataclass(frozen=True)
+class _CountingContext(DeviceContext):
+    counter: Any = None
+
+    @property
+    def queue(self) -> Any:
+        return self.counter
+
+
+@pytest.mark.parametrize(("directory", "precision"), MODELS)
+def test_decode_step_is_one_submit_and_one_map_with_the_error_word(directory: str, precision: str | None) -> None:
+    """The run-time error word (the embedding Gather's index check, int64 shape arithmetic) rides on
+    the token readback: still one submit and one map per greedy step, 4 bytes of token id plus
+    8 bytes per checking node (at most 32 bytes here)."""
+    llm = session(directory, precision)
+    executor, stats = llm.executor, llm.executor.stats
+    slots = executor.compiled.error_slots
+    assert any(s.node == "/model/embed_tokens/Gather" for s in slots) and 1 <= len(slots) <= 4
+    word = ERROR_SLOT_WORDS * 4 * len(slots)
+    ctx = executor.ctx
+    counting = _CountingContext(ctx.device, ctx.features, ctx.limits, ctx.use_immediates, _CountingQueue(ctx.queue))
+    executor.ctx = executor._pool.ctx = counting
+    try:
+        llm.reset()
+        steps = llm.generate_ids([2, 100, 200, 300], 10)
+        next(steps)  # prefill
+        next(steps)  # first decode step
+        submits, maps = counting.counter.submits, stats.staging_maps
+        read, words = stats.bytes_read_back, stats.error_word_bytes
+        for count, _ in enumerate(steps, start=1):
+            assert counting.counter.submits - submits == count  # one submit per step
+            assert stats.staging_maps - maps == count  # one mapped readback per step
+            assert stats.bytes_read_back - read == 4 * count  # the token id
+            assert stats.error_word_bytes - words == word * count  # and the word, in the same map
+    finally:
+        executor.ctx = executor._pool.ctx = ctx
+
+
+def test_an_id_past_the_vocabulary_is_also_caught_on_the_gpu() -> None:
+    """Behind the host check (`_token_ids`, tested in test_llm_session_errors.py): with it bypassed,
+    id 5000 into the 1024-row embedding is reported by the Gather kernel, naming the node."""
+    llm = session("gemma3-tiny-optimum", None)
+    llm.reset()
+    expected = llm.next_token_logits([2, 100])
+    llm.reset()
+    llm._token_ids = lambda ids: [int(t) for t in ids]  # type: ignore[method-assign]
+    try:
+        with pytest.raises(InputError, match=r"node '/model/embed_tokens/Gather' \(Gather\): index 5000 is out"):
+            llm.next_token_logits([2, 5000])
+    finally:
+        del llm._token_ids
+    llm.reset()
+    np.testing.assert_array_equal(llm.next_token_logits([2, 100]), expected)  # the word was cleared
+    llm.reset()
+
+
 @pytest.mark.parametrize(("directory", "precision"), MODELS)
 def test_kv_cache_is_appended_in_place(directory: str, precision: str | None) -> None:
     llm = session(directory, precision)
@@ -37,7 +111,8 @@ def test_kv_cache_is_appended_in_place(directory: str, precision: str | None) ->
     executor, presents = llm.executor, {p.present for p in llm.signature.kv}
     others = [name for name in executor.output_names if name not in presents]
     assert executor._pool.staging is not None
-    assert executor._pool.staging.size <= sum(staged_bytes(executor.buffer_bytes(name)) for name in others)
+    word = staged_bytes(executor._readback.errors.nbytes)  # the run-time error word, copied behind the outputs
+    assert executor._pool.staging.size <= sum(staged_bytes(executor.buffer_bytes(name)) for name in others) + word
 
 
 def test_sampling_reads_one_logits_row_and_is_reproducible() -> None:

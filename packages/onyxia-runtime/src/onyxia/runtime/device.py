@@ -70,7 +70,8 @@ class ExecutorStats:
     dimension_updates: int = 0
     runs: int = 0
     dispatches_encoded: int = field(default=0)  # by the latest run (skipped 0-size dispatches excluded)
-    bytes_read_back: int = 0  # copied into the staging buffer (outputs and the error word), over all runs
+    bytes_read_back: int = 0  # outputs copied into the staging buffer, over all runs
+    error_word_bytes: int = 0  # the run-time error word copied behind them (runtime/run_errors.py), over all runs
     staging_maps: int = 0  # maps of the staging buffer: at most one per run
     layout_fallbacks: int = 0  # dims changes the incremental layout got wrong (declined, yet valid)
 

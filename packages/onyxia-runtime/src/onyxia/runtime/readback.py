@@ -87,7 +87,8 @@ class OutputReadback:
 
     def encode(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str]) -> int:
         """Record the copies of the `wanted` outputs into the staging buffer, packed in output order
-        (an output listed twice is copied once), then the error word; returns the bytes copied."""
+        (an output listed twice is copied once), then the error word; returns the output bytes copied
+        (the word's go to `stats.error_word_bytes`)."""
         placed, offsets, end = [], {}, 0
         for output in self._outputs:
             if output.name not in wanted:
@@ -100,9 +101,11 @@ class OutputReadback:
         if not end:
             return 0
         staging = self.pool.ensure_staging(end + staged_bytes(self.errors.nbytes))
-        copied = self.errors.encode(encoder, staging, end)
-        if copied:
+        word = self.errors.encode(encoder, staging, end)
+        if word:
             self._errors_at = end
+            self.pool.stats.error_word_bytes += word
+        copied = 0
         for output, offset in placed:
             if output.buffer is not None and offsets.pop(output.tensor, None) is not None:
                 size = padded_nbytes(output.nbytes)
