@@ -42,14 +42,17 @@ FIXTURES = [
     Fixture("gemma3-tiny-optimum", None, "expected.json", 1e-4),
     # the six families of ../shared/fixtures ("Six more families"): optimum, onnxruntime-genai fp32 and int4
     *(Fixture(f"{family}-tiny-optimum", None, "expected.json", 1e-4) for family in FAMILIES),
-    Fixture("qwen3-tiny-genai/fp32", None, "expected.json", 1e-4),
-    # qwen3 int4 'short': a 0.027 int8-rounding jump at decode step 20 flips a 0.02 margin (prefill within 2e-5)
+    *(Fixture(f"{family}-tiny-genai/fp32", None, "expected.json", 1e-4) for family in FAMILIES),
+    *(Fixture(f"{family}-tiny-genai/int4", None, "expected_acc0.json", 1e-4, 0) for family in FAMILIES),
+    *(
+        Fixture(f"{family}-tiny-genai/int4", None, "expected.json", 1e-2)
+        for family in ("qwen2", "phi3", "gemma2", "mistral")
+    ),
+    # int8 activation rounding (accuracy level 4) is not bit-exact with MLAS everywhere: qwen3 'short' meets a
+    # 0.027 jump at decode step 20 (prefill within 2e-5) that flips a 0.02 margin; llama 'long' (100 tokens)
+    # prefills 0.058 away (onnxruntime 1.32 here reproduces the file exactly), flipping a 0.05 margin at step 2
     Fixture("qwen3-tiny-genai/int4", None, "expected.json", 1e-2, greedy=False),
-    Fixture("qwen3-tiny-genai/int4", None, "expected_acc0.json", 1e-4, 0),
-    # phi3: the LongRoPE If selects the long cos/sin caches past 64 tokens ('longrope_edge' straddles it)
-    Fixture("phi3-tiny-genai/fp32", None, "expected.json", 1e-4),
-    Fixture("phi3-tiny-genai/int4", None, "expected.json", 1e-2),
-    Fixture("phi3-tiny-genai/int4", None, "expected_acc0.json", 1e-4, 0),
+    Fixture("llama-tiny-genai/int4", None, "expected.json", 6e-2, greedy=False),
 ]
 
 
