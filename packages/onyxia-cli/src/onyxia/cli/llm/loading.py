@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from onyxia.cli.llm.families import describe_architecture, family_of
 from onyxia.cli.llm.generation_passes import AliasKvCache, generation_passes
 from onyxia.cli.llm.model_dir import resolve_model_dir
 from onyxia.cli.llm.signature import LlmSignature, read_signature
@@ -58,7 +59,9 @@ def build_session(
     tokenizer = TextTokenizer(found.tokenizer_path, found.tokenizer_config, found.chat_template, found.root)
     progress("parsing")
     graph = load_and_parse_model(found.model_path)
-    signature = read_signature(graph, str(found.model_path))
+    signature = read_signature(graph, f"{found.model_path} ({describe_architecture(found.config)})")
+    if family_of(found.config) is None:
+        log.warning("%s: %s; running it by the graph's conventions", found.root, describe_architecture(found.config))
     limit = _max_length(found.max_position_embeddings, max_length, found.model_path)
     registry = core_operator_registry()
     if accuracy_level is not None:
