@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from llm_cases import DATA, session
+from llm_cases import DATA, FAMILIES, session
 
 from onyxia.cli.llm import LlmSession, SamplingParams
 from onyxia.cli.llm.chat import Conversation
@@ -127,8 +127,12 @@ def test_sampling_reads_one_logits_row_and_is_reproducible() -> None:
     assert runs[0] == runs[1]
 
 
-def test_chat_reuses_the_cache_and_equals_a_single_shot_run() -> None:
-    llm = session("gemma3-tiny-optimum", None)
+@pytest.mark.parametrize(
+    "directory", ["gemma3-tiny-optimum", *(f"{f}-tiny-optimum" for f in FAMILIES), "qwen2-tiny-genai/fp32"]
+)
+def test_chat_reuses_the_cache_and_equals_a_single_shot_run(directory: str) -> None:
+    """Each family's own chat template and stop tokens; later turns prefill only what is new."""
+    llm = session(directory, None)
     greedy = SamplingParams()
     chat = Conversation(llm, greedy, max_new_tokens=6)
     answers = ["".join(chat.say(text)) for text in ("hello", "tell me more", "thanks")]
