@@ -10,10 +10,12 @@
 - ``fuse_gelu_mul_into_group``: ``Mul(Gelu(g), u)`` over the two outputs of a two-weight group (either
   operand order) becomes GatedMatMul, so neither product is stored (Gemma's MLP). The rule for
   MatMulNBitsGroup (`onyxia.operators.quantized.fusions`) shares the pattern.
+- ``fuse_silu_mul_into_group``: the same with SiLU, ``Mul(Mul(g, Sigmoid(g)), u)`` (each Mul either order):
+  GatedMatMul with ``activation="silu"`` (the SiLU-gated MLP of Llama, Qwen2/3, Mistral, Phi-3).
 
 Declines (reason logged, graph unchanged): a Transpose that permutes more than the last two axes;
 a group member whose weight is computed after the first member (the group takes the first's place);
-an up projection with other uses.
+a gate, up projection or activation with other uses (`gate_check` names it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable
 
 from onyxia.core import IrGraph, IrNode, max_binding_bytes
 from onyxia.core.rewrite import Attr, Decline, Match, NewValue, Rewriter, Rule, Siblings, Var, is_folded, op
+from onyxia.core.rewrite.match import private_outputs
 from onyxia.core.rewrite.patterns import OpPattern, Ops
 from onyxia.core.shapes import Absent, dims_product
 from onyxia.operators.family import ONYXIA_DOMAIN
@@ -31,6 +34,10 @@ from onyxia.operators.typesets import FLOATS
 __all__ = [
     "MATMUL_FUSIONS",
     "MAX_BINDINGS",
+    "GELU",
+    "SILU",
+    "gate_attributes",
+    "gate_check",
     "gate_pattern",
     "gate_slots",
     "group_fits",
@@ -122,41 +129,69 @@ GROUP_MATMULS = Rule(
 )
 
 
-# ----- fuse_gelu_mul_into_group -----------------------------------------------------------------
-def gate_pattern(group_op: str) -> OpPattern:
-    """``Mul(Gelu(a group output), the group's other output)``, either operand order."""
-    ops = Ops(ONYXIA_DOMAIN)
-    two = {"_name": "group", "_output": None, "_extra_inputs": True, "_where": _two_outputs}
-    gelu = op.Gelu(ops.any_of((group_op,), **two), _name="gelu", approximate=Attr("approximate", "none"))
-    return op.Mul(gelu, ops.any_of((group_op,), **two), _commute=True, _where=_gate_and_up_differ)
+# ----- fuse_gelu_mul_into_group, fuse_silu_mul_into_group ---------------------------------------
+GELU = op.Gelu(Var("gate"), _name="gelu", _shared=True, approximate=Attr("approximate", "none"))
+# SiLU as exporters spell it (onnxruntime-genai's builder and optimum alike): Mul(g, Sigmoid(g)), either order
+SILU = op.Mul(Var("gate"), op.Sigmoid(Var("gate"), _name="sigmoid", _shared=True), _commute=True, _shared=True)
 
 
-def _two_outputs(graph: IrGraph, node: IrNode) -> bool:
-    return len(node.outputs) == 2 and None not in node.outputs
+def gate_pattern(group_op: str, activation: OpPattern = GELU) -> OpPattern:
+    """``Mul(activation(one group output), the group's other output)``, either operand order. The group and
+    the activation's nodes are `_shared` so that `gate_check` can say which of them has another use."""
+    up = Ops(ONYXIA_DOMAIN).any_of(
+        (group_op,), _name="group", _output=None, _extra_inputs=True, _shared=True, _where=_plain_pair
+    )
+    return op.Mul(activation, up, _commute=True)
 
 
-def _gate_and_up_differ(graph: IrGraph, mul: IrNode) -> bool:
-    a, b = (graph.tensor_producer(t) if t is not None else None for t in mul.inputs)
-    gelu_input = next((n.inputs[0] for n in (a, b) if n is not None and n.op_type == "Gelu"), None)
-    return gelu_input not in mul.inputs
+def _plain_pair(graph: IrGraph, node: IrNode) -> bool:
+    """Two outputs, and no bias (a biased MatMulGroup's epilogue is not the gated kernel's)."""
+    return len(node.outputs) == 2 and None not in node.outputs and not node.attributes.get("bias", 0)
+
+
+def gate_check(graph: IrGraph, m: Match) -> Decline | None:
+    """The gate is the group's other product, and nothing outside the match reads the group or the
+    activation: else they would be computed twice (the gated kernel stores neither)."""
+    up = m.group.outputs[m.group_output]
+    if m.gate not in m.group.outputs or m.gate == up:
+        return Decline("the activation does not read the group's other product", m.node)
+    members = {n.id for n in m.nodes}
+    for node in m.nodes[1:]:
+        if not private_outputs(graph, node, members):
+            return Decline(f"'{node.name}' ({node.op_type}) has a use outside the gated MLP", node)
+    return None
 
 
 def gate_slots(m: Match) -> list[int]:
     """[gate slot, up slot] of the group."""
-    gate = m.group.outputs.index(m.gelu.inputs[0])
+    gate = m.group.outputs.index(m.gate)
     return [gate, 1 - gate]
+
+
+def gate_attributes(m: Match) -> dict[str, str]:
+    """The gated op's activation attributes: Gelu's `approximate`, or ``activation="silu"``."""
+    return {"approximate": m.approximate} if hasattr(m, "gelu") else {"activation": "silu"}
 
 
 def _gated(r: Rewriter, m: Match) -> list[NewValue]:
     inputs = [m.group.inputs[0], *(m.group.inputs[1 + s] for s in gate_slots(m))]
-    return [r.op("GatedMatMul", *inputs, domain=ONYXIA_DOMAIN, approximate=m.approximate)]
+    return [r.op("GatedMatMul", *inputs, domain=ONYXIA_DOMAIN, **gate_attributes(m))]
 
 
 FUSE_MLP_GATE = Rule(
     "fuse_gelu_mul_into_MatMulGroup",
     gate_pattern("MatMulGroup"),
     _gated,
+    check=gate_check,
     targets="onnx-community Gemma: Mul(Gelu(x @ W_gate, approximate='tanh'), x @ W_up)",
 )
 
-MATMUL_FUSIONS = (FOLD_TRANSPOSE_INTO_MATMUL, GROUP_MATMULS, FUSE_MLP_GATE)
+FUSE_SILU_GATE = Rule(
+    "fuse_silu_mul_into_MatMulGroup",
+    gate_pattern("MatMulGroup", SILU),
+    _gated,
+    check=gate_check,
+    targets="Llama, Qwen2, Qwen3, Mistral, Phi-3 (genai fp32, optimum): Mul(Mul(g, Sigmoid(g)), x @ W_up), g = x @ W_gate",
+)
+
+MATMUL_FUSIONS = (FOLD_TRANSPOSE_INTO_MATMUL, GROUP_MATMULS, FUSE_MLP_GATE, FUSE_SILU_GATE)

@@ -1,7 +1,8 @@
 // com.onyxia MatMulGroup: y<s> = a @ w<s> for up to 4 weights w<s> [K, N<s>] sharing a [M, K] (q/k/v, gate/up
 // projections), in one dispatch, each slot over its own column workgroups (onyxia::product_slots); MatMul by a
-// compile-time weight plans here as a group of one. GATED (GatedMatMul): y0 = gelu(a @ w0) * (a @ w1), rounded
-// through T where the unfused MatMul, Gelu and Mul would store.
+// compile-time weight plans here as a group of one. GATED (GatedMatMul): y0 = act(a @ w0) * (a @ w1), act Gelu
+// or SiLU, rounded through T where the unfused MatMul, activation and Mul would store. BIAS: y<s> = a @ w<s> + b<s>,
+// the product stored through T before the bias is added, as the unfused MatMul and Add round.
 // Each invocation accumulates a ROWS x 4 block (four k per step, in one order for every block shape, so decode,
 // prefill, a group and its separate MatMuls all sum alike), reading a and w straight from storage; reads past
 // the last row are clamped, stores are bounds-checked.
@@ -9,12 +10,13 @@
 // [K][PANEL], the columns past N zero) read as vec4s, so the 8 invocations of a lavapipe SIMD row read 128
 // contiguous bytes per k and walk one panel front to back. Without PANELS (a weight only known at run time) w<s>
 // is the graph's [K, N], read per element with the columns clamped to N - 1.
-// Bindings (numbers from the BIND_* defs): a, w0 [, w1, w2, w3] (read), then y0 [, y1, y2, y3] (write; y0 only
-//       with GATED).
+// Bindings (numbers from the BIND_* defs): a, w0 [, w1, w2, w3] (read), [with BIAS: bias0 [, bias1 ...] (read,
+//       [N<s>] of T)], then y0 [, y1, y2, y3] (write; y0 only with GATED).
 // Defs: T, Y_T          f32 | f16 (storage type of a and w, and of y: the same); F16 flag with f16 (sums are f32)
 //       PANELS          flag: the weights are in panels (above); PANEL: their columns (a multiple of 4)
 //       OTHER_SLOTS     the slots past 0 as a `#for` list: "1 2 3", "1", or "" for a group of one
-//       GATED           flag (two slots); GELU: none | tanh (Gelu's approximate)
+//       GATED           flag (two slots); ACTIVATION: gelu_none | gelu_tanh | silu
+//       BIAS            flag (not with GATED): a bias per slot
 //       ROWS            rows of the output block per invocation (columns are always 4)
 //       WG_X, WG_Y      workgroup shape: a workgroup covers (WG_Y * ROWS) rows x (WG_X * 4) columns
 // Dims: M, K, N0 .. N3 (columns per slot), G1 .. G3 (first column workgroup of each slot).
@@ -89,13 +91,39 @@ fn product(slot: u32, row0: u32, col0: u32) -> array<vec4<f32>, ROWS> {
 }
 
 #ifndef GATED
+#ifdef BIAS
+#for s in 0 #{OTHER_SLOTS}
+@group(0) @binding(#{BIND_BIAS#{s}}) var<storage, read> bias#{s}: array<#{T}>;
+#endfor
+
+fn bias_at(slot: u32, n: u32) -> f32 {
+    var b = #{T}(0.0);
+    switch slot {
+#for s in #{OTHER_SLOTS}
+        case #{s}u: { b = bias#{s}[n]; }
+#endfor
+        default: { b = bias0[n]; }
+    }
+    return f32(b);
+}
+#endif
+
+// The stored value of a product (with BIAS: the product stored, then the bias added and stored, as MatMul, Add).
+fn epilogue(slot: u32, n: u32, acc: f32) -> #{T} {
+#ifdef BIAS
+    return #{T}(stored(acc) + bias_at(slot, n));
+#else
+    return #{T}(acc);
+#endif
+}
+
 fn run(slot: u32, row0: u32, col0: u32) {
     let acc = product(slot, row0, col0);
     let n = slot_n(slot);
     for (var i = 0u; i < ROWS; i++) {
         for (var j = 0u; j < 4u; j++) {
             if (row0 + i < #{M} && col0 + j < n) {
-                store_y(slot, (row0 + i) * n + col0 + j, #{T}(acc[i][j]));
+                store_y(slot, (row0 + i) * n + col0 + j, epilogue(slot, col0 + j, acc[i][j]));
             }
         }
     }

@@ -7,7 +7,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 | CancelTransposes       | cancel_transposes, merge_transposes (`rearrange.fusions`)                      |
 | FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
 | GroupMatMuls           | group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
-| FuseMlpGate            | fuse_gelu_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized)     |
+| FuseMlpGate            | fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized) |
 | FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
 | FuseResidualRmsNorm    | fuse_add_into_SimplifiedLayerNormalization / _RMSNormalization (same)      |
 | FuseElementwise        | fuse_elementwise_chain (`elementwise.fusions`)                             |
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from onyxia.core.rewrite import RewritePass
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
-from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, GROUP_MATMULS
+from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, FUSE_SILU_GATE, GROUP_MATMULS
 from onyxia.operators.normalization.fusions import NORMALIZATION_FUSIONS
-from onyxia.operators.quantized.fusions import FUSE_MLP_GATE_NBITS, GROUP_MATMUL_NBITS
+from onyxia.operators.quantized.fusions import FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE_NBITS, GROUP_MATMUL_NBITS
 from onyxia.operators.rearrange.fusions import TRANSPOSE_FUSIONS
 
 __all__ = [
@@ -54,7 +54,7 @@ class GroupMatMuls(RewritePass):
 
 class FuseMlpGate(RewritePass):
     name = "FuseMlpGate"
-    rules = (FUSE_MLP_GATE, FUSE_MLP_GATE_NBITS)
+    rules = (FUSE_MLP_GATE, FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE, FUSE_SILU_GATE_NBITS)
 
 
 class FuseRmsNormIntoRotary(RewritePass):

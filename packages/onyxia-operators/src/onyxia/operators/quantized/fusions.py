@@ -6,6 +6,7 @@
   one dispatch, and at accuracy_level 4 the activation is quantized once instead of per weight.
 - ``fuse_gelu_mul_into_MatMulNBitsGroup``: the gated MLP of `onyxia.operators.matmul.fusions` over a
   two-weight MatMulNBitsGroup. Declines when the projections have bias (the gated kernel adds none).
+- ``fuse_silu_mul_into_MatMulNBitsGroup``: the same with SiLU, ``Mul(Mul(g, Sigmoid(g)), u)``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from collections.abc import Hashable
 from onyxia.core import IrGraph, IrNode
 from onyxia.core.rewrite import Decline, Match, NewValue, Rewriter, Rule, Siblings, is_folded
 from onyxia.operators.family import ONYXIA_DOMAIN
-from onyxia.operators.matmul.fusions import MAX_BINDINGS, gate_pattern, gate_slots, group_outputs, weights_ready
+from onyxia.operators.matmul.fusions import (
+    MAX_BINDINGS,
+    SILU,
+    gate_attributes,
+    gate_check,
+    gate_pattern,
+    gate_slots,
+    group_outputs,
+    weights_ready,
+)
 from onyxia.operators.matmul.matmul_group import MAX_SLOTS
 
 __all__ = ["QUANTIZED_FUSIONS"]
@@ -82,7 +92,7 @@ GROUP_MATMUL_NBITS = Rule(
 def _no_bias(graph: IrGraph, m: Match) -> Decline | None:
     if len(m.group.inputs) > 4 and m.group.inputs[4] is not None:
         return Decline("the projections have bias; the gated kernel adds none", m.group)
-    return None
+    return gate_check(graph, m)
 
 
 def _gated(r: Rewriter, m: Match) -> list[NewValue]:
@@ -91,7 +101,7 @@ def _gated(r: Rewriter, m: Match) -> list[NewValue]:
     inputs = [group.inputs[0], *(t for slot in slots for t in [*slot, *[None] * (4 - len(slot))])]
     while inputs[-1] is None:
         inputs.pop()
-    attrs = {**group.attributes, "approximate": m.approximate}
+    attrs = {**group.attributes, **gate_attributes(m)}
     attrs["N"] = [attrs["N"][s] for s in gate_slots(m)]
     return [r.op("GatedMatMulNBits", *inputs, domain=ONYXIA_DOMAIN, **attrs)]
 
@@ -104,4 +114,12 @@ FUSE_MLP_GATE_NBITS = Rule(
     targets="onnx-community Gemma q4: Mul(Gelu(x @ W_gate, approximate='tanh'), x @ W_up), 4-bit weights",
 )
 
-QUANTIZED_FUSIONS = (GROUP_MATMUL_NBITS, FUSE_MLP_GATE_NBITS)
+FUSE_SILU_GATE_NBITS = Rule(
+    "fuse_silu_mul_into_MatMulNBitsGroup",
+    gate_pattern("MatMulNBitsGroup", SILU),
+    _gated,
+    check=_no_bias,
+    targets="Llama, Qwen2, Qwen3, Mistral, Phi-3 int4 (genai, onnx-community q4): Mul(Mul(g, Sigmoid(g)), u)",
+)
+
+QUANTIZED_FUSIONS = (GROUP_MATMUL_NBITS, FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE_NBITS)

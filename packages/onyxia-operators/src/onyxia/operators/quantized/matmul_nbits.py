@@ -67,11 +67,12 @@ class MatMulNBitsOp(OperatorBase):
         plan_products(ctx, nbits_layout(ctx, [slot]), [slot])
 
 
-def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], gelu: str | None = None) -> None:
-    """Dispatch A times each slot's weights into output s (with `gelu`: one output, gelu(A @ w0) * (A @ w1))."""
+def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], activation: str | None = None) -> None:
+    """Dispatch A times each slot's weights into output s (with `activation`, the shaders' ACTIVATION def
+    gelu_none | gelu_tanh | silu: one output, activation(A @ w0) * (A @ w1))."""
     m = dims_product(ctx.input_dims(A)[:-1])
     weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=PANELS["matmul_nbits"]) for slot in slots]
-    _check_products(ctx, layout, slots, weights, gelu)
+    _check_products(ctx, layout, slots, weights, activation)
     int8 = _int8_activations(ctx, layout, all(w.known for w in weights))
     tiles = planned_tiles("matmul_nbits", m)  # decode, prefill or both, each with its share of the run
     decode = tile_for("matmul_nbits", 1)
@@ -81,27 +82,27 @@ def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], gelu: str
     if int8 and (not shared or prefill_share != 0):
         quantized = _quantize_activations(ctx, layout, m, prefill_share if shared else 1)
     slot_reads, defs = _slot_bindings(ctx, layout, slots, weights)
-    if gelu is not None:
-        defs |= {"GATED": True, "GELU": gelu}
+    if activation is not None:
+        defs |= {"GATED": True, "ACTIVATION": activation}
     dims = _dims(layout, slots, m, int8)
-    outputs = [ctx.output(0)] if gelu is not None else [ctx.output(s) for s in range(len(slots))]
+    outputs = [ctx.output(0)] if activation is not None else [ctx.output(s) for s in range(len(slots))]
     for kernel, share in tiles:
         a_reads, a_names, a_defs = _a_bindings(ctx, layout, quantized, shared and kernel == decode)
         names = [*a_names, *slot_reads, *(f"Y{s}" for s in range(len(outputs)))]
         kernel_defs = {**defs, **a_defs, **{f"BIND_{name}": i for i, name in enumerate(names)}}
-        groups = _workgroups(kernel, slots, gelu is not None, dims, kernel_defs)
+        groups = _workgroups(kernel, slots, activation is not None, dims, kernel_defs)
         reads = [*a_reads, *slot_reads.values()]
         _dispatch(ctx, kernel, groups * share, reads, outputs, kernel_defs, dims)
 
 
 def _check_products(
-    ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], weights: Sequence[PackedInput], gelu: str | None
+    ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], weights: Sequence[PackedInput], activation: str | None
 ) -> None:
     """Groups read every weight repacked at compile time (the slot accessors have no widened form)."""
     where = f"node '{ctx.node.name}' ({ctx.node.op_type})"
     if len(slots) > 1 and not all(w.known and not _widened_zero_points(ctx, layout, s) for w, s in zip(weights, slots)):
         raise PlanningError(f"{where}: grouped weights must be compile-time data")
-    if gelu is not None and (len(slots) != 2 or layout.bias):
+    if activation is not None and (len(slots) != 2 or layout.bias):
         raise PlanningError(f"{where}: a gated product has two weights and no bias")
 
 

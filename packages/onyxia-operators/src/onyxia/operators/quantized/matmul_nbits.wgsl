@@ -14,8 +14,8 @@
 //
 // Slots (com.onyxia MatMulNBitsGroup): one dispatch computes up to 4 products of the same A (q/k/v, gate/up),
 // slot s with its own b, scales, zp, bias (onyxia::nbits_weights) and y (onyxia::product_slots, which also maps
-// workgroups to slots). GATED (GatedMatMulNBits): one output y0 = gelu(a @ w0) * (a @ w1), rounded through A_T
-// where the unfused Gelu and Mul would store.
+// workgroups to slots). GATED (GatedMatMulNBits): one output y0 = act(a @ w0) * (a @ w1), act Gelu or SiLU,
+// rounded through A_T where the unfused activation and Mul would store.
 //
 // Bindings (numbers from the BIND_* defs): a, [a_scales with INT8 and not Q_SHARED], then per slot s: b<s>,
 //   scales<s> [N * NB] (A_T), [zp<s> when ZP != none], [bias<s> [N] when BIAS]; then y<s> [M, N<s>] (A_T; y0
@@ -36,7 +36,7 @@
 //       INT8            flag: a is int8-quantized per block (accuracy_level 4), rows padded to KP = NB * block size
 //       Q_SHARED        flag (with INT8, ROWS 1): quantize the row in the workgroup; QA_VEC4 flag: K % 4 == 0
 //       OTHER_SLOTS     the slots past 0 as a `#for` list: "1 2 3", "1", or "" for one weight
-//       GATED           flag (two slots): y0 = gelu(product 0) * product 1; GELU: none | tanh (Gelu's approximate)
+//       GATED           flag (two slots): y0 = act(product 0) * product 1; ACTIVATION: gelu_none | gelu_tanh | silu
 //       ROWS            rows per thread (1 for decode)
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)

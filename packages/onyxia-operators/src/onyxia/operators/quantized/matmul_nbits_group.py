@@ -4,8 +4,8 @@
 com.microsoft MatMulNBits ``Y_s = MatMulNBits(A, B_s, scales_s, zero_points_s, bias_s)`` (four inputs per
 weight, any of zero_points / bias empty; attributes K, bits, block_size, accuracy_level as MatMulNBits', and
 `N` the list of each weight's N). Every weight keeps its own bindings; at accuracy_level 4 A is quantized
-once for all of them. ``GatedMatMulNBits`` (two weights, no bias, attribute `approximate` as Gelu's) is
-``Gelu(Y_0) * Y_1``, one output. The `GroupMatMuls` and `FuseMlpGate` passes produce them.
+once for all of them. ``GatedMatMulNBits`` (two weights, no bias, attributes `activation` "gelu" (default, with
+`approximate` as Gelu's) or "silu", as GatedMatMul's) is ``act(Y_0) * Y_1``, one output. The `GroupMatMuls` and `FuseMlpGate` passes produce them.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onyxia.core import InferenceCtx, NodeCtx, OperatorBase, PlanCtx, TensorType, shape_of
+from onyxia.operators.matmul.matmul_group import gate_activation
 from onyxia.operators.quantized.matmul_nbits import plan_products
 from onyxia.operators.quantized.matmul_nbits_layout import A, Slot, group_slots, nbits_layout
 
@@ -34,8 +35,8 @@ class MatMulNBitsGroupOp(OperatorBase):
 
     def plan(self, ctx: PlanCtx) -> None:
         slots = _slots(ctx, self.gated)
-        gelu = ctx.attr_str("approximate", "none") if self.gated else None
-        plan_products(ctx, nbits_layout(ctx, slots), slots, gelu)
+        activation = gate_activation(ctx) if self.gated else None
+        plan_products(ctx, nbits_layout(ctx, slots), slots, activation)
 
 
 def _slots(ctx: NodeCtx, gated: bool) -> list[Slot]:

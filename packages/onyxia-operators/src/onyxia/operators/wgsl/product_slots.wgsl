@@ -5,14 +5,15 @@
 // its slot with `slot_of`, then calls its product with a constant slot per `switch` case: after inlining, each
 // case reads its own bindings with no branch per load (every accessor here switches on `slot`).
 // GATED (GatedMatMul, GatedMatMulNBits): slots 0 and 1 cover the same columns and one output y0, their products
-// combined by `gated`.
+// combined by `gated`: ACTIVATION(gate) * up, the activation Gelu or SiLU (the families' gated MLPs).
+// `stored` rounds a value as the unfused graph stores it (gated products, bias epilogues).
 // Declares y0 [, y1, y2, y3] (read_write, Y_T) at BIND_Y0 .. BIND_Y3.
-// Reads defs Y_T, F16 (Y_T is f16), GATED, GELU (none | tanh), OTHER_SLOTS (the slots past 0, a `#for` list),
-// BIND_Y<s>, and dims N0 .. N3, G1 .. G3.
+// Reads defs Y_T, F16 (Y_T is f16), GATED, ACTIVATION (gelu_none | gelu_tanh | silu), OTHER_SLOTS (the slots
+// past 0, a `#for` list), BIND_Y<s>, and dims N0 .. N3, G1 .. G3.
 #ifdef GATED
 #import onyxia::math
-#import onyxia::rounding
 #endif
+#import onyxia::rounding
 
 @group(0) @binding(#{BIND_Y0}) var<storage, read_write> y0: array<#{Y_T}>;
 #ifndef GATED
@@ -56,6 +57,22 @@ fn store_y(slot: u32, i: u32, value: #{Y_T}) {
     }
 }
 #else
+// the gate's activation of a stored product, stored as the unfused graph stores it: Gelu one node, SiLU as the
+// exporters spell it, Mul(g, Sigmoid(g)), so the sigmoid is stored before the product
+fn activation(g: f32) -> f32 {
+#if ACTIVATION == silu
+    return stored(g * stored(sigmoid_f32(g)));
+#else
+    return stored(#{ACTIVATION}(g));
+#endif
+}
+
+// y0 = activation(gate) * up with the unfused graph's roundings: each product, the activation, stored as Y_T
+fn gated(gate: f32, up: f32) -> #{Y_T} {
+    return #{Y_T}(activation(stored(gate)) * stored(up));
+}
+#endif
+
 // a value as the unfused graph stores it in Y_T (see onyxia::rounding for why not `f32(Y_T(x))`)
 fn stored(x: f32) -> f32 {
 #ifdef F16
@@ -64,9 +81,3 @@ fn stored(x: f32) -> f32 {
     return x;
 #endif
 }
-
-// y0 = gelu(gate) * up with the unfused graph's roundings: each product, then the Gelu, stored as Y_T (no bias)
-fn gated(gate: f32, up: f32) -> #{Y_T} {
-    return #{Y_T}(stored(gelu_#{GELU}(stored(gate))) * stored(up));
-}
-#endif
