@@ -84,19 +84,17 @@ def test_decode_step_is_one_submit_and_one_map_with_the_error_word(directory: st
         executor.ctx = executor._pool.ctx = ctx
 
 
-def test_an_id_past_the_vocabulary_is_also_caught_on_the_gpu() -> None:
+def test_an_id_past_the_vocabulary_is_also_caught_on_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """Behind the host check (`_token_ids`, tested in test_llm_session_errors.py): with it bypassed,
     id 5000 into the 1024-row embedding is reported by the Gather kernel, naming the node."""
     llm = session("gemma3-tiny-optimum", None)
     llm.reset()
     expected = llm.next_token_logits([2, 100])
     llm.reset()
-    llm._token_ids = lambda ids: [int(t) for t in ids]  # type: ignore[method-assign]
-    try:
+    with monkeypatch.context() as patched:
+        patched.setattr(llm, "_token_ids", lambda ids: [int(t) for t in ids])
         with pytest.raises(InputError, match=r"node '/model/embed_tokens/Gather' \(Gather\): index 5000 is out"):
             llm.next_token_logits([2, 5000])
-    finally:
-        del llm._token_ids
     llm.reset()
     np.testing.assert_array_equal(llm.next_token_logits([2, 100]), expected)  # the word was cleared
     llm.reset()

@@ -14,6 +14,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -46,14 +47,14 @@ def load_npy(path: str | Path, what: str) -> np.ndarray:
     return array
 
 
-def _header(f: object, path: Path, what: str) -> tuple[tuple[int, ...], np.dtype]:
+def _header(f: BinaryIO, path: Path, what: str) -> tuple[tuple[int, ...], np.dtype]:
     fmt = np.lib.format
     try:
-        version = fmt.read_magic(f)  # type: ignore[arg-type]
+        version = fmt.read_magic(f)
         if version == (1, 0):
-            shape, _, dtype = fmt.read_array_header_1_0(f)  # type: ignore[arg-type]
+            shape, _, dtype = fmt.read_array_header_1_0(f)
         else:
-            shape, _, dtype = fmt.read_array_header_2_0(f)  # type: ignore[arg-type]
+            shape, _, dtype = fmt.read_array_header_2_0(f)
     except (ValueError, EOFError) as e:
         reason = "the file is empty" if not path.stat().st_size else str(e) or "truncated header"
         raise InputError(f"{what}: '{path}' is not a .npy array ({reason})") from e

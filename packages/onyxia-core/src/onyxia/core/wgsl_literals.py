@@ -64,8 +64,10 @@ def wgsl_dim(value: int, where: str) -> str:
 def _float_literal(dtype: DataType, value: object, where: str) -> str:
     if dtype not in (DataType.FLOAT, DataType.FLOAT16):
         raise PlanningError(f"{where}: {dtype.name.lower()} has no WGSL storage type for the value {value!r}")
+    if not isinstance(value, (int, float, np.generic)):
+        raise PlanningError(f"{where}: expected a number, found {value!r}")
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(np.asarray(value, dtype=np.float64))
     except (TypeError, ValueError, OverflowError) as e:
         raise PlanningError(f"{where}: expected a number, found {value!r}") from e
     with warnings.catch_warnings():  # overflow to inf is the intended IEEE rounding, not a mistake
@@ -84,7 +86,9 @@ def _int_literal(wgsl: str, value: object, where: str) -> str:
     if isinstance(value, (float, np.floating)) and not float(value).is_integer():
         raise PlanningError(f"{where}: expected an integer, found {value!r}")
     try:
-        number = int(value)  # type: ignore[call-overload]
+        if not isinstance(value, (int, float, np.generic)):
+            raise TypeError(type(value).__name__)
+        number = int(np.asarray(value).item())
     except (TypeError, ValueError, OverflowError) as e:
         raise PlanningError(f"{where}: expected an integer, found {value!r}") from e
     lo, hi = (0, U32_MAX) if wgsl == "u32" else (_I32_MIN, _I32_MAX)
