@@ -6,7 +6,8 @@
   runs every step and keeps a second 671 MB copy alive.
 - ``group_matmuls``: default-domain MatMuls reading the same A (rank >= 2, float) at input 0, each B a
   static 2-D [K, N] of A's dtype that fits one storage binding, become one MatMulGroup: one dispatch for
-  a layer's q/k/v (or gate/up) instead of three (two), each weight still its own binding.
+  a layer's q/k/v (or gate/up) instead of three (two), each weight still its own binding. Biased MatMuls
+  (MatMulGroups of one made by `bias_fusions`, Qwen2's q/k/v) group alike into one biased MatMulGroup.
 - ``fuse_gelu_mul_into_group``: ``Mul(Gelu(g), u)`` over the two outputs of a two-weight group (either
   operand order) becomes GatedMatMul, so neither product is stored (Gemma's MLP). The rule for
   MatMulNBitsGroup (`onyxia.operators.quantized.fusions`) shares the pattern.
@@ -42,6 +43,7 @@ __all__ = [
     "gate_slots",
     "group_fits",
     "group_outputs",
+    "weight_product",
     "weights_ready",
 ]
 
@@ -74,22 +76,36 @@ FOLD_TRANSPOSE_INTO_MATMUL = Rule(
 
 # ----- group_matmuls ------------------------------------------------------------------------------
 def _float_key(graph: IrGraph, node: IrNode) -> str | None:
-    """Members share only the op; None when `node` cannot join a MatMulGroup."""
+    """Members share the op and bias presence (a MatMul with its bias folded in is a biased MatMulGroup of one,
+    `bias_fusions`); None when `node` cannot join a MatMulGroup."""
+    if node.domain == ONYXIA_DOMAIN:
+        one = node.attributes.get("bias", 0) == 1 and len(node.inputs) == 3 and len(node.outputs) == 1
+        return "float-bias" if one and weight_product(graph, node) else None
+    return "float" if weight_product(graph, node) else None
+
+
+def weight_product(graph: IrGraph, node: IrNode) -> bool:
+    """`node` (inputs a, w) multiplies a float a of rank >= 2 by a static 2-D [K, N] w of a's dtype that fits one
+    storage binding: what MatMulGroup computes (and plans a MatMul by a weight as)."""
     a, b = node.inputs[0], node.inputs[1]
     if a is None or b is None or is_folded(graph, node):
-        return None
+        return False
     at, bt = graph.tensor(a), graph.tensor(b)
     if isinstance(at.shape, Absent) or isinstance(bt.shape, Absent) or len(at.shape.dims) < 2:
-        return None
+        return False
     if at.dtype not in FLOATS or bt.dtype != at.dtype:
-        return None
+        return False
     dims = bt.shape.dims
     if len(dims) != 2 or not all(isinstance(d, int) for d in dims) or dims[0] != at.shape.dims[-1]:
-        return None
+        return False
     size = dims_product(dims)
-    if not isinstance(size, int) or size * bt.dtype.gpu_numpy.itemsize > max_binding_bytes():
-        return None  # over one storage binding: MatMul splits it
-    return "float"
+    # over one storage binding: MatMul splits it
+    return isinstance(size, int) and size * bt.dtype.gpu_numpy.itemsize <= max_binding_bytes()
+
+
+def _float_fits(members: list[IrNode]) -> bool:
+    """A weight and an output per member, a bias too when biased, and the shared a."""
+    return group_fits(3 if members[0].domain == ONYXIA_DOMAIN else 2, 1)(members)
 
 
 def group_fits(bindings_per_weight: int, fixed: int) -> Callable[[list[IrNode]], bool]:
@@ -116,13 +132,18 @@ def group_outputs(r: Rewriter, m: Match, group: NewValue) -> dict[int, NewValue]
 
 def _group(r: Rewriter, m: Match) -> dict[int, NewValue]:
     weights = [n.inputs[1] for n in m.members]
-    group = r.op("MatMulGroup", m.node.inputs[0], *weights, domain=ONYXIA_DOMAIN, outputs=len(weights))
+    biased = m.node.domain == ONYXIA_DOMAIN
+    biases = [n.inputs[2] for n in m.members] if biased else []
+    attrs = {"bias": 1} if biased else {}
+    group = r.op(
+        "MatMulGroup", m.node.inputs[0], *weights, *biases, domain=ONYXIA_DOMAIN, outputs=len(weights), **attrs
+    )
     return group_outputs(r, m, group)
 
 
 GROUP_MATMULS = Rule(
     "group_matmuls",
-    Siblings(frozenset({("", "MatMul")}), _float_key, group_fits(2, 1)),
+    Siblings(frozenset({("", "MatMul"), (ONYXIA_DOMAIN, "MatMulGroup")}), _float_key, _float_fits),
     _group,
     check=weights_ready,
     targets="onnx-community Gemma fp32: q/k/v and gate/up MatMuls of one normed hidden state",

@@ -11,6 +11,7 @@ from onyxia.operators.passes.fusions import (
     ElementwiseFusionPass,
     FoldTransposeIntoMatMul,
     FuseElementwise,
+    FuseMatMulBias,
     FuseMlpGate,
     FuseResidualRmsNorm,
     FuseRmsNormIntoRotary,
@@ -26,6 +27,7 @@ __all__ = [
     "ElementwiseFusionPass",
     "FoldTransposeIntoMatMul",
     "FuseElementwise",
+    "FuseMatMulBias",
     "FuseMlpGate",
     "FuseResidualRmsNorm",
     "FuseRmsNormIntoRotary",
@@ -52,6 +54,7 @@ def default_passes() -> list[Pass]:
     return [
         CancelTransposes(),
         FoldTransposeIntoMatMul(),
+        FuseMatMulBias(),
         GroupMatMuls(),
         FuseMlpGate(),
         FuseRmsNormIntoRotary(),

@@ -6,6 +6,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 |------------------------|---------------------------------------------------------------------------|
 | CancelTransposes       | cancel_transposes, merge_transposes (`rearrange.fusions`)                      |
 | FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
+| FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits (`quantized`) |
 | GroupMatMuls           | group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
 | FuseMlpGate            | fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized) |
 | FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
@@ -17,9 +18,15 @@ from __future__ import annotations
 
 from onyxia.core.rewrite import RewritePass
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
+from onyxia.operators.matmul.bias_fusions import FOLD_ADD_INTO_MATMUL
 from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, FUSE_SILU_GATE, GROUP_MATMULS
 from onyxia.operators.normalization.fusions import NORMALIZATION_FUSIONS
-from onyxia.operators.quantized.fusions import FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE_NBITS, GROUP_MATMUL_NBITS
+from onyxia.operators.quantized.fusions import (
+    FOLD_ADD_INTO_MATMUL_NBITS,
+    FUSE_MLP_GATE_NBITS,
+    FUSE_SILU_GATE_NBITS,
+    GROUP_MATMUL_NBITS,
+)
 from onyxia.operators.rearrange.fusions import TRANSPOSE_FUSIONS
 
 __all__ = [
@@ -27,6 +34,7 @@ __all__ = [
     "ElementwiseFusionPass",
     "FoldTransposeIntoMatMul",
     "FuseElementwise",
+    "FuseMatMulBias",
     "FuseMlpGate",
     "FuseResidualRmsNorm",
     "FuseRmsNormIntoRotary",
@@ -45,6 +53,13 @@ class CancelTransposes(RewritePass):
 class FoldTransposeIntoMatMul(RewritePass):
     name = "FoldTransposeIntoMatMul"
     rules = (FOLD_TRANSPOSE_INTO_MATMUL,)
+
+
+class FuseMatMulBias(RewritePass):
+    """Before GroupMatMuls, so that biased projections group with each other."""
+
+    name = "FuseMatMulBias"
+    rules = (FOLD_ADD_INTO_MATMUL, FOLD_ADD_INTO_MATMUL_NBITS)
 
 
 class GroupMatMuls(RewritePass):

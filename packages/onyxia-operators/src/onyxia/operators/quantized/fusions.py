@@ -7,15 +7,19 @@
 - ``fuse_gelu_mul_into_MatMulNBitsGroup``: the gated MLP of `onyxia.operators.matmul.fusions` over a
   two-weight MatMulNBitsGroup. Declines when the projections have bias (the gated kernel adds none).
 - ``fuse_silu_mul_into_MatMulNBitsGroup``: the same with SiLU, ``Mul(Mul(g, Sigmoid(g)), u)``.
+- ``fold_add_into_MatMulNBits``: ``Add(MatMulNBits(x, ...), b)``, b a constant [N], becomes MatMulNBits with its
+  native bias input, so no Add dispatch remains (run before grouping: biased q/k/v then group together).
+  Declines on float16, where the kernel's one rounding differs from the graph's two.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 
-from onyxia.core import IrGraph, IrNode
-from onyxia.core.rewrite import Decline, Match, NewValue, Rewriter, Rule, Siblings, is_folded
+from onyxia.core import DataType, IrGraph, IrNode
+from onyxia.core.rewrite import Const, Decline, Match, NewValue, Rewriter, Rule, Siblings, Var, is_folded, ms, op
 from onyxia.operators.family import ONYXIA_DOMAIN
+from onyxia.operators.matmul.bias_fusions import bias_fits
 from onyxia.operators.matmul.fusions import (
     MAX_BINDINGS,
     SILU,
@@ -122,4 +126,28 @@ FUSE_SILU_GATE_NBITS = Rule(
     targets="Llama, Qwen2, Qwen3, Mistral, Phi-3 int4 (genai, onnx-community q4): Mul(Mul(g, Sigmoid(g)), u)",
 )
 
-QUANTIZED_FUSIONS = (GROUP_MATMUL_NBITS, FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE_NBITS)
+
+def _bias_foldable(graph: IrGraph, m: Match) -> Decline | None:
+    product = m.product
+    if len(product.inputs) > 5 and product.inputs[5] is not None:
+        return Decline("the MatMulNBits has a bias already", product)
+    if graph.tensor(m.a).dtype != DataType.FLOAT:
+        # the kernel adds its bias before the one rounding to f16; the graph's Add rounds the product first
+        return Decline("f16: MatMulNBits' bias input rounds once, the graph's Add after the stored product", product)
+    return bias_fits(graph, m.bias, product.attributes.get("N"), product.outputs[0])
+
+
+def _with_bias(r: Rewriter, m: Match) -> list[NewValue]:
+    inputs = [*m.product.inputs[:5], *[None] * (5 - len(m.product.inputs)), m.bias]
+    return [r.op("MatMulNBits", *inputs, domain="com.microsoft", **m.product.attributes)]
+
+
+FOLD_ADD_INTO_MATMUL_NBITS = Rule(
+    "fold_add_into_MatMulNBits",
+    op.Add(ms.MatMulNBits(Var("a"), _name="product", _extra_inputs=True), Const("bias"), _commute=True),
+    _with_bias,
+    check=_bias_foldable,
+    targets="Qwen2 int4 q/k/v biases: genai Add(MatMulNBits(x, W_qkv), b), onnx-community q4 one per projection",
+)
+
+QUANTIZED_FUSIONS = (GROUP_MATMUL_NBITS, FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE_NBITS, FOLD_ADD_INTO_MATMUL_NBITS)
