@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onyxia.cli.bench import GemmaConfig, SynthesizedModel, synthesize
+from onyxia.cli.bench import DecoderConfig, SynthesizedModel, synthesize
 from onyxia.cli.bench.bound import Bandwidth, StepBytes, _copy_plan, copy_bandwidth, decode_step_bytes
 from onyxia.cli.bench.report import bound_figures
 from onyxia.runtime import Runtime
 
-CONFIG = GemmaConfig.tiny()
+CONFIG = DecoderConfig.tiny()
 F32 = 4
 
 
@@ -24,14 +24,14 @@ def runtime() -> Runtime:
     return Runtime()
 
 
-def _projections(c: GemmaConfig) -> list[tuple[int, int]]:
+def _projections(c: DecoderConfig) -> list[tuple[int, int]]:
     """(K, N) of each layer's seven projections."""
     q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
     h, i = c.hidden_size, c.intermediate_size
     return [(h, q), (h, kv), (h, kv), (q, h), (h, i), (h, i), (i, h)]
 
 
-def _expected_weights(c: GemmaConfig, q4: bool) -> int:
+def _expected_weights(c: DecoderConfig, q4: bool) -> int:
     """Embedding whole (the tied LM head reads it all), projections, norms, one row of each RoPE cache."""
     per_layer = sum(n * (k // 32) * (16 + F32) if q4 else k * n * F32 for k, n in _projections(c))
     norms = (4 * c.hidden_size + 2 * c.head_dim) * F32
@@ -41,7 +41,7 @@ def _expected_weights(c: GemmaConfig, q4: bool) -> int:
     )
 
 
-def _expected_kv(c: GemmaConfig, position: int) -> int:
+def _expected_kv(c: DecoderConfig, position: int) -> int:
     per_position = 2 * c.num_key_value_heads * c.head_dim * F32  # key and value
     attended = [
         min(position + 1, c.sliding_window) if c.is_sliding(i) else position + 1 for i in range(c.num_hidden_layers)

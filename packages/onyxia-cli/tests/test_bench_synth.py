@@ -13,9 +13,9 @@ import pytest
 from llm_cases import DATA
 from onnx import helper, numpy_helper
 
-from onyxia.cli.bench import GemmaConfig, synthesize
+from onyxia.cli.bench import DecoderConfig, synthesize
 from onyxia.cli.bench.config import FULL, SLIDING
-from onyxia.cli.bench.gemma_graph import build_gemma_graph
+from onyxia.cli.bench.decoder_graph import build_decoder_graph
 from onyxia.cli.bench.graph_builder import WeightSpec
 from onyxia.cli.bench.quantize import dequantize_q4_symmetric, quantize_q4_symmetric
 from onyxia.cli.bench.synth import MANIFEST, SynthesizedModel
@@ -27,7 +27,7 @@ FIXTURE = DATA / "gemma3-tiny" / "onnx"
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedModel:
-    return synthesize(GemmaConfig.tiny(), tmp_path_factory.mktemp("synth") / "gemma3-tiny")
+    return synthesize(DecoderConfig.tiny(), tmp_path_factory.mktemp("synth") / "gemma3-tiny")
 
 
 def _load(path: Path, data: bool = False) -> onnx.ModelProto:
@@ -106,7 +106,7 @@ def test_packing_equals_mlas_including_rounding_ties(case: str) -> None:
     assert np.abs(dequantize_q4_symmetric(packed, scales) - weight).max() <= np.abs(scales).max() * 1.0001
 
 
-def _prefill_feeds(config: GemmaConfig, ids: list[int]) -> dict[str, np.ndarray]:
+def _prefill_feeds(config: DecoderConfig, ids: list[int]) -> dict[str, np.ndarray]:
     n = len(ids)
     feeds = {
         "input_ids": np.array([ids], np.int64),
@@ -122,7 +122,7 @@ def _prefill_feeds(config: GemmaConfig, ids: list[int]) -> dict[str, np.ndarray]
 def test_onnxruntime_prefills_both_precisions_with_finite_logits(tiny: SynthesizedModel) -> None:
     import onnxruntime as ort
 
-    config, ids = GemmaConfig.tiny(), [2, 17, 300, 45, 999, 6, 5, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92]
+    config, ids = DecoderConfig.tiny(), [2, 17, 300, 45, 999, 6, 5, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92]
     logits = {}
     for precision, path in tiny.models.items():
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -139,7 +139,7 @@ def test_onyxia_greedy_decoding_equals_onnxruntime(tiny: SynthesizedModel) -> No
 
     from onyxia.cli.llm import LlmSession
 
-    config, prompt = GemmaConfig.tiny(), [2, 282, 500, 685, 381, 766, 674, 338, 378]
+    config, prompt = DecoderConfig.tiny(), [2, 282, 500, 685, 381, 766, 674, 338, 378]
     session = ort.InferenceSession(str(tiny.models["fp32"]), providers=["CPUExecutionProvider"])
     feeds, expected = _prefill_feeds(config, prompt), []
     for step in range(6):
@@ -186,7 +186,7 @@ def test_directory_loads_as_an_onnx_community_model_with_tokenizer(tiny: Synthes
 
 
 def test_manifest_skips_a_second_write_and_redoes_only_what_changed(tmp_path: Path) -> None:
-    config = GemmaConfig.tiny()
+    config = DecoderConfig.tiny()
     first = synthesize(config, tmp_path, precisions=("fp32",))
     assert first.written == ("files", "fp32")
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
@@ -201,16 +201,16 @@ def test_manifest_skips_a_second_write_and_redoes_only_what_changed(tmp_path: Pa
 
 
 def test_270m_graph_has_gemma3_270m_shapes_without_writing_weights() -> None:
-    config = GemmaConfig.gemma3_270m()
+    config = DecoderConfig.gemma3_270m()
     full = [i for i, kind in enumerate(config.layer_types) if kind == FULL]
     assert full == [5, 11, 17] and config.attention_scale == 1 / 16
-    built = build_gemma_graph(config, q4=True)
+    built = build_decoder_graph(config, q4=True)
     nodes = built.graph.node
     assert len(nodes) == 71 + 16 * 24 and sum(n.op_type == "MatMulNBits" for n in nodes) == 18 * 7
     windows = [a["local_window_size"] for a in _attrs(onnx.helper.make_model(built.graph), "GroupQueryAttention")]
     assert windows == [-1 if kind == FULL else 512 for kind in config.layer_types]
     assert "/model/constants/INT64/[0,-1,1024]" in {n.name for n in nodes}
-    sizes = {w.name: w.shape for w in build_gemma_graph(config).weights}
+    sizes = {w.name: w.shape for w in build_decoder_graph(config).weights}
     assert sizes["model.embed_tokens.weight"] == (262144, 640) and sizes["cos_cache_local"] == (4096, 128)
     assert sum(int(np.prod(s)) for s in sizes.values()) == 268_098_176 + 4 * 4096 * 128
     logits = next(o for o in built.graph.output if o.name == "logits").type.tensor_type.shape.dim

@@ -6,7 +6,8 @@ import argparse
 import logging
 import sys
 
-from onyxia.cli.bench.config import GemmaConfig
+from onyxia.cli.bench.archs import ARCHS, arch_config
+from onyxia.cli.bench.config import DecoderConfig
 from onyxia.cli.bench.synth import MODEL_FILES, synthesize
 
 __all__ = ["main"]
@@ -14,17 +15,18 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m onyxia.cli.bench", description=__doc__)
-    parser.add_argument("--size", choices=("270m", "tiny"), default="270m")
+    parser.add_argument("--arch", choices=ARCHS, default="gemma3")
+    parser.add_argument("--size", choices=("full", "270m", "tiny"), default="full", help="270m: gemma3's full size")
     parser.add_argument("--out", help="model directory (default: the cache, ~/.cache/onyxia/bench/...)")
     parser.add_argument("--precision", action="append", choices=sorted(MODEL_FILES), help="repeatable")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rope-cache-positions", type=int, default=4096, help="270m only")
+    parser.add_argument("--rope-cache-positions", type=int, default=4096, help="gemma3 full size only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.size == "tiny":
-        config = GemmaConfig.tiny()
+    if args.arch == "gemma3" and args.size != "tiny":
+        config = DecoderConfig.gemma3_270m(rope_cache_positions=args.rope_cache_positions)
     else:
-        config = GemmaConfig.gemma3_270m(rope_cache_positions=args.rope_cache_positions)
+        config = arch_config(args.arch, args.size)
     result = synthesize(config, args.out, args.precision or ("fp32", "q4"), args.seed)
     print(result.directory)
     print("written:", ", ".join(result.written) or "nothing (cached)")

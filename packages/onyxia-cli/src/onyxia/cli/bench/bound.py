@@ -42,7 +42,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 }
 """
-_ROW_READERS = {("", "Gather"): (0,), ("com.microsoft", "RotaryEmbedding"): (2, 3)}  # op -> inputs read by row
+_ROW_READERS = {  # op -> inputs read by row
+    ("", "Gather"): (0,),
+    ("com.microsoft", "RotaryEmbedding"): (2, 3),
+    ("com.microsoft", "GroupQueryAttention"): (7, 8),  # genai's cos/sin caches
+    ("com.microsoft", "GatherBlockQuantized"): (0, 2),
+}
 
 
 @dataclass(frozen=True)
@@ -116,8 +121,9 @@ def _copy_plan(count: int, copies: int) -> CompiledModel:
     return CompiledModel(operations, [shader], {0: src, 1: dst}, [], [1], [])
 
 
-def decode_step_bytes(model_path: str | Path, position: int) -> StepBytes:
-    """What one decode step with `position` cached tokens reads: weights, then the KV cache."""
+def decode_step_bytes(model_path: str | Path, position: int, head_dim: int | None = None) -> StepBytes:
+    """What one decode step with `position` cached tokens reads: weights, then the KV cache (`head_dim`
+    where the graph names the cache's last dim, as genai graphs do)."""
     model = onnx.load(str(model_path), load_external_data=False)
     graph = model.graph
     readers: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
@@ -130,10 +136,10 @@ def decode_step_bytes(model_path: str | Path, position: int) -> StepBytes:
         uses = readers.get(tensor.name, [])
         by_row = uses and all(index in _ROW_READERS.get((d, op), ()) for d, op, index in uses)
         weights += nbytes // max(1, tensor.dims[0]) if by_row and tensor.dims else nbytes
-    return StepBytes(weights, _kv_bytes(graph, position), position)
+    return StepBytes(weights, _kv_bytes(graph, position, head_dim), position)
 
 
-def _kv_bytes(graph: onnx.GraphProto, position: int) -> int:
+def _kv_bytes(graph: onnx.GraphProto, position: int, head_dim: int | None = None) -> int:
     """Past key/value bytes read at `position`; a GroupQueryAttention window caps what its layer reads."""
     windows: dict[str, int] = {}
     for node in graph.node:
@@ -149,7 +155,8 @@ def _kv_bytes(graph: onnx.GraphProto, position: int) -> int:
         per_position = 1
         for i, dim in enumerate(dims):
             if i not in (0, 2):  # batch 1; the past length is counted below
-                per_position *= dim.dim_value if dim.HasField("dim_value") else 1
+                named = head_dim if i == 3 and head_dim else 1
+                per_position *= dim.dim_value if dim.HasField("dim_value") else named
         window = windows.get(value.name, -1)
         attended = position + 1 if window <= 0 else min(position + 1, window)
         total += per_position * attended * _itemsize(value.type.tensor_type.elem_type)

@@ -1,6 +1,8 @@
-"""The shape of a synthetic Gemma 3 decoder: everything the graph, the weights and config.json depend on.
+"""The shape of a synthetic decoder: everything the graph, the weights and the JSON files depend on.
 
-Gemma 3 alternates five sliding-window layers with one full-attention layer (`sliding_window_pattern` 6),
+`family` names the row of `archs.FAMILIES` that says how the graph is laid out (Gemma 3 as onnx-community
+publishes it, the other families as the onnxruntime-genai builder writes them); the rest are Hugging
+Face's hyper-parameters. Gemma 3 alternates five sliding-window layers with one full-attention layer (`sliding_window_pattern` 6),
 so `layer_types` is derived for the 270m shape; the tiny shape spells it out because the test fixture
 (2 layers: sliding, full) does not follow the pattern.
 """
@@ -11,18 +13,20 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["FULL", "SLIDING", "GemmaConfig", "pattern_layer_types"]
+__all__ = ["FULL", "SLIDING", "DecoderConfig", "pattern_layer_types"]
 
 SLIDING = "sliding_attention"
 FULL = "full_attention"
 
 
 @dataclass(frozen=True)
-class GemmaConfig:
+class DecoderConfig:
     """Hyper-parameters with Hugging Face's names, plus `rope_cache_positions` (rows of the cos/sin caches).
 
     The caches bound the positions the ONNX graph accepts (RotaryEmbedding rejects larger position ids),
-    independently of `max_position_embeddings`, which only goes into config.json.
+    independently of `max_position_embeddings`, which only goes into config.json. With
+    `original_max_position_embeddings` set (Phi-3 LongRoPE), the genai graph switches from a cache of that
+    many rows to the `rope_cache_positions`-row long cache once the sequence is longer.
     """
 
     name: str
@@ -33,11 +37,15 @@ class GemmaConfig:
     head_dim: int
     intermediate_size: int
     vocab_size: int
-    sliding_window: int
-    query_pre_attn_scalar: float
     layer_types: tuple[str, ...]
     max_position_embeddings: int
     rope_cache_positions: int
+    family: str = "gemma3"
+    sliding_window: int = 0
+    query_pre_attn_scalar: float = 0.0  # 0: head_dim (every family but Gemma)
+    tie_word_embeddings: bool = True
+    partial_rotary_factor: float = 1.0
+    original_max_position_embeddings: int = 0  # 0: no LongRoPE cache switch
     sliding_window_pattern: int = 6
     rope_theta: float = 1_000_000.0
     rope_local_base_freq: float = 10_000.0
@@ -46,16 +54,16 @@ class GemmaConfig:
     def __post_init__(self) -> None:
         if len(self.layer_types) != self.num_hidden_layers:
             raise ValueError(
-                f"GemmaConfig {self.name!r}: {len(self.layer_types)} layer_types for {self.num_hidden_layers} layers"
+                f"DecoderConfig {self.name!r}: {len(self.layer_types)} layer_types for {self.num_hidden_layers} layers"
             )
         unknown = set(self.layer_types) - {SLIDING, FULL}
         if unknown:
-            raise ValueError(f"GemmaConfig {self.name!r}: unknown layer types {sorted(unknown)}")
+            raise ValueError(f"DecoderConfig {self.name!r}: unknown layer types {sorted(unknown)}")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"GemmaConfig {self.name!r}: num_attention_heads must be a multiple of kv heads")
+            raise ValueError(f"DecoderConfig {self.name!r}: num_attention_heads must be a multiple of kv heads")
 
     @classmethod
-    def gemma3_270m(cls, rope_cache_positions: int = 4096) -> GemmaConfig:
+    def gemma3_270m(cls, rope_cache_positions: int = 4096) -> DecoderConfig:
         """google/gemma-3-270m's text decoder; 4096 cache rows keep each cos/sin cache at 2 MiB (not 16)."""
         layers = 18
         return cls(
@@ -75,7 +83,7 @@ class GemmaConfig:
         )
 
     @classmethod
-    def tiny(cls) -> GemmaConfig:
+    def tiny(cls) -> DecoderConfig:
         """The shared `gemma3-tiny` fixture's shape, so a synthesized tiny model can be compared with it."""
         return cls(
             name="gemma3-tiny",
@@ -96,7 +104,12 @@ class GemmaConfig:
     @property
     def attention_scale(self) -> float:
         """Gemma scales scores by query_pre_attn_scalar^-0.5, which is not head_dim^-0.5 in general."""
-        return 1.0 / math.sqrt(self.query_pre_attn_scalar)
+        return 1.0 / math.sqrt(self.query_pre_attn_scalar or self.head_dim)
+
+    @property
+    def rotary_dim(self) -> int:
+        """Dims of each head that rotate (Phi-3's partial rotary: 0.75 of head_dim); the cache holds half."""
+        return int(self.head_dim * self.partial_rotary_factor)
 
     def is_sliding(self, layer: int) -> bool:
         return self.layer_types[layer] == SLIDING

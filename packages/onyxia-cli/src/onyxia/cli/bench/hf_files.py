@@ -1,8 +1,11 @@
-"""The JSON files beside `onnx/` in an onnx-community model directory, for a synthetic Gemma 3.
+"""The JSON files beside the model: onnx-community's for a synthetic Gemma 3, the genai builder's otherwise.
 
 `config.json` carries Hugging Face's Gemma 3 keys (what `onyxia.cli.llm` and other runtimes read) plus an
 `onyxia_synthetic` block that says the weights are random and how many positions the RoPE caches hold.
-End of generation is <eos> (1) or <end_of_turn> (6): ids of the synthetic tokenizer, not Gemma's 106.
+The other families get `genai_config.json` as onnxruntime-genai's builder writes it (decoder file, IO
+names, head size, eos list, context length); the cache manifest holds their full config. Every family
+shares the synthetic Gemma-style tokenizer (`tokenizer_json.py`): the bench feeds token ids, so only the
+vocabulary size has to be the family's. End of generation is <eos> (1) or <end_of_turn> (6).
 """
 
 from __future__ import annotations
@@ -11,16 +14,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from onyxia.cli.bench.config import GemmaConfig
+from onyxia.cli.bench.archs import family_of
+from onyxia.cli.bench.config import DecoderConfig
 from onyxia.cli.bench.tokenizer_json import SPECIAL_TOKENS, tokenizer_config, tokenizer_json
 
-__all__ = ["EOS_TOKEN_IDS", "config_json", "generation_config_json", "write_hf_files"]
+__all__ = ["EOS_TOKEN_IDS", "config_json", "genai_config_json", "generation_config_json", "write_hf_files"]
 
 PAD, EOS, BOS = 0, 1, 2
 EOS_TOKEN_IDS = [EOS, SPECIAL_TOKENS.index("<end_of_turn>")]
 
 
-def config_json(config: GemmaConfig, seed: int) -> dict[str, Any]:
+def config_json(config: DecoderConfig, seed: int) -> dict[str, Any]:
     return {
         "_sliding_window_pattern": config.sliding_window_pattern,
         "architectures": ["Gemma3ForCausalLM"],
@@ -57,16 +61,56 @@ def config_json(config: GemmaConfig, seed: int) -> dict[str, Any]:
     }
 
 
+def genai_config_json(config: DecoderConfig) -> dict[str, Any]:
+    io = {"past_key_names": "past_key_values.%d.key", "past_value_names": "past_key_values.%d.value"}
+    decoder = {
+        "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
+        "filename": "model.onnx",
+        "head_size": config.head_dim,
+        "hidden_size": config.hidden_size,
+        "inputs": {"input_ids": "input_ids", "attention_mask": "attention_mask", **io},
+        "outputs": {
+            "logits": "logits",
+            "present_key_names": "present.%d.key",
+            "present_value_names": "present.%d.value",
+        },
+        "num_attention_heads": config.num_attention_heads,
+        "num_hidden_layers": config.num_hidden_layers,
+        "num_key_value_heads": config.num_key_value_heads,
+    }
+    model = {
+        "bos_token_id": BOS,
+        "context_length": config.rope_cache_positions,
+        "decoder": decoder,
+        "eos_token_id": EOS_TOKEN_IDS,
+        "pad_token_id": PAD,
+        "type": family_of(config).model_type,
+        "vocab_size": config.vocab_size,
+    }
+    search = {
+        "do_sample": False,
+        "max_length": config.rope_cache_positions,
+        "num_beams": 1,
+        "past_present_share_buffer": True,
+    }
+    return {"model": model, "search": search}
+
+
 def generation_config_json() -> dict[str, Any]:
     return {"bos_token_id": BOS, "do_sample": False, "eos_token_id": EOS_TOKEN_IDS, "pad_token_id": PAD}
 
 
-def write_hf_files(config: GemmaConfig, directory: Path, seed: int) -> list[Path]:
-    """config.json, generation_config.json, tokenizer.json, tokenizer_config.json, special_tokens_map.json."""
+def write_hf_files(config: DecoderConfig, directory: Path, seed: int) -> list[Path]:
+    """config.json (genai: genai_config.json), generation_config.json, tokenizer.json, tokenizer_config.json,
+    special_tokens_map.json."""
     specials = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
+    directory.mkdir(parents=True, exist_ok=True)
+    if family_of(config).layout == "genai":
+        configs = {"genai_config.json": genai_config_json(config)}
+    else:
+        configs = {"config.json": config_json(config, seed), "generation_config.json": generation_config_json()}
     documents = {
-        "config.json": config_json(config, seed),
-        "generation_config.json": generation_config_json(),
+        **configs,
         "tokenizer.json": tokenizer_json(config.vocab_size),
         "tokenizer_config.json": tokenizer_config(config.max_position_embeddings),
         "special_tokens_map.json": specials,

@@ -49,9 +49,9 @@ class OnyxiaRunner:
 
         started = time.perf_counter()
         runtime = Runtime(profiling=self.profile)
-        session = self.session = LlmSession.from_pretrained(
-            self.model_dir, self.precision, runtime=runtime, progress=mark
-        )
+        # a genai directory holds one model file, so a precision does not apply to it
+        precision = None if (self.model_dir / "genai_config.json").is_file() else self.precision
+        session = self.session = LlmSession.from_pretrained(self.model_dir, precision, runtime=runtime, progress=mark)
         ready = time.perf_counter()
         parsing, uploading, warming = marks["parsing"], marks["uploading weights"], marks["warming up"]
         return {

@@ -117,7 +117,8 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
 def _figure_table(precision: str, part: dict[str, Any], settings: dict[str, Any]) -> Table:
     engines, table_ratios = part["engines"], part.get("ratios", {})
     table = Table(
-        title=f"{settings['size']} {precision}: Onyxia / peer above 1 is better for tok/s, below 1 for the rest"
+        title=f"{settings.get('arch', 'gemma3')} {settings['size']} {precision}: Onyxia / peer above 1 is better for "
+        "tok/s, below 1 for the rest"
     )
     table.add_column("figure")
     for name in engines:

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from onyxia.cli.bench.archs import arch_config
 from onyxia.cli.bench.bound import Bandwidth, copy_bandwidth, decode_step_bytes
-from onyxia.cli.bench.config import GemmaConfig
+from onyxia.cli.bench.config import DecoderConfig
 from onyxia.cli.bench.hf_files import BOS
 from onyxia.cli.bench.report import ONYXIA, bound_figures, memory_figures, ratios
 from onyxia.cli.bench.runners import ENGINES, run_engine
@@ -31,7 +32,8 @@ _FIRST_ORDINARY_ID = 7  # after Gemma's special tokens 0-6
 
 @dataclass(frozen=True)
 class BenchOptions:
-    size: str = "270m"
+    arch: str = "gemma3"
+    size: str = "full"  # "full" (the family's real shape; "270m" for gemma3 too) or "tiny"
     precisions: tuple[str, ...] = ("fp32", "q4")
     engines: tuple[str, ...] = ENGINES
     prompt_tokens: int = 32
@@ -41,8 +43,8 @@ class BenchOptions:
     profile_steps: int = 4
     timeout_s: float = 3600.0
 
-    def config(self) -> GemmaConfig:
-        return GemmaConfig.tiny() if self.size == "tiny" else GemmaConfig.gemma3_270m()
+    def config(self) -> DecoderConfig:
+        return arch_config(self.arch, self.size)
 
 
 def prompt_ids(count: int, vocab_size: int) -> list[int]:
@@ -68,18 +70,27 @@ def run_bench(options: BenchOptions, say: Callable[[str], None] = lambda _: None
         "precisions": {},
     }
     for precision in options.precisions:
-        doc["precisions"][precision] = _run_precision(options, model.models[precision], precision, bandwidth, say)
+        directory = model.model_dir(precision)
+        doc["precisions"][precision] = _run_precision(
+            options, (model.models[precision], directory), precision, bandwidth, say
+        )
     doc["wall_s"] = time.perf_counter() - started
     return doc
 
 
 def _run_precision(
-    options: BenchOptions, model_path: Path, precision: str, bandwidth: Bandwidth | None, say: Callable[[str], None]
+    options: BenchOptions,
+    paths: tuple[Path, Path],
+    precision: str,
+    bandwidth: Bandwidth | None,
+    say: Callable[[str], None],
 ) -> dict[str, Any]:
-    config = options.config()
+    """`paths`: the model file and the directory a session loads it from."""
+    config, (model_path, model_dir) = options.config(), paths
     spec = {
         "model_path": str(model_path),
-        "model_dir": str(model_path.parent.parent),
+        "model_dir": str(model_dir),
+        "head_dim": config.head_dim,  # genai graphs name the cache's last dim (kv_cache_dim)
         "precision": precision,
         "prompt_ids": prompt_ids(options.prompt_tokens, config.vocab_size),
         "prefill_ids": prompt_ids(options.prefill_tokens, config.vocab_size),
@@ -97,7 +108,7 @@ def _run_precision(
     part["memory"] = memory_figures(engines.get(ONYXIA))
     if bandwidth is not None:
         position = options.prompt_tokens + options.decode_tokens // 2  # the decode steps' mean cache length
-        step = decode_step_bytes(model_path, position)
+        step = decode_step_bytes(model_path, position, config.head_dim)
         part["bound"] = bound_figures(step, bandwidth, engines.get(ONYXIA))
     return part
 

@@ -1,8 +1,10 @@
-"""Synthesize a Gemma-3-270m-shaped model directory (onnx-community layout, seeded random weights), cached.
+"""Synthesize a real-shaped decoder model directory (seeded random weights), cached; Gemma 3 270m by default.
 
 Benchmarks need a model with the real model's shapes, ops and file layout, but the real weights cannot be
-downloaded everywhere. The directory holds `onnx/model.onnx` (fp32) and `onnx/model_q4.onnx` (MatMulNBits),
-each with `<file>_data`, and the JSON/tokenizer files (`hf_files.py`). A manifest keyed on the config, the
+downloaded everywhere. Gemma 3's directory is onnx-community's: `onnx/model.onnx` (fp32) and
+`onnx/model_q4.onnx` (MatMulNBits), each with `<file>_data`, and the JSON/tokenizer files (`hf_files.py`).
+The other families are onnxruntime-genai builder outputs, one directory per precision (`fp32/`, `q4/`),
+each with `model.onnx`, `model.onnx.data`, `genai_config.json` and the tokenizer files. A manifest keyed on the config, the
 seed and a hash of this package's code makes a second call with the same arguments free; a precision that
 is missing or whose files changed size is rewritten, and the manifest is saved after every part, so an
 interrupted run only redoes what it did not finish. Concurrent writers to one directory are not supported.
@@ -23,8 +25,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from onyxia.cli.bench.config import GemmaConfig
-from onyxia.cli.bench.gemma_graph import build_gemma_graph
+from onyxia.cli.bench.archs import family_of
+from onyxia.cli.bench.config import DecoderConfig
+from onyxia.cli.bench.decoder_graph import build_decoder_graph
 from onyxia.cli.bench.graph_builder import QuantizedWeightSpec, WeightSpec
 from onyxia.cli.bench.hf_files import write_hf_files
 from onyxia.cli.bench.quantize import quantize_q4_symmetric
@@ -32,18 +35,28 @@ from onyxia.cli.bench.tensor_writer import ExternalDataWriter
 from onyxia.cli.bench.weights import iter_weight_chunks, weight_array
 from onyxia.core.settings import settings
 
-__all__ = ["MANIFEST", "MODEL_FILES", "SYNTH_VERSION", "SynthesizedModel", "default_cache_dir", "synthesize"]
+__all__ = [
+    "MANIFEST",
+    "MODEL_FILES",
+    "SYNTH_VERSION",
+    "SynthesizedModel",
+    "default_cache_dir",
+    "model_file",
+    "synthesize",
+]
 
 log = logging.getLogger(__name__)
 
 SYNTH_VERSION = 1
 MANIFEST = "onyxia_synth_manifest.json"
-MODEL_FILES = {"fp32": "model.onnx", "q4": "model_q4.onnx"}
+MODEL_FILES = {"fp32": "model.onnx", "q4": "model_q4.onnx"}  # onnx-community names under onnx/
 _OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
 _IR_VERSION = 10
 _SOURCES = (
+    "archs",
     "config",
-    "gemma_graph",
+    "decoder_graph",
+    "decoder_layer",
     "graph_builder",
     "hf_files",
     "quantize",
@@ -56,30 +69,36 @@ _SOURCES = (
 
 @dataclass(frozen=True)
 class SynthesizedModel:
-    directory: Path  # pass to `resolve_model_dir` / `LlmSession.from_pretrained`
+    directory: Path  # the cache entry (onnx-community: also what `LlmSession.from_pretrained` takes)
     models: dict[str, Path]  # precision -> onnx file
     written: tuple[str, ...]  # parts ("files", "fp32", "q4") written by this call; () on a cache hit
 
+    def model_dir(self, precision: str) -> Path:
+        """The directory a session loads for `precision` (genai: the precision's own directory)."""
+        model = self.models[precision]
+        return model.parent.parent if model.parent.name == "onnx" else model.parent
 
-def default_cache_dir(config: GemmaConfig) -> Path:
+
+def default_cache_dir(config: DecoderConfig) -> Path:
     """The `cache_dir` setting (``ONYXIA_CACHE_DIR``) or `~/.cache/onyxia`, then `bench/<name>-synthetic`."""
     root = settings().cache_dir or Path.home() / ".cache" / "onyxia"
     return root / "bench" / f"{config.name}-synthetic"
 
 
 def synthesize(
-    config: GemmaConfig | None = None,
+    config: DecoderConfig | None = None,
     out_dir: str | Path | None = None,
     precisions: Sequence[str] = ("fp32", "q4"),
     seed: int = 0,
 ) -> SynthesizedModel:
     """Write (or find already written) the model directory for `config` (default: Gemma 3 270m)."""
-    config = config or GemmaConfig.gemma3_270m()
+    config = config or DecoderConfig.gemma3_270m()
     unknown = [p for p in precisions if p not in MODEL_FILES]
     if unknown:
         raise ValueError(f"unknown precisions {unknown}; choose from {sorted(MODEL_FILES)}")
     directory = Path(out_dir) if out_dir is not None else default_cache_dir(config)
-    (directory / "onnx").mkdir(parents=True, exist_ok=True)
+    for precision in MODEL_FILES:
+        model_file(config, directory, precision).parent.mkdir(parents=True, exist_ok=True)
     key = cache_key(config, seed)
     manifest = _read_manifest(directory)
     if manifest.get("key") != key:
@@ -96,11 +115,11 @@ def synthesize(
         _write_manifest(directory, manifest)
         log.info("synthesized %s %s in %.1f s", config.name, part, time.perf_counter() - started)
         written.append(part)
-    models = {p: directory / "onnx" / MODEL_FILES[p] for p in precisions}
+    models = {p: model_file(config, directory, p) for p in precisions}
     return SynthesizedModel(directory, models, tuple(written))
 
 
-def cache_key(config: GemmaConfig, seed: int) -> str:
+def cache_key(config: DecoderConfig, seed: int) -> str:
     """Changes with the config, the seed, SYNTH_VERSION or any module the written files depend on."""
     digest = hashlib.sha256(json.dumps([SYNTH_VERSION, config.to_dict(), seed], sort_keys=True).encode())
     for source in sorted(_SOURCES):  # not the whole package: editing the bench runners keeps the cache
@@ -108,16 +127,25 @@ def cache_key(config: GemmaConfig, seed: int) -> str:
     return digest.hexdigest()
 
 
-def _write_part(config: GemmaConfig, directory: Path, part: str, seed: int) -> list[Path]:
+def model_file(config: DecoderConfig, directory: Path, precision: str) -> Path:
+    if family_of(config).layout == "genai":
+        return directory / precision / "model.onnx"
+    return directory / "onnx" / MODEL_FILES[precision]
+
+
+def _write_part(config: DecoderConfig, directory: Path, part: str, seed: int) -> list[Path]:
     if part == "files":
-        return write_hf_files(config, directory, seed)
-    return _write_model(config, directory / "onnx" / MODEL_FILES[part], part == "q4", seed)
+        if family_of(config).layout != "genai":
+            return write_hf_files(config, directory, seed)
+        return [p for precision in MODEL_FILES for p in write_hf_files(config, directory / precision, seed)]
+    return _write_model(config, model_file(config, directory, part), part == "q4", seed)
 
 
-def _write_model(config: GemmaConfig, path: Path, q4: bool, seed: int) -> list[Path]:
+def _write_model(config: DecoderConfig, path: Path, q4: bool, seed: int) -> list[Path]:
     """Initializers are streamed to `<file>_data` first; the graph proto then only holds references."""
-    built = build_gemma_graph(config, q4=q4)
-    with ExternalDataWriter(path) as writer:
+    built = build_decoder_graph(config, q4=q4)
+    suffix = ".data" if family_of(config).layout == "genai" else "_data"  # model.onnx.data, as the builder names it
+    with ExternalDataWriter(path, suffix) as writer:
         for spec in built.weights:
             built.graph.initializer.extend(_initializers(writer, spec, seed))
     model = helper.make_model(built.graph, opset_imports=_OPSETS, producer_name="onyxia-bench-synth")

@@ -27,8 +27,8 @@ _BYTES_OVERHEAD = sys.getsizeof(b"")  # onnx compares sys.getsizeof(raw_data), n
 class ExternalDataWriter:
     """Owns the open data file; `tensor()` returns an inline or external-data TensorProto."""
 
-    def __init__(self, model_path: Path) -> None:
-        self.location = f"{model_path.name}_data"
+    def __init__(self, model_path: Path, suffix: str = "_data") -> None:
+        self.location = f"{model_path.name}{suffix}"
         self.path = model_path.parent / self.location
         self._file = self.path.open("wb")
         self._offset = 0

@@ -52,8 +52,10 @@ def _scale(spec: WeightSpec, chunk: np.ndarray) -> np.ndarray:
 
 
 def _rope_cache(spec: WeightSpec) -> np.ndarray:
-    """cos or sin of position * theta^(-2i/head_dim), [positions, head_dim / 2]; angles in float64."""
+    """cos or sin of position * theta^(-2i/rotary_dim) / stretch, times magnitude, [positions, rotary_dim / 2];
+    angles in float64 (rotary_dim is head_dim, or the rotated part of it under partial rotary)."""
     positions, half = spec.shape
-    inv_freq = 1.0 / (spec.theta ** (np.arange(half, dtype=np.float64) * 2 / (2 * half)))
+    inv_freq = 1.0 / (spec.theta ** (np.arange(half, dtype=np.float64) * 2 / (2 * half))) / spec.stretch
     angles = np.outer(np.arange(positions, dtype=np.float64), inv_freq)
-    return (np.cos(angles) if spec.kind == "cos" else np.sin(angles)).astype(np.float32)
+    values = np.cos(angles) if spec.kind == "cos" else np.sin(angles)
+    return (values * spec.magnitude).astype(np.float32)

@@ -7,7 +7,7 @@ by path with that venv's python. Onyxia's runner is imported only for the `onyxi
     python worker.py SPEC_JSON            # or: python -m onyxia.cli.bench.worker SPEC_JSON
 
 SPEC_JSON: engine, model_path, model_dir, precision, prompt_ids, prefill_ids, decode_tokens, profile,
-profile_steps. The last stdout line is the result (figures below, or "error" and "unavailable").
+profile_steps, head_dim (the KV cache's last dim where the graph names it, as genai graphs do). The last stdout line is the result (figures below, or "error" and "unavailable").
 
 A runner has `load() -> dict` (load figures, warm-up included), `first_token(ids) -> int` (a fresh
 conversation: prefill `ids`, return the greedy next token), `decode(token, n) -> list[int]` (n greedy
@@ -93,8 +93,8 @@ def peak_rss_bytes() -> int:
 class OrtRunner:
     """onnxruntime with one execution provider: the plain greedy loop, past fed back from present."""
 
-    def __init__(self, model_path: str, provider: str) -> None:
-        self.model_path, self.provider = model_path, provider
+    def __init__(self, model_path: str, provider: str, head_dim: int | None = None) -> None:
+        self.model_path, self.provider, self.head_dim = model_path, provider, head_dim
         self.session: Any = None
         self.past: dict[str, np.ndarray] = {}
         self.length = 0
@@ -124,7 +124,7 @@ class OrtRunner:
         }
 
     def first_token(self, ids: list[int]) -> int:
-        self.past = {i.name: np.zeros(_empty_past(i.shape), np.float32) for i in self._past_inputs()}
+        self.past = {i.name: np.zeros(_empty_past(i.shape, self.head_dim), np.float32) for i in self._past_inputs()}
         self.length = 0
         return self._step(ids)
 
@@ -157,9 +157,12 @@ class OrtRunner:
         return int(np.argmax(values["logits"][0, -1]))
 
 
-def _empty_past(shape: list[Any]) -> tuple[int, ...]:
-    """[batch, kv_heads, past, head_dim] with batch 1 and past 0; named dims elsewhere would be a new layout."""
+def _empty_past(shape: list[Any], head_dim: int | None = None) -> tuple[int, ...]:
+    """[batch, kv_heads, past, head_dim] with batch 1 and past 0 (head_dim from the spec where the graph
+    names it); named dims elsewhere would be a new layout."""
     dims = [1 if i == 0 else 0 if i == 2 else d for i, d in enumerate(shape)]
+    if len(dims) == 4 and isinstance(dims[3], str) and head_dim:
+        dims[3] = head_dim
     if not all(isinstance(d, int) for d in dims):
         raise EngineUnavailable(f"past_key_values shape {shape}: expected [batch, kv_heads, past, head_dim]")
     return tuple(dims)
@@ -168,7 +171,7 @@ def _empty_past(shape: list[Any]) -> tuple[int, ...]:
 def _runner(spec: dict[str, Any]) -> Runner:
     engine = spec["engine"]
     if engine in ORT_PROVIDERS:
-        return OrtRunner(spec["model_path"], ORT_PROVIDERS[engine])
+        return OrtRunner(spec["model_path"], ORT_PROVIDERS[engine], spec.get("head_dim"))
     if engine == "onyxia":
         from onyxia.cli.bench.onyxia_runner import OnyxiaRunner
 

@@ -1,4 +1,5 @@
-"""`onyxia bench`: Onyxia against onnxruntime (CPU EP, WebGPU EP) on a synthetic Gemma-3-270m-shaped model.
+"""`onyxia bench`: Onyxia against onnxruntime (CPU EP, WebGPU EP) on a synthetic real-shaped model of a family
+(``--arch``: Gemma 3 270m, SmolLM2-360M, Qwen2.5-0.5B, Qwen3-0.6B, Phi-4-mini's width at 4 layers).
 
 Same model file, same prompt, each engine in its own process: decode tok/s, prefill time, time to first
 token, load+compile time, host peak RSS, GPU buffer bytes, and Onyxia / peer ratios; then the decode bound
@@ -24,11 +25,18 @@ __all__ = ["ENGINES", "add_parser", "run"]
 NAME = "bench"
 _PRECISIONS = {"fp32": ("fp32",), "q4": ("q4",), "both": ("fp32", "q4")}
 ENGINES = ("onyxia", "ort-cpu", "ort-webgpu")  # = bench.runners.ENGINES; literal so the parser imports no onnx
+ARCHS = ("gemma3", "llama", "qwen2", "qwen3", "phi3")  # = bench.archs.ARCHS, for the same reason
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(NAME, help="benchmark against onnxruntime on a synthetic Gemma 3 model")
-    parser.add_argument("--size", choices=("270m", "tiny"), default="270m", help="model shape (tiny: for tests)")
+    parser = subparsers.add_parser(NAME, help="benchmark against onnxruntime on a synthetic real-shaped model")
+    parser.add_argument("--arch", choices=ARCHS, default="gemma3", help="model family (default gemma3)")
+    parser.add_argument(
+        "--size",
+        choices=("full", "270m", "tiny"),
+        default="full",
+        help="full: the family's real shape (gemma3: 270m); tiny: for tests",
+    )
     parser.add_argument("--precision", choices=sorted(_PRECISIONS), default="both")
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma list from {', '.join(ENGINES)}")
     parser.add_argument("--json", type=writable_file, default=None, metavar="OUT", help="write every figure as JSON")
@@ -46,7 +54,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from onyxia.cli.bench.report import print_report
     from onyxia.cli.bench.suite import BenchOptions, run_bench
 
+    if args.size == "270m" and args.arch != "gemma3":
+        raise InputError(f"--size 270m is Gemma 3's shape; for --arch {args.arch} use --size full or tiny")
     options = BenchOptions(
+        arch=args.arch,
         size=args.size,
         precisions=_PRECISIONS[args.precision],
         engines=_engines(args.engines),
