@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 from onyxia.core import FamilyTable, OperatorRegistry
-from onyxia.operators.attention import MICROSOFT
+from onyxia.operators.attention import ATTENTION_ONYXIA, MICROSOFT
 from onyxia.operators.elementwise import BINARY, CAST, UNARY, VARIADIC
 from onyxia.operators.elementwise.fused import FUSED_ELEMENTWISE
 from onyxia.operators.family import ONYXIA_DOMAIN
@@ -47,7 +47,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             GATHER_SCATTER,
         ),
         "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS),
-        ONYXIA_DOMAIN: (matmul_onyxia, QUANTIZED_ONYXIA, NORMALIZATION_ONYXIA, FUSED_ELEMENTWISE),
+        ONYXIA_DOMAIN: (matmul_onyxia, QUANTIZED_ONYXIA, NORMALIZATION_ONYXIA, ATTENTION_ONYXIA, FUSED_ELEMENTWISE),
     }
     for domain, family_tables in tables.items():
         for table in family_tables:

@@ -10,6 +10,7 @@ from onyxia.operators.passes.fusions import (
     CancelTransposes,
     ElementwiseFusionPass,
     FoldTransposeIntoMatMul,
+    FuseAttention,
     FuseElementwise,
     FuseMatMulBias,
     FuseMlpGate,
@@ -26,6 +27,7 @@ __all__ = [
     "DeadCodeEliminationPass",
     "ElementwiseFusionPass",
     "FoldTransposeIntoMatMul",
+    "FuseAttention",
     "FuseElementwise",
     "FuseMatMulBias",
     "FuseMlpGate",
@@ -50,7 +52,8 @@ def default_passes() -> list[Pass]:
     consumers, which FoldTransposeIntoMatMul (like most fusions) declines. FuseElementwise comes after
     the cleanup (a duplicated chain is merged before it is fused, a dead one removed) and after the
     rewrites that match single elementwise nodes (FuseMlpGate takes an MLP's Gelu and Mul into the
-    gate/up group GroupMatMuls made). Aliasing is PLANNING, after every rewrite."""
+    gate/up group GroupMatMuls made; FuseAttention takes the attention's scaling Muls, mask Add and NaN
+    Where). Aliasing is PLANNING, after every rewrite."""
     return [
         CancelTransposes(),
         FoldTransposeIntoMatMul(),
@@ -59,6 +62,7 @@ def default_passes() -> list[Pass]:
         FuseMlpGate(),
         FuseRmsNormIntoRotary(),
         FuseResidualRmsNorm(),
+        FuseAttention(),
         cleanup_passes(),
         FuseElementwise(),
         BufferAliasingPass(),

@@ -11,12 +11,14 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 | FuseMlpGate            | fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized) |
 | FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
 | FuseResidualRmsNorm    | fuse_add_into_SimplifiedLayerNormalization / _RMSNormalization (same)      |
+| FuseAttention          | shape_of_reshape, identity_slice, fuse_attention, fold_transpose_into_attention (`attention.fusions`) |
 | FuseElementwise        | fuse_elementwise_chain (`elementwise.fusions`)                             |
 """
 
 from __future__ import annotations
 
 from onyxia.core.rewrite import RewritePass
+from onyxia.operators.attention.fusions import ATTENTION_FUSIONS
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
 from onyxia.operators.matmul.bias_fusions import FOLD_ADD_INTO_MATMUL
 from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, FUSE_SILU_GATE, GROUP_MATMULS
@@ -33,6 +35,7 @@ __all__ = [
     "CancelTransposes",
     "ElementwiseFusionPass",
     "FoldTransposeIntoMatMul",
+    "FuseAttention",
     "FuseElementwise",
     "FuseMatMulBias",
     "FuseMlpGate",
@@ -80,6 +83,11 @@ class FuseRmsNormIntoRotary(RewritePass):
 class FuseResidualRmsNorm(RewritePass):
     name = "FuseResidualRmsNorm"
     rules = _RESIDUAL
+
+
+class FuseAttention(RewritePass):
+    name = "FuseAttention"
+    rules = ATTENTION_FUSIONS
 
 
 class FuseElementwise(RewritePass):
