@@ -47,7 +47,7 @@ PROJECTS = {f"onyxia-{p}": ROOT / "packages" / f"onyxia-{p}" for p in PACKAGES} 
 }
 WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
 LINT_PATHS = ("packages", "tests", "examples", "noxfile.py")
-SRC_LINE_BUDGET = 20_000  # non-blank lines of .py and .wgsl under the six src/ folders (~17k after issue 5)
+SRC_LINE_BUDGET = 25_000  # non-blank lines of .py and .wgsl under the six src/ folders (~17k after issue 5, ~22k with the rewrite engine, load validation, run-time checks and the families)
 MODULE_LINE_LIMIT = 500  # STYLE.md: split a module at 500 lines (reported, not fatal)
 
 _IGNORED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".nox", "build", "dist"}

@@ -10,6 +10,7 @@ from onnx import helper
 from oracle import assert_close, check_model, check_op, compile_model, make_model, reference_outputs, runtime
 
 from onyxia.core import ShapeInferenceError, UnsupportedOpError
+from onyxia.onnx.errors import ModelValidationError
 
 RNG = np.random.default_rng(0)
 TRANSFORMS = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric"]
@@ -166,7 +167,7 @@ def test_unsupported_attribute_values_name_node_op_and_attribute(attrs: dict, at
 
 def test_unsupported_aspect_policy_names_the_attribute() -> None:
     inputs = {"x": _r(1, 2, 4, 4), "roi": None, "scales": None, "sizes": _sizes(1, 2, 8, 8)}
-    with pytest.raises(UnsupportedOpError, match=r"node 'up_2' \(Resize.*attribute keep_aspect_ratio_policy=fit"):
+    with pytest.raises(ModelValidationError, match=r"Resize, node name: up_2.*keep_aspect_ratio_policy.: fit"):
         _compile(inputs, {"keep_aspect_ratio_policy": "fit"}, ("sizes",))
 
 

@@ -75,7 +75,8 @@ _POSITION_INDEXED = {("com.microsoft", "GroupQueryAttention"): (7, 8), ("com.mic
 
 def _position_readers(graph: onnx.GraphProto) -> set[str]:
     """Tensors read only as cos/sin caches (rows indexed by position)."""
-    cache, other = set(), set()
+    cache: set[str] = set()
+    other: set[str] = set()
     for node in graph.node:
         slots = _POSITION_INDEXED.get((node.domain, node.op_type), ())
         for index, name in enumerate(node.input):
