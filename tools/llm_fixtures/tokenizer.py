@@ -89,7 +89,7 @@ def _bytelevel(family: Family, size: int) -> Tokenizer:
 
 def _sentencepiece(family: Family, size: int) -> Tokenizer:
     """BPE over ``▁``-joined text with 256 byte-fallback pieces after the head specials (Llama/Gemma layout)."""
-    norm = [normalizers.Replace(" ", "▁")]
+    norm: list[normalizers.Normalizer] = [normalizers.Replace(" ", "▁")]
     if family.sp_prepend:
         norm.insert(0, normalizers.Prepend("▁"))
     trainer_tok = Tokenizer(models.BPE())
