@@ -22,6 +22,7 @@ a gate, up projection or activation with other uses (`gate_check` names it).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from onyxia.core import IrGraph, IrNode, max_binding_bytes
 from onyxia.core.rewrite import Attr, Decline, Match, NewValue, Rewriter, Rule, Siblings, Var, is_folded, op
@@ -134,7 +135,7 @@ def _group(r: Rewriter, m: Match) -> dict[int, NewValue]:
     weights = [n.inputs[1] for n in m.members]
     biased = m.node.domain == ONYXIA_DOMAIN
     biases = [n.inputs[2] for n in m.members] if biased else []
-    attrs = {"bias": 1} if biased else {}
+    attrs: dict[str, Any] = {"bias": 1} if biased else {}
     group = r.op(
         "MatMulGroup", m.node.inputs[0], *weights, *biases, domain=ONYXIA_DOMAIN, outputs=len(weights), **attrs
     )
@@ -189,7 +190,7 @@ def gate_slots(m: Match) -> list[int]:
     return [gate, 1 - gate]
 
 
-def gate_attributes(m: Match) -> dict[str, str]:
+def gate_attributes(m: Match) -> dict[str, Any]:
     """The gated op's activation attributes: Gelu's `approximate`, or ``activation="silu"``."""
     return {"approximate": m.approximate} if hasattr(m, "gelu") else {"activation": "silu"}
 
