@@ -93,19 +93,6 @@ class GraphEditor(GraphStore):
         self._unplace(old.id)
         return new
 
-    def adopt_output(self, node: IrNode, index: int, tensor: TensorRef) -> None:
-        """`node` produces `tensor` (which has no producer now) at output `index`; the unused tensor
-        it produced there is removed. A replacement keeps the ids and names of what it replaces."""
-        tid = self._tid(tensor)
-        if tid in self._producer:
-            raise GraphError(f"tensor '{self._tensors[tid].name}' already has a producer")
-        old = node.outputs[index]
-        node.outputs[index] = tid
-        self._producer[tid] = node.id
-        if old is not None:
-            del self._producer[old]
-            self.remove_tensor(old)
-
     def drop_output(self, node: IrNode, index: int) -> None:
         """Leave optional output `index` of `node` out (its tensor must be unused); trailing empty slots go."""
         t = node.outputs[index]
@@ -118,11 +105,6 @@ class GraphEditor(GraphStore):
         self.remove_tensor(t)
         while len(node.outputs) > 1 and node.outputs[-1] is None:
             node.outputs.pop()
-
-    def rename_node(self, node: IrNode, name: str) -> None:
-        """Give `node` `name` (made unique among node names)."""
-        self._node_names.discard(node.name)
-        node.name = self._unique(name, self._node_names)
 
     def remove_tensor(self, tensor: TensorRef | None) -> None:
         tid = self._require(tensor, "remove_tensor()")

@@ -25,6 +25,7 @@ by hand. Every error names the shader (label or module) and line.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import math
 import numbers
@@ -110,6 +111,58 @@ def _expand(
     included: dict[str, frozenset[str]],
     stack: tuple[str, ...],
 ) -> str:
+    out, imports = _body(source, defs, label)
+    prefix: list[str] = []
+    for path, listed, at in imports:
+        if path in stack:
+            raise ShaderError(f"shader '{label}': cyclic import {' -> '.join((*stack, path))}")
+        if path not in included:
+            origin, module_source = library.module(path, f"shader '{label}'")
+            text = _expand(module_source, defs, origin, library, included, (*stack, path))
+            prefix.append(text)
+            included[path] = _declared_names(text)
+        _check_items(path, listed, included[path], library, at)
+    return "\n".join([*prefix, *out]) if prefix else "\n".join(out)
+
+
+_BODIES: dict[tuple[object, ...], tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...], str], ...]]] = {}
+_BODY_CACHE_LIMIT = 4096
+
+
+def _body(
+    source: str, defs: Mapping[str, object], label: str
+) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...], str], ...]]:
+    """`source`'s own lines expanded, and its imports; memoized on the defs it reads, so a module
+    (`onyxia::entry`, `onyxia::indexing`) imported by every shader of a plan is expanded once, not
+    once per shader. A source with `#for` loops builds def names (``#{BIND_W#{s}}``): keyed on all defs."""
+    names = _referenced(source)
+    used = defs.items() if names is None else ((n, defs[n]) for n in names if n in defs)
+    key = (source, label, tuple(sorted((n, type(v).__name__, repr(v)) for n, v in used)))
+    found = _BODIES.get(key)
+    if found is None:
+        if len(_BODIES) >= _BODY_CACHE_LIMIT:
+            _BODIES.clear()
+        found = _BODIES[key] = _expand_body(source, defs, label)
+    return found
+
+
+@functools.lru_cache(maxsize=512)
+def _referenced(source: str) -> frozenset[str] | None:
+    """The def names `source` reads (directive arguments, ``#{NAME}``); None when it has `#for` loops."""
+    names: set[str] = set()
+    for line in source.splitlines():
+        match = _DIRECTIVE.match(line)
+        if match and match.group(1) in ("for", "endfor"):
+            return None
+        if match and match.group(1) in _OPENS:
+            names.update(_NAME.findall(match.group(2)))
+        names.update(_SUBST.findall(line))
+    return frozenset(names)
+
+
+def _expand_body(
+    source: str, defs: Mapping[str, object], label: str
+) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...], str], ...]]:
     out: list[str] = []
     imports: list[tuple[str, tuple[str, ...], str]] = []  # (path, listed items, where)
     active: list[bool] = []  # one entry per open #if: is this branch taken
@@ -156,17 +209,7 @@ def _expand(
         out.append(_substitute(line, defs, where))
     if active:
         raise ShaderError(f"shader '{label}': {len(active)} '#if' block(s) not closed by '#endif'")
-    prefix: list[str] = []
-    for path, listed, at in imports:
-        if path in stack:
-            raise ShaderError(f"shader '{label}': cyclic import {' -> '.join((*stack, path))}")
-        if path not in included:
-            origin, module_source = library.module(path, f"shader '{label}'")
-            text = _expand(module_source, defs, origin, library, included, (*stack, path))
-            prefix.append(text)
-            included[path] = _declared_names(text)
-        _check_items(path, listed, included[path], library, at)
-    return "\n".join([*prefix, *out]) if prefix else "\n".join(out)
+    return tuple(out), tuple(imports)
 
 
 def _for_header(arg: str, where: str) -> tuple[str, str]:
@@ -259,6 +302,7 @@ def _import_path(arg: str, where: str) -> tuple[str, tuple[str, ...]]:
     return match.group(1), items
 
 
+@functools.lru_cache(maxsize=512)
 def _declared_names(text: str) -> frozenset[str]:
     """The names a preprocessed module declares at module scope (brace depth 0)."""
     names: set[str] = set()

@@ -85,69 +85,80 @@ class Rewriter:
         anchor = self._anchor(replacement, dying)
         if isinstance(anchor, Decline):
             return anchor
-        created: list[IrNode] = []
-        for spec in self._specs:
-            created.append(self._add(spec, anchor, created))
+        while anchor is not None and anchor.id in dying:  # the new nodes take the anchor's place
+            anchor = graph.node_after(anchor)
         for node in [n for n in self.match.nodes if n.id in dying]:
-            graph.remove_node(node, safe=False)
-        self._hand_over(replacement, created)
+            graph.remove_node(node, safe=False)  # frees the replaced tensors (and names) for the new nodes
+        owners = self._owners(replacement)
+        created: list[IrNode] = []
+        for index, spec in enumerate(self._specs):
+            created.append(self._add(index, spec, anchor, created, owners, replacement))
+        self._redirect(replacement, owners)
         for node in self.match.nodes:
             if node.id in dying:
                 for t in node.outputs:
                     if t is not None and t not in replacement and not graph.tensor_consumers(t):
                         graph.remove_tensor(t)
-        self._name(created, replacement)
         for node in created:
             _drop_unused_outputs(graph, node)
             _infer(graph, registry, node, replacement)
         return created
 
-    def _add(self, spec: _NodeSpec, anchor: IrNode | None, created: list[IrNode]) -> IrNode:
-        graph, created_outputs = self.graph, []
+    @staticmethod
+    def _owners(replacement: Mapping[int, TensorRef | NewValue]) -> dict[NewValue, int]:
+        """Which old tensor each new output takes over (the first, when several map to one value)."""
+        owners: dict[NewValue, int] = {}
+        for old, new in replacement.items():
+            if isinstance(new, NewValue) and new not in owners:
+                owners[new] = old
+        return owners
+
+    def _add(
+        self,
+        index: int,
+        spec: _NodeSpec,
+        anchor: IrNode | None,
+        created: list[IrNode],
+        owners: dict[NewValue, int],
+        replacement: Mapping[int, TensorRef | NewValue],
+    ) -> IrNode:
+        """The node of `spec`, producing the old tensors it replaces (ids, names and shapes kept) and
+        fresh ones otherwise; named as the rule asked, or after the anchor when it computes the
+        anchor's first output (errors and dumps keep pointing at the model)."""
+        graph, root = self.graph, self.match.node
+        outputs: list[TensorRef] = []
         for k in range(spec.outputs):
-            created_outputs.append(
-                graph.add_tensor(f"{self.match.node.name}/{spec.op_type}_{k}", DataType.UNDEFINED, Absent())
-            )
+            old = owners.get(NewValue(index, k))
+            fresh = f"{root.name}/{spec.op_type}_{k}"
+            outputs.append(old if old is not None else graph.add_tensor(fresh, DataType.UNDEFINED, Absent()))
         if spec.domain:
             graph.opset_imports.setdefault(spec.domain, 1)
-        node = graph.add_node(
+        main = replacement.get(root.outputs[0]) if root.outputs and root.outputs[0] is not None else None
+        computes_anchor = isinstance(main, NewValue) and main.spec == index
+        name = spec.name or (root.name if computes_anchor else f"{root.name}/{spec.op_type}")
+        return graph.add_node(
             spec.op_type,
             [_resolve(t, created) for t in spec.inputs],
-            created_outputs,
+            outputs,
             spec.attributes,
             domain=spec.domain,
-            name=f"{self.match.node.name}/{spec.op_type}",
+            name=name,
             before=anchor,
         )
-        return node
 
-    def _name(self, created: list[IrNode], replacement: Mapping[int, TensorRef | NewValue]) -> None:
-        """Now that the matched nodes are gone: the names the rule asked for, and the anchor's name for
-        the node that computes the anchor's first output (errors and dumps keep pointing at the model)."""
-        root = self.match.node
-        main = replacement.get(root.outputs[0]) if root.outputs and root.outputs[0] is not None else None
-        for index, (spec, node) in enumerate(zip(self._specs, created, strict=True)):
-            if spec.name is not None:
-                self.graph.rename_node(node, spec.name)
-            elif isinstance(main, NewValue) and main.spec == index:
-                self.graph.rename_node(node, root.name)
-
-    def _hand_over(self, replacement: Mapping[int, TensorRef | NewValue], created: list[IrNode]) -> None:
-        """Old tensors keep their ids: the new producer adopts them (or uses move to an existing value)."""
+    def _redirect(self, replacement: Mapping[int, TensorRef | NewValue], owners: dict[NewValue, int]) -> None:
+        """Uses of an old tensor replaced by an existing value (or by a value another old tensor took
+        over) move there, and the old tensor goes."""
         graph = self.graph
-        first_owner: dict[NewValue, int] = {}
         for old, new in replacement.items():
-            if not isinstance(new, NewValue):
-                graph.replace_all_uses(old, graph.tensor(new).id)
-                if graph.tensor_producer(old) is None:
+            if isinstance(new, NewValue):
+                if owners[new] != old:
+                    graph.replace_all_uses(old, owners[new], outputs=True)
                     graph.remove_tensor(old)
                 continue
-            if new in first_owner:
-                graph.replace_all_uses(old, first_owner[new], outputs=True)
+            graph.replace_all_uses(old, graph.tensor(new).id)
+            if graph.tensor_producer(old) is None:
                 graph.remove_tensor(old)
-                continue
-            graph.adopt_output(created[new.spec], new.output, old)
-            first_owner[new] = old
 
     def _anchor(self, replacement: Mapping[int, TensorRef | NewValue], dying: set[int]) -> IrNode | Decline | None:
         """The node to insert before: the anchor, unless a replaced tensor comes from an earlier
