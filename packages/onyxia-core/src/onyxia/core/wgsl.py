@@ -33,17 +33,14 @@ import re
 from collections.abc import Mapping
 
 from onyxia.core.errors import ShaderError
+from onyxia.core.wgsl_imports import check_items, declared_names, import_path
 
 __all__ = ["ShaderLibrary", "load_wgsl", "preprocess"]
 
 _SUBST = re.compile(r"#\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _DIRECTIVE = re.compile(r"^\s*#(ifdef|ifndef|if|else|endif|for|endfor|import|define_import_path)\b\s*(.*?)\s*$")
 _FOR = re.compile(r"([A-Za-z_]\w*)\s+in\b\s*(.*)")
-_IMPORT = re.compile(r"^([A-Za-z_][\w]*(?:::[A-Za-z_]\w*)*)(?:::\{([^}]*)\})?$")
 _NAME = re.compile(r"[A-Za-z_]\w*")
-# Braces (for the nesting depth) and declarations; comments are stripped first.
-_DECLARATION = re.compile(r"[{}]|\b(?:fn|struct|const|override|alias|var)\b\s*(?:<[^>]*>)?\s*([A-Za-z_]\w*)")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _OPENS = ("ifdef", "ifndef", "if")
 
 # A source line as the expansion sees it: (line number in its shader, text, the enclosing loops' VARs).
@@ -120,8 +117,8 @@ def _expand(
             origin, module_source = library.module(path, f"shader '{label}'")
             text = _expand(module_source, defs, origin, library, included, (*stack, path))
             prefix.append(text)
-            included[path] = _declared_names(text)
-        _check_items(path, listed, included[path], library, at)
+            included[path] = declared_names(text)
+        check_items(path, listed, included[path], library.module(path, at)[0], at)
     return "\n".join([*prefix, *out]) if prefix else "\n".join(out)
 
 
@@ -200,7 +197,7 @@ def _expand_body(
             elif kind == "endfor":
                 raise ShaderError(f"{where}: '#endfor' without a matching '#for'")
             elif kind == "import" and all(active):
-                imports.append((*_import_path(arg, where), where))
+                imports.append((*import_path(arg, where), where))
             out.append("")  # keep line numbers aligned with the source (up to a loop's copies) for naga's errors
             continue
         if not all(active):
@@ -287,45 +284,3 @@ def _render(value: object, name: str, where: str) -> str:
     if isinstance(value, numbers.Real) and not math.isfinite(value):
         raise ShaderError(f"{where}: shader def '{name}' is {value}, which WGSL cannot spell (use wgsl_literal)")
     return str(value)
-
-
-def _import_path(arg: str, where: str) -> tuple[str, tuple[str, ...]]:
-    """(module path, listed items) of ``#import a::b`` or ``#import a::b::{x, y}``."""
-    match = _IMPORT.match(arg)
-    if not match:
-        raise ShaderError(f"{where}: malformed '#import {arg}'")
-    if match.group(2) is None:
-        return match.group(1), ()
-    items = tuple(item.strip() for item in match.group(2).split(","))
-    if not all(_NAME.fullmatch(item) for item in items):
-        raise ShaderError(f"{where}: malformed item list in '#import {arg}' (expected '{{name, name, ...}}')")
-    return match.group(1), items
-
-
-@functools.lru_cache(maxsize=512)
-def _declared_names(text: str) -> frozenset[str]:
-    """The names a preprocessed module declares at module scope (brace depth 0)."""
-    names: set[str] = set()
-    depth = 0
-    for match in _DECLARATION.finditer(_COMMENT.sub("", text)):
-        token = match.group(0)
-        if token == "{":
-            depth += 1
-        elif token == "}":
-            depth -= 1
-        elif depth == 0:
-            names.add(match.group(1))
-    return frozenset(names)
-
-
-def _check_items(
-    path: str, items: tuple[str, ...], declared: frozenset[str], library: ShaderLibrary, where: str
-) -> None:
-    missing = [item for item in items if item not in declared]
-    if missing:
-        origin, _ = library.module(path, where)
-        listed = ", ".join(sorted(declared)) or "nothing"
-        raise ShaderError(
-            f"{where}: '#import {path}::{{{', '.join(items)}}}' lists {', '.join(repr(m) for m in missing)}, "
-            f"which module '{path}' ({origin}) does not declare (it declares: {listed})"
-        )
