@@ -11,9 +11,9 @@ import onnx
 import pytest
 from fusion_models import check_fused, graph_model, ops_of
 from onnx import TensorProto, helper
-from oracle import check_model, check_op, compile_model
+from oracle import check_model, check_op, compile_model, make_model
 
-from onyxia.core import PlanningError
+from onyxia.core import PlanningError, ShapeInferenceError
 
 INF, NAN = float("inf"), float("nan")
 RNG = np.random.default_rng(15)
@@ -154,3 +154,10 @@ def test_dim_beyond_u32_is_a_compile_error_naming_node_and_dim(n: int) -> None:
 def test_small_dims_still_compile_and_run() -> None:
     model = _one_node("Relu", ["x"], {"x": (TensorProto.FLOAT, ["n", 4])}, {})
     check_model(model, {"x": RNG.standard_normal((3, 4)).astype(np.float32)}, dims={"n": 3})
+
+
+def test_a_string_attribute_outside_the_spec_fails_at_compile_time_naming_it() -> None:
+    """Strings are pasted into WGSL names (gelu_none / gelu_tanh): any other value is refused first."""
+    model = make_model("Gelu", {"x": np.ones((2, 3), np.float32)}, {"approximate": "bogus"}, opset=20)
+    with pytest.raises(ShapeInferenceError, match=r"Gelu.*attribute approximate='bogus' is not one of none, tanh"):
+        compile_model(model)

@@ -36,12 +36,18 @@ class UnaryElementwiseOp:
     attrs: dict[str, float | str] = field(default_factory=dict)  # name -> ONNX default
     out: DataType | None = None  # None: same as the input
     name: str = "unary"
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a string attribute's spec values
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        self.attr_values(ctx)  # a string attribute outside the spec fails here, not in the WGSL compiler
         return [TensorType(self.out or ctx.input_dtype(0), ctx.input_shape(0))]
 
     def attr_values(self, ctx: NodeCtx) -> dict[str, object]:
-        return {k: type(v)(ctx.attr_str(k, v) if isinstance(v, str) else ctx.attr(k, v)) for k, v in self.attrs.items()}
+        values = {k: ctx.attr_str(k, v) if isinstance(v, str) else ctx.attr(k, v) for k, v in self.attrs.items()}
+        for name, allowed in self.choices.items():
+            if values[name] not in allowed:
+                raise ctx.error(f"attribute {name}={values[name]!r} is not one of {', '.join(allowed)}")
+        return {k: type(self.attrs[k])(v) for k, v in values.items()}
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
         attrs = self.attr_values(ctx)
@@ -132,7 +138,12 @@ UNARY: dict[str, UnaryElementwiseOp] = named_rows(
         "Relu": UnaryElementwiseOp("select(x, {T}(0), x < {T}(0))", lambda x: np.maximum(x, 0).astype(x.dtype), SIGNED),
         "Not": UnaryElementwiseOp("1u - x", np.logical_not, BOOL),
         "IsNaN": UnaryElementwiseOp("select(0u, 1u, isnan_f32(f32(x)))", np.isnan, out=DataType.BOOL),
-        "Gelu": UnaryElementwiseOp("{T}(gelu_{approximate}(f32(x)))", gelu, attrs={"approximate": "none"}),
+        "Gelu": UnaryElementwiseOp(
+            "{T}(gelu_{approximate}(f32(x)))",
+            gelu,
+            attrs={"approximate": "none"},
+            choices={"approximate": ("none", "tanh")},
+        ),
         "LeakyRelu": UnaryElementwiseOp(
             "select({alpha} * x, x, x >= {T}(0))",
             lambda x, alpha: np.where(x >= 0, x, x * np.asarray(alpha, x.dtype)),
