@@ -75,8 +75,9 @@ class GatherOp:
         sizes = {"N": n, "INNER": inner, "NIDX": dims_product(ctx.input_dims(1)), "AXIS_DIM": data[axis]}
         defs = {**type_defs(T=dtype, I_T=ctx.input_dtype(1)), "WORKGROUP_SIZE": WORKGROUP_SIZE, "ERRORS_BINDING": 3}
         errors = ctx.error_slot(f"axis {axis} of size {data[axis]}")
-        for chunk in _chunks(ctx, axis, inner):
-            chunk_defs = defs if chunk.size is None else {**defs, "CHUNKED": True}
+        chunks, mode = _chunks(ctx, axis, inner)
+        for chunk in chunks:
+            chunk_defs = defs if chunk.size is None else {**defs, mode: True}
             chunk_sizes = sizes if chunk.size is None else {**sizes, "FIRST_ROW": chunk.first_row, "ROWS": chunk.rows}
             shader = ctx.compile_shader(
                 "gather_scatter/gather_axis", _SOURCE, chunk_defs, chunk_sizes, errors.immediates
@@ -85,14 +86,20 @@ class GatherOp:
             ctx.dispatch(shader, reads, [ctx.output(0), errors.ref], ceil_div(n, WORKGROUP_SIZE))
 
 
-def _chunks(ctx: PlanCtx, axis: int, inner: SymbolicDim) -> list[Chunk]:
-    """Row ranges of the data along `axis`; split only when nothing precedes the axis (an embedding
-    table gathered on axis 0), so that a range of rows is a range of bytes."""
-    rows = ctx.input_dims(0)[axis]
-    whole = [Chunk(0, None, 0, rows)]
-    if any(d != 1 for d in ctx.input_dims(0)[:axis]) or not isinstance(inner, int) or inner == 0:
-        return whole
-    return ctx.chunks(0, inner * ctx.input_dtype(0).gpu_numpy.itemsize)
+def _chunks(ctx: PlanCtx, axis: int, inner: SymbolicDim) -> tuple[list[Chunk], str]:
+    """Row ranges of the data, and the shader flag that reads them: along `axis` when nothing precedes
+    it (an embedding table gathered on axis 0: CHUNKED), or along the one outer dim of a table
+    gathered on axis 1 (a tied weight read by columns: OUTER_CHUNKED), so a range of rows is a range
+    of bytes either way."""
+    dims, itemsize = ctx.input_dims(0), ctx.input_dtype(0).gpu_numpy.itemsize
+    whole = [Chunk(0, None, 0, dims[axis])]
+    if not isinstance(inner, int) or inner == 0:
+        return whole, "CHUNKED"
+    if all(d == 1 for d in dims[:axis]):
+        return ctx.chunks(0, inner * itemsize), "CHUNKED"
+    if axis == 1 and isinstance(dims[1], int):
+        return ctx.chunks(0, dims[1] * inner * itemsize), "OUTER_CHUNKED"
+    return whole, "CHUNKED"
 
 
 def _axis(ctx: NodeCtx) -> int:

@@ -7,13 +7,16 @@
 //       CHUNKED         flag: in_x binds only data rows [FIRST_ROW, FIRST_ROW + ROWS) (a table over the
 //                       storage-binding limit, gathered on axis 0 in one dispatch per range); outputs
 //                       whose index falls outside them are left to the other dispatches
+//       OUTER_CHUNKED   flag: in_x binds only outer rows [FIRST_ROW, FIRST_ROW + ROWS) of a table gathered
+//                       on axis 1 (a tied [hidden, vocab] weight read by columns); outputs of other outer
+//                       rows are left to the other dispatches
 //       WORKGROUP_SIZE
 // Dims (literal when static, immediates when symbolic):
 //       N         output element count (> 0)
 //       INNER     product of the data dims after the axis
 //       NIDX      number of indices
 //       AXIS_DIM  data dim along the axis
-//       FIRST_ROW, ROWS  (CHUNKED only) the bound range of rows
+//       FIRST_ROW, ROWS  (CHUNKED, OUTER_CHUNKED only) the bound range of rows
 #ifdef F16
 enable f16;
 #endif
@@ -41,6 +44,13 @@ fn element(i: u32) {
     }
     out_y[i] = in_x[u32(row) * #{INNER} + inner];
 #else
+#ifdef OUTER_CHUNKED
+    if (outer < #{FIRST_ROW} || outer >= #{FIRST_ROW} + #{ROWS}) {
+        return;
+    }
+    out_y[i] = in_x[((outer - #{FIRST_ROW}) * #{AXIS_DIM} + u32(src)) * #{INNER} + inner];
+#else
     out_y[i] = in_x[(outer * #{AXIS_DIM} + u32(src)) * #{INNER} + inner];
+#endif
 #endif
 }

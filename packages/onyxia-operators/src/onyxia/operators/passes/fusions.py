@@ -4,7 +4,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 
 | pass                   | rules (module)                                                            |
 |------------------------|---------------------------------------------------------------------------|
-| CancelTransposes       | cancel_transposes, merge_transposes (`rearrange.fusions`)                      |
+| CancelTransposes       | cancel_transposes, merge_transposes (`rearrange.fusions`), gather_columns_of_transposed_table (`gather_scatter.fusions`) |
 | FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
 | FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits (`quantized`) |
 | GroupMatMuls           | group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
@@ -20,6 +20,7 @@ from __future__ import annotations
 from onyxia.core.rewrite import RewritePass
 from onyxia.operators.attention.fusions import ATTENTION_FUSIONS
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
+from onyxia.operators.gather_scatter.fusions import GATHER_FUSIONS
 from onyxia.operators.matmul.bias_fusions import FOLD_ADD_INTO_MATMUL
 from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, FUSE_SILU_GATE, GROUP_MATMULS
 from onyxia.operators.normalization.fusions import NORMALIZATION_FUSIONS
@@ -49,8 +50,10 @@ _ROTARY = tuple(r for r in NORMALIZATION_FUSIONS if r.name == "fuse_rms_norm_int
 
 
 class CancelTransposes(RewritePass):
+    """Transposes that need not run: pairs that cancel or merge, and a transposed table read by Gather."""
+
     name = "CancelTransposes"
-    rules = TRANSPOSE_FUSIONS
+    rules = (*TRANSPOSE_FUSIONS, *GATHER_FUSIONS)
 
 
 class FoldTransposeIntoMatMul(RewritePass):
