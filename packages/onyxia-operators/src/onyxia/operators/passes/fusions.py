@@ -9,8 +9,11 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 | FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits (`quantized`) |
 | GroupMatMuls           | group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
 | FuseMlpGate            | fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized) |
+| FuseRmsNorm            | `normalization.rms_fusions`: plain-op RMSNorm -> SimplifiedLayerNormalization |
+| FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel |
 | FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
 | FuseResidualRmsNorm    | fuse_add_into_SimplifiedLayerNormalization / _RMSNormalization (same)      |
+| FuseKvCache            | `attention.kv_fusions`: Concat-grown KV caches                             |
 | FuseAttention          | shape_of_reshape, identity_slice, fuse_attention, fold_transpose_into_attention (`attention.fusions`) |
 | FuseElementwise        | fuse_elementwise_chain (`elementwise.fusions`)                             |
 """
@@ -19,11 +22,14 @@ from __future__ import annotations
 
 from onyxia.core.rewrite import RewritePass
 from onyxia.operators.attention.fusions import ATTENTION_FUSIONS
+from onyxia.operators.attention.kv_fusions import KV_CACHE_FUSIONS
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
 from onyxia.operators.gather_scatter.fusions import GATHER_FUSIONS
 from onyxia.operators.matmul.bias_fusions import FOLD_ADD_INTO_MATMUL
 from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, FUSE_SILU_GATE, GROUP_MATMULS
 from onyxia.operators.normalization.fusions import NORMALIZATION_FUSIONS
+from onyxia.operators.normalization.rms_fusions import RMS_NORM_FUSIONS
+from onyxia.operators.normalization.rotate_half_fusions import ROTATE_HALF_FUSIONS
 from onyxia.operators.quantized.fusions import (
     FOLD_ADD_INTO_MATMUL_NBITS,
     FUSE_MLP_GATE_NBITS,
@@ -38,10 +44,13 @@ __all__ = [
     "FoldTransposeIntoMatMul",
     "FuseAttention",
     "FuseElementwise",
+    "FuseKvCache",
     "FuseMatMulBias",
     "FuseMlpGate",
     "FuseResidualRmsNorm",
+    "FuseRmsNorm",
     "FuseRmsNormIntoRotary",
+    "FuseRotateHalf",
     "GroupMatMuls",
 ]
 
@@ -76,6 +85,23 @@ class GroupMatMuls(RewritePass):
 class FuseMlpGate(RewritePass):
     name = "FuseMlpGate"
     rules = (FUSE_MLP_GATE, FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE, FUSE_SILU_GATE_NBITS)
+
+
+class FuseRmsNorm(RewritePass):
+    """Before the rotary and residual fusions, which match SimplifiedLayerNormalization."""
+
+    name = "FuseRmsNorm"
+    rules = RMS_NORM_FUSIONS
+
+
+class FuseRotateHalf(RewritePass):
+    name = "FuseRotateHalf"
+    rules = ROTATE_HALF_FUSIONS
+
+
+class FuseKvCache(RewritePass):
+    name = "FuseKvCache"
+    rules = KV_CACHE_FUSIONS
 
 
 class FuseRmsNormIntoRotary(RewritePass):
