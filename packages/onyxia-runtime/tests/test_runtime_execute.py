@@ -126,11 +126,16 @@ def test_float16_odd_length(runtime: Runtime) -> None:
 
 def test_zero_size_tensors(any_runtime: Runtime) -> None:
     executor = any_runtime.load_model(scale_plan(["n", 3]))
+    with pytest.raises(InputError, match="no dims are bound yet"):
+        executor.live_dispatches()
     out = executor.run({"x": np.zeros((0, 3), np.float32)})["y"]
-    assert out.shape == (0, 3) and executor.stats.dispatches_encoded == 0
+    assert out.shape == (0, 3) and executor.stats.dispatches_encoded == 0 and executor.live_dispatches() == []
     x = np.ones((2, 3), np.float32)
     np.testing.assert_array_equal(executor.run({"x": x})["y"], x * 2)
     assert executor.stats.dispatches_encoded == 1
+    assert executor.live_dispatches() == [
+        (executor.compiled.operations[0].name, executor.compiled.operations[0].op_type)
+    ]
     static = any_runtime.load_model(scale_plan([0]))
     assert static.run({"x": np.zeros(0, np.float32)})["y"].shape == (0,)
 

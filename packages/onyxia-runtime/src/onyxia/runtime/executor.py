@@ -213,6 +213,14 @@ class PlanExecutor:
             self._dims, self._layout = merged, None
 
     @serialized
+    def live_dispatches(self) -> list[tuple[str, str]]:
+        """(node, op type) of each dispatch a run under the current dims encodes, 0-size ones left out:
+        what a decode step costs in dispatches, per node, without the timestamp feature profiling needs."""
+        if self._layout is None:
+            raise InputError("live_dispatches(): no dims are bound yet; run() or update_dimensions() first")
+        return dispatch_labels(self.compiled, self._flat, self._layout, self._program.dispatches)
+
+    @serialized
     def profile_run(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None = None) -> RunProfile:
         """`run()` with GPU timestamps around each dispatch, plus the host time `run()` spends before submit.
 
