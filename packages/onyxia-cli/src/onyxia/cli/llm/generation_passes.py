@@ -42,7 +42,7 @@ NEXT_TOKEN = "next_token"
 _LAST_POSITION = "onyxia/last_position"
 _HEAD_OPS = {("", "MatMul"), ("com.microsoft", "MatMulNBits"), ("", "Gemm")}
 _PASS_THROUGH = {"Cast", "Div", "Mul", "Tanh", "Add", "Identity"}  # softcapping and dtype casts after the head
-_IN_PLACE = {("com.microsoft", "GroupQueryAttention"), ("", "Concat")}
+_IN_PLACE = {("com.microsoft", "GroupQueryAttention"), ("", "Concat"), ("com.onyxia", "KvAppend")}
 
 
 class SliceLogitsToLastPosition:
