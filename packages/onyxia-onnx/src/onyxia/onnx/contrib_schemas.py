@@ -120,6 +120,15 @@ CONTRIB_SCHEMAS: dict[tuple[str, str], ContribSchema] = {
         attributes={"K": _I, "N": _I, "bits": _I, "block_size": _I, "accuracy_level": _I, "weight_prepacked": _I},
         required=frozenset({"K", "N", "block_size"}),
     ),
+    ("com.microsoft", "MatMulBnb4"): ContribSchema(
+        min_inputs=3,
+        inputs=(("A", "T1"), ("B", "T2"), ("absmax", "T1")),
+        min_outputs=1,
+        outputs=(("Y", "T1"),),
+        types={"T1": _FLOATS, "T2": frozenset({TensorProto.UINT8})},
+        attributes={"K": _I, "N": _I, "block_size": _I, "quant_type": _I, "training_mode": _I, "transB": _I},
+        required=frozenset({"K", "N", "block_size", "quant_type"}),
+    ),
     ("com.microsoft", "RotaryEmbedding"): ContribSchema(
         min_inputs=4,
         inputs=(("input", "T"), ("position_ids", "M"), ("cos_cache", "T"), ("sin_cache", "T")),

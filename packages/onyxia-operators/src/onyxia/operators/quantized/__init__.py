@@ -7,6 +7,7 @@ GPU the bytes they take on disk.
 
 from onyxia.core import Operator
 from onyxia.operators.quantized.gather_block_quantized import GatherBlockQuantizedOp
+from onyxia.operators.quantized.matmul_bnb4 import MatMulBnb4Op
 from onyxia.operators.quantized.matmul_nbits import MatMulNBitsOp
 from onyxia.operators.quantized.matmul_nbits_group import MATMUL_NBITS_GROUP
 
@@ -16,5 +17,6 @@ QUANTIZED: dict[str, Operator] = {}  # default domain
 QUANTIZED_MS: dict[str, Operator] = {  # com.microsoft
     "MatMulNBits": MatMulNBitsOp(),
     "GatherBlockQuantized": GatherBlockQuantizedOp(),
+    "MatMulBnb4": MatMulBnb4Op(),  # bitsandbytes FP4/NF4 on MatMulNBits' kernel
 }
 QUANTIZED_ONYXIA: dict[str, Operator] = {**MATMUL_NBITS_GROUP}  # com.onyxia

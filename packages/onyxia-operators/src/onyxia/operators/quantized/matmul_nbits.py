@@ -67,9 +67,16 @@ class MatMulNBitsOp(OperatorBase):
         plan_products(ctx, nbits_layout(ctx, [slot]), [slot])
 
 
-def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], activation: str | None = None) -> None:
+def plan_products(
+    ctx: PlanCtx,
+    layout: Layout,
+    slots: Sequence[Slot],
+    activation: str | None = None,
+    scales: Sequence[BufferRef] | None = None,
+) -> None:
     """Dispatch A times each slot's weights into output s (with `activation`, the shaders' ACTIVATION def
-    gelu_none | gelu_tanh | silu: one output, activation(A @ w0) * (A @ w1))."""
+    gelu_none | gelu_tanh | silu: one output, activation(A @ w0) * (A @ w1)). `scales` replaces the slots'
+    scale inputs with derived buffers ([N, NB] each; MatMulBnb4's absmax regathered per column block)."""
     m = dims_product(ctx.input_dims(A)[:-1])
     weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=PANELS["matmul_nbits"]) for slot in slots]
     _check_products(ctx, layout, slots, weights, activation)
@@ -81,7 +88,7 @@ def plan_products(ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], activatio
     prefill_share = next((share for tile, share in tiles if tile != decode), 0)
     if int8 and (not shared or prefill_share != 0):
         quantized = _quantize_activations(ctx, layout, m, prefill_share if shared else 1)
-    slot_reads, defs = _slot_bindings(ctx, layout, slots, weights)
+    slot_reads, defs = _slot_bindings(ctx, layout, slots, weights, scales)
     if activation is not None:
         defs |= {"GATED": True, "ACTIVATION": activation}
     dims = _dims(layout, slots, m, int8)
@@ -219,7 +226,11 @@ def _a_bindings(
 
 
 def _slot_bindings(
-    ctx: PlanCtx, layout: Layout, slots: Sequence[Slot], weights: Sequence[PackedInput]
+    ctx: PlanCtx,
+    layout: Layout,
+    slots: Sequence[Slot],
+    weights: Sequence[PackedInput],
+    scales: Sequence[BufferRef] | None,
 ) -> tuple[dict[str, BufferRef], dict[str, object]]:
     """Each slot's read bindings by binding name (B0, SCALES0, ...), and the defs naming their forms."""
     reads: dict[str, BufferRef] = {}
@@ -232,9 +243,11 @@ def _slot_bindings(
         defs["A_VEC4"] = True  # rows start on 8-element boundaries: read a as vec4s
     if layout.bias:
         defs["BIAS"] = True
+    if layout.codebook is not None:
+        defs["CODEBOOK"] = layout.codebook
     for s, (slot, packed) in enumerate(zip(slots, weights)):
         reads[f"B{s}"] = packed.buffer
-        reads[f"SCALES{s}"] = ctx.input(slot.scales)
+        reads[f"SCALES{s}"] = scales[s] if scales is not None else ctx.input(slot.scales)
         if layout.zero_points == "packed":
             zero_points = bind_packed(ctx, slot.zero_points)
             reads[f"ZP{s}"] = zero_points.buffer

@@ -27,7 +27,10 @@
 //   one per u32.
 // Defs: A_T, Y_T        f32 | f16 (activations, scales, float zero points, bias and output share it)
 //       F16             flag: A_T is f16
-//       ZP              none (zero point 8) | packed (4-bit, two per byte, ZB bytes per column) | float (A_T)
+//       ZP              none (zero point 8) | packed (4-bit, two per byte, ZB bytes per column) | float (A_T) |
+//                       zero (zero point 0: CODEBOOK's signed values)
+//       CODEBOOK        (com.microsoft MatMulBnb4) the 16 comma-separated f32 values a nibble decodes to, bytes
+//                       high nibble first; scales are bitsandbytes' absmax per block
 //       B_WIDENED       flag: see b above
 //       ZP_WIDENED      flag: packed zero points from a runtime uint8 tensor, one byte per u32 (else 4 per word)
 //       BIAS            flag: a bias input per slot
@@ -53,12 +56,29 @@ enable f16;
 #import onyxia::nbits_weights
 #import onyxia::product_slots
 
+#ifdef CODEBOOK
+// MatMulBnb4: a nibble is an index into bitsandbytes' FP4 or NF4 table (a `var<private>`: WGSL indexes an array
+// value by a runtime index only in memory), and each byte holds its two elements high nibble first
+var<private> codebook: array<f32, 16> = array<f32, 16>(#{CODEBOOK});
+
+fn decode4(codes: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(codebook[codes.x], codebook[codes.y], codebook[codes.z], codebook[codes.w]);
+}
+
+fn unpack_nibbles(word: u32) -> Eight {
+    let shifts = vec4<u32>(4u, 0u, 12u, 8u);
+    let lo = decode4((vec4<u32>(word) >> shifts) & vec4<u32>(15u));
+    let hi = decode4((vec4<u32>(word >> 16u) >> shifts) & vec4<u32>(15u));
+    return Eight(lo, hi);
+}
+#else
 fn unpack_nibbles(word: u32) -> Eight {
     let shifts = vec4<u32>(0u, 4u, 8u, 12u);
     let lo = vec4<f32>((vec4<u32>(word) >> shifts) & vec4<u32>(15u));
     let hi = vec4<f32>((vec4<u32>(word >> 16u) >> shifts) & vec4<u32>(15u));
     return Eight(lo, hi);
 }
+#endif
 
 fn dot8(x: Eight, q: Eight) -> f32 {
     return dot(x.lo, q.lo) + dot(x.hi, q.hi);

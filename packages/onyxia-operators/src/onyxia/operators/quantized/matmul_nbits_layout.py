@@ -45,8 +45,9 @@ class Layout:
 
     k: int
     block_size: int
-    zero_points: str  # "none" | "packed" | "float": the shader's ZP def
+    zero_points: str  # "none" | "packed" | "float" | "zero" (a code table's signed values): the shader's ZP def
     bias: bool
+    codebook: str | None = None  # the CODEBOOK def (com.microsoft MatMulBnb4): 16 WGSL values a nibble decodes to
 
     @property
     def n_blocks(self) -> int:

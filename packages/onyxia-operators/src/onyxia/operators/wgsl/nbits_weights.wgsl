@@ -104,6 +104,9 @@ fn zero_point(slot: u32, n: u32, blk: u32) -> f32 {
 #if ZP == none
     return 8.0;
 #endif
+#if ZP == zero
+    return 0.0;
+#endif
 #if ZP == float
     return zp_value(slot, n * #{NB} + blk);
 #endif
