@@ -7,7 +7,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 | CancelTransposes       | cancel_transposes, merge_transposes (`rearrange.fusions`), gather_columns_of_transposed_table (`gather_scatter.fusions`) |
 | FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
 | FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits (`quantized`) |
-| GroupMatMuls           | group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
+| GroupMatMuls           | split_packed_matmul (`matmul.packed_fusions`), group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
 | FuseMlpGate            | fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized) |
 | FuseRmsNorm            | `normalization.rms_fusions`: plain-op RMSNorm -> SimplifiedLayerNormalization |
 | FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel |
@@ -27,6 +27,7 @@ from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
 from onyxia.operators.gather_scatter.fusions import GATHER_FUSIONS
 from onyxia.operators.matmul.bias_fusions import FOLD_ADD_INTO_MATMUL
 from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, FUSE_SILU_GATE, GROUP_MATMULS
+from onyxia.operators.matmul.packed_fusions import SPLIT_PACKED_MATMUL
 from onyxia.operators.normalization.fusions import NORMALIZATION_FUSIONS
 from onyxia.operators.normalization.rms_fusions import RMS_NORM_FUSIONS
 from onyxia.operators.normalization.rotate_half_fusions import ROTATE_HALF_FUSIONS
@@ -78,8 +79,10 @@ class FuseMatMulBias(RewritePass):
 
 
 class GroupMatMuls(RewritePass):
+    """Packed projections are split first, so that a gate/up split is a pair FuseMlpGate gates."""
+
     name = "GroupMatMuls"
-    rules = (GROUP_MATMULS, GROUP_MATMUL_NBITS)
+    rules = (SPLIT_PACKED_MATMUL, GROUP_MATMULS, GROUP_MATMUL_NBITS)
 
 
 class FuseMlpGate(RewritePass):
