@@ -6,7 +6,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 |------------------------|---------------------------------------------------------------------------|
 | CancelTransposes       | cancel_transposes, merge_transposes (`rearrange.fusions`), gather_columns_of_transposed_table (`gather_scatter.fusions`) |
 | FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
-| FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits (`quantized`) |
+| FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits, fuse_cast_mul_into_MatMulInteger (`quantized`) |
 | GroupMatMuls           | split_packed_matmul (`matmul.packed_fusions`), group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
 | FuseMlpGate            | fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized) |
 | FuseRmsNorm            | `normalization.rms_fusions`: plain-op RMSNorm -> SimplifiedLayerNormalization |
@@ -33,6 +33,7 @@ from onyxia.operators.normalization.rms_fusions import RMS_NORM_FUSIONS
 from onyxia.operators.normalization.rotate_half_fusions import ROTATE_HALF_FUSIONS
 from onyxia.operators.quantized.fusions import (
     FOLD_ADD_INTO_MATMUL_NBITS,
+    FUSE_CAST_MUL_INTO_MATMUL_INTEGER,
     FUSE_MLP_GATE_NBITS,
     FUSE_SILU_GATE_NBITS,
     GROUP_MATMUL_NBITS,
@@ -75,7 +76,7 @@ class FuseMatMulBias(RewritePass):
     """Before GroupMatMuls, so that biased projections group with each other."""
 
     name = "FuseMatMulBias"
-    rules = (FOLD_ADD_INTO_MATMUL, FOLD_ADD_INTO_MATMUL_NBITS)
+    rules = (FOLD_ADD_INTO_MATMUL, FOLD_ADD_INTO_MATMUL_NBITS, FUSE_CAST_MUL_INTO_MATMUL_INTEGER)
 
 
 class GroupMatMuls(RewritePass):

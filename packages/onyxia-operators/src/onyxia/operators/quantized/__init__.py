@@ -1,22 +1,32 @@
 """Quantized operators: com.microsoft MatMulNBits and GatherBlockQuantized (4-bit, block-wise), and the
-com.onyxia MatMulNBitsGroup / GatedMatMulNBits (several MatMulNBits of one activation per dispatch).
+com.onyxia MatMulNBitsGroup / GatedMatMulNBits (several MatMulNBits of one activation per dispatch);
+ONNX DynamicQuantizeLinear, DequantizeLinear and MatMulInteger, and com.microsoft MatMulIntegerToFloat
+(the 8-bit ops of onnxruntime's `quantize_dynamic`).
 
 Both read 4-bit data packed in u32 words (`packing`), so an int4 model's weights take on the
-GPU the bytes they take on disk.
+GPU the bytes they take on disk; MatMulInteger reads a constant weight 4 bytes per word the same way.
 """
 
 from onyxia.core import Operator
+from onyxia.operators.quantized.dequantize_linear import DequantizeLinearOp
+from onyxia.operators.quantized.dynamic_quantize_linear import DynamicQuantizeLinearOp
 from onyxia.operators.quantized.gather_block_quantized import GatherBlockQuantizedOp
 from onyxia.operators.quantized.matmul_bnb4 import MatMulBnb4Op
+from onyxia.operators.quantized.matmul_integer import INTEGER_MATMUL, INTEGER_MATMUL_MS
 from onyxia.operators.quantized.matmul_nbits import MatMulNBitsOp
 from onyxia.operators.quantized.matmul_nbits_group import MATMUL_NBITS_GROUP
 
 __all__ = ["QUANTIZED", "QUANTIZED_MS", "QUANTIZED_ONYXIA"]
 
-QUANTIZED: dict[str, Operator] = {}  # default domain
+QUANTIZED: dict[str, Operator] = {  # default domain
+    "DynamicQuantizeLinear": DynamicQuantizeLinearOp(),
+    "DequantizeLinear": DequantizeLinearOp(),
+    **INTEGER_MATMUL,
+}
 QUANTIZED_MS: dict[str, Operator] = {  # com.microsoft
     "MatMulNBits": MatMulNBitsOp(),
     "GatherBlockQuantized": GatherBlockQuantizedOp(),
     "MatMulBnb4": MatMulBnb4Op(),  # bitsandbytes FP4/NF4 on MatMulNBits' kernel
+    **INTEGER_MATMUL_MS,
 }
 QUANTIZED_ONYXIA: dict[str, Operator] = {**MATMUL_NBITS_GROUP}  # com.onyxia

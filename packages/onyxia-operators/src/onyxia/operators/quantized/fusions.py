@@ -7,6 +7,10 @@
 - ``fuse_gelu_mul_into_MatMulNBitsGroup``: the gated MLP of `onyxia.operators.matmul.fusions` over a
   two-weight MatMulNBitsGroup. Declines when the projections have bias (the gated kernel adds none).
 - ``fuse_silu_mul_into_MatMulNBitsGroup``: the same with SiLU, ``Mul(Mul(g, Sigmoid(g)), u)``.
+- ``fuse_cast_mul_into_MatMulInteger``: onnxruntime ``quantize_dynamic``'s ``Mul(Cast(MatMulInteger(q, W, zq,
+  zW), to=float), Mul(a_scale, b_scale))`` becomes com.microsoft MatMulIntegerToFloat (what onnxruntime's own
+  optimizer makes of it), whose epilogue does the Cast and both Muls in the graph's float order: the int32
+  product never goes to memory. Declines on non-f32 scales, or a scale that is not per tensor / per column.
 - ``fold_add_into_MatMulNBits``: ``Add(MatMulNBits(x, ...), b)``, b a constant [N], becomes MatMulNBits with its
   native bias input, so no Add dispatch remains (run before grouping: biased q/k/v then group together).
   Declines on float16, where the kernel's one rounding differs from the graph's two.
@@ -32,7 +36,7 @@ from onyxia.operators.matmul.fusions import (
 )
 from onyxia.operators.matmul.matmul_group import MAX_SLOTS
 
-__all__ = ["QUANTIZED_FUSIONS"]
+__all__ = ["FUSE_CAST_MUL_INTO_MATMUL_INTEGER", "QUANTIZED_FUSIONS"]
 
 _NBITS_INPUTS = (1, 2, 3, 5)  # B, scales, zero_points, bias (4 is g_idx)
 
@@ -151,3 +155,45 @@ FOLD_ADD_INTO_MATMUL_NBITS = Rule(
 )
 
 QUANTIZED_FUSIONS = (GROUP_MATMUL_NBITS, FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE_NBITS, FOLD_ADD_INTO_MATMUL_NBITS)
+
+
+def _single(graph: IrGraph, t: int) -> bool:
+    return all(d == 1 for d in graph.tensor(t).dims)
+
+
+def _scales_fit(graph: IrGraph, m: Match) -> Decline | None:
+    """The scale product is f32, one of its factors a single value (a_scale is per tensor), and broadcasting
+    it leaves the product's shape (so it is per tensor or per column)."""
+    if any(graph.tensor(s).dtype != DataType.FLOAT for s in (m.a_scale, m.b_scale)):
+        return Decline("the scales are not float32", m.scales)
+    if not (_single(graph, m.a_scale) or _single(graph, m.b_scale)):
+        return Decline("neither scale is a single value (MatMulIntegerToFloat's a_scale is per tensor)", m.scales)
+    product = list(graph.tensor(m.product.outputs[0]).dims)
+    if list(graph.tensor(m.mul.outputs[0]).dims) != product:
+        return Decline("the scale broadcasts the product to another shape", m.mul)
+    scale = list(graph.tensor(m.b_scale if _single(graph, m.a_scale) else m.a_scale).dims)
+    if not (all(d == 1 for d in scale) or (product and scale[-1] == product[-1] and all(d == 1 for d in scale[:-1]))):
+        return Decline(f"the scale {scale} is neither per tensor nor per column", m.scales)
+    return None
+
+
+def _integer_to_float(r: Rewriter, m: Match) -> list[NewValue]:
+    a_scale, b_scale = (m.a_scale, m.b_scale) if _single(r.graph, m.a_scale) else (m.b_scale, m.a_scale)
+    inputs = [m.a, m.b, a_scale, b_scale, *m.product.inputs[2:4]]
+    while inputs[-1] is None:
+        inputs.pop()
+    return [r.op("MatMulIntegerToFloat", *inputs, domain="com.microsoft")]
+
+
+FUSE_CAST_MUL_INTO_MATMUL_INTEGER = Rule(
+    "fuse_cast_mul_into_MatMulInteger",
+    op.Mul(
+        op.Cast(op.MatMulInteger(Var("a"), Var("b"), _name="product", _extra_inputs=True), to=int(DataType.FLOAT)),
+        op.Mul(Var("a_scale"), Var("b_scale"), _name="scales"),
+        _commute=True,
+        _name="mul",
+    ),
+    _integer_to_float,
+    check=_scales_fit,
+    targets="onnxruntime quantize_dynamic (onnx-community int8/uint8): Mul(Cast(MatMulInteger(q, W)), Mul(sa, sb))",
+)
