@@ -7,10 +7,12 @@ import onnx, wgpu or any other onyxia package.
 from onyxia.core.bindings import (
     BINDING_ALIGNMENT,
     MAX_BINDING_BYTES,
+    MAX_BUFFER_BYTES,
     BufferRange,
     Chunk,
     binding_limit,
     max_binding_bytes,
+    max_buffer_bytes,
 )
 from onyxia.core.builder import GraphBuilder
 from onyxia.core.context import FOLD_ELEMENT_LIMIT, FoldCtx, InferenceCtx, NodeCtx, as_output_value, is_symbolic_value
@@ -61,6 +63,7 @@ __all__ = [
     "BINDING_ALIGNMENT",
     "FOLD_ELEMENT_LIMIT",
     "MAX_BINDING_BYTES",
+    "MAX_BUFFER_BYTES",
     "Absent",
     "BindingDesc",
     "BufferRange",
@@ -125,6 +128,7 @@ __all__ = [
     "ceil_div",
     "load_wgsl",
     "max_binding_bytes",
+    "max_buffer_bytes",
     "merge_families",
     "preprocess",
     "require_gpu_type",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core.bindings import BufferRange, Chunk, max_binding_bytes, split_rows
+from onyxia.core.bindings import BufferRange, Chunk, max_binding_bytes, max_buffer_bytes, split_pieces, split_rows
 from onyxia.core.context import NodeCtx
 from onyxia.core.errors import PlanningError, ShaderError
 from onyxia.core.ir_records import IrNode
@@ -23,6 +23,7 @@ from onyxia.core.shader_dims import DimValue
 from onyxia.core.shapes import Absent, static_dims
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 from onyxia.core.values import TensorValue
+from onyxia.core.weight_pieces import gpu_nbytes, known_data, piece_value
 
 __all__ = ["ErrorSlotUse", "PlanCtx"]
 
@@ -100,15 +101,26 @@ class PlanCtx(NodeCtx):
         """Input `i` as rows of `row_bytes`, in ranges that each fit one storage binding.
 
         One whole-input chunk when it fits (or its size is symbolic); otherwise the op emits one
-        dispatch per chunk, binding it with `input_chunk` (see `onyxia.core.bindings`)."""
-        nbytes = self.builder.plan_tensor(self.input_tensor(i)).nbytes
+        dispatch per chunk, binding it with `input_chunk` (see `onyxia.core.bindings`). A compile-time
+        input over the buffer limit comes in pieces, each its own buffer (`onyxia.core.weight_pieces`)."""
+        tensor = self.input_tensor(i)
+        nbytes = gpu_nbytes(tensor)
         if not isinstance(nbytes, int):
             return [Chunk(0, None, 0, nbytes // row_bytes)]
         where = f"node '{self.node.name}' ({self.node.op_type}): input {i}"
+        if (
+            nbytes > max_buffer_bytes()
+            and known_data(tensor) is not None
+            and row_bytes % tensor.dtype.gpu_numpy.itemsize == 0
+        ):
+            return split_pieces(nbytes // row_bytes, row_bytes, max_binding_bytes(), max_buffer_bytes(), where)
         return split_rows(nbytes // row_bytes, row_bytes, max_binding_bytes(), where)
 
     def input_chunk(self, i: int, chunk: Chunk) -> BufferRange:
-        return BufferRange(self.input(i), chunk.offset, chunk.size)
+        if chunk.piece is None:
+            return BufferRange(self.input(i), chunk.offset, chunk.size)
+        key, value = piece_value(self.input_tensor(i), chunk.piece)
+        return BufferRange(self.constant(key, value), chunk.offset - chunk.piece.offset, chunk.size)
 
     def shares_storage(self, input_index: int, output_index: int) -> bool:
         """True when output `output_index` lives in input `input_index`'s buffer (a KV cache the

@@ -60,6 +60,10 @@ class Settings:
         default=None,
         metadata=_env("ONYXIA_MAX_BINDING_BYTES", "split tensors over this many bytes per binding (default 128 MiB)"),
     )
+    max_buffer_bytes: int | None = field(
+        default=None,
+        metadata=_env("ONYXIA_MAX_BUFFER_BYTES", "split weights over this many bytes per buffer (default 2 GiB - 256)"),
+    )
     backend: str | None = field(
         default=None, metadata=_env("ONYXIA_BACKEND", "wgpu backend to request (vulkan, metal, dx12, gl)")
     )
@@ -127,8 +131,8 @@ def _validate(f: dataclasses.Field[Any], value: Any) -> None:
         raise SettingsError(f"setting '{f.name}' must be {kind}, got {value!r}")
     if f.name == "debug" and value < 0:
         raise SettingsError(f"setting 'debug' must be >= 0, got {value}")
-    if f.name == "max_binding_bytes" and value < BINDING_ALIGNMENT:
-        raise SettingsError(f"setting 'max_binding_bytes' must be >= {BINDING_ALIGNMENT}, got {value}")
+    if f.name in ("max_binding_bytes", "max_buffer_bytes") and value < BINDING_ALIGNMENT:
+        raise SettingsError(f"setting '{f.name}' must be >= {BINDING_ALIGNMENT}, got {value}")
 
 
 _from_environ: Settings | None = None
