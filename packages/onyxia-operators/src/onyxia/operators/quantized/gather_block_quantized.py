@@ -6,13 +6,33 @@ block_size 32). As in onnxruntime: uint8 data packs two values per byte along th
 (which must be the quantize axis, with gather_axis 0) and defaults to zero point 8; INT4/UINT4
 data is indexed by its logical shape and defaults to zero point 0. An out-of-range index gives a
 row of zeros, as onnxruntime's CPU kernel does. The output dtype is the scales' dtype.
+
+A table over the storage-binding limit is gathered in row ranges, one dispatch each (`split_rows` with
+the data's, the scales' and the zero points' row sizes, so every range is within the limit and aligned
+in all three): Qwen2.5-0.5B's tied 151936 x 896 table, bound as the genai builder's Reshape of the lm
+head's 4-bit weight, is 272 MB (a run-time uint8 tensor holds one byte per u32).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from onyxia.core import DataType, InferenceCtx, NodeCtx, OperatorBase, PlanCtx, TensorType, ceil_div, load_wgsl
+from onyxia.core import (
+    BufferRange,
+    BufferRef,
+    Chunk,
+    DataType,
+    InferenceCtx,
+    NodeCtx,
+    OperatorBase,
+    PlanCtx,
+    TensorType,
+    ceil_div,
+    load_wgsl,
+    max_binding_bytes,
+)
+from onyxia.core.bindings import split_rows
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.quantized.matmul_nbits import unsupported
@@ -100,17 +120,20 @@ class GatherBlockQuantizedOp(OperatorBase):
             defs["DATA_WIDENED"] = True
         if dtype == DataType.INT4:
             defs["SIGNED"] = True
+        zp_widened = False
         if ctx.has_input(_ZERO_POINTS):
             zero_points = bind_packed(ctx, _ZERO_POINTS)
             reads.append(zero_points.buffer)
             defs["ZP"] = True
-            if zero_points.widened:
+            zp_widened = zero_points.widened
+            if zp_widened:
                 defs["ZP_WIDENED"] = True
         defs["Y_BINDING"] = len(reads)
         n_out = dims_product(ctx.output_dims(0))
         if n_out == 0:
             return  # nothing to gather (and a literal `% 0u` would not compile)
         blocks = axes.blocks
+        zrow = blocks + blocks % 2 if dtype == DataType.UINT8 else blocks
         dims = {
             "N_OUT": n_out,
             "GN": dims_product(ctx.input_dims(_INDICES)),
@@ -120,8 +143,44 @@ class GatherBlockQuantizedOp(OperatorBase):
             "QN": dims_product(axes.data[axes.quantize + 1 :]),
             "NBQ": blocks,
             "BLOCK_SIZE": axes.block_size,
-            "ZROW": blocks + blocks % 2 if dtype == DataType.UINT8 else blocks,
+            "ZROW": zrow,
         }
         source = load_wgsl(__package__, "gather_block_quantized.wgsl")
-        shader = ctx.compile_shader("GatherBlockQuantized", source, defs, dims)
-        ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(n_out, WORKGROUP_SIZE))
+        row_bytes = _row_bytes(ctx, axes, zrow, widened=[data.widened, zp_widened])
+        for chunk in _chunks(ctx, axes, row_bytes):
+            chunk_reads: list[BufferRef | BufferRange] = list(reads)
+            chunk_defs, chunk_dims = defs, dims
+            if chunk.size is not None and row_bytes is not None:
+                for index, size in zip((0, 2, 3), row_bytes):
+                    chunk_reads[index] = chunk.range_of(reads[index], size)
+                chunk_defs, chunk_dims = (
+                    {**defs, "CHUNKED": True},
+                    {**dims, "FIRST_ROW": chunk.first_row, "ROWS": chunk.rows},
+                )
+            shader = ctx.compile_shader("GatherBlockQuantized", source, chunk_defs, chunk_dims)
+            ctx.dispatch(shader, chunk_reads, [ctx.output(0)], ceil_div(n_out, WORKGROUP_SIZE))
+
+
+def _row_bytes(ctx: PlanCtx, axes: _Axes, zrow: int, widened: list[bool]) -> list[int] | None:
+    """Bytes per gathered row of the bound data, scales (and zero points), or None when rows are not
+    whole bytes apart (only gather_axis 0 with blocks along a later axis is split)."""
+    if axes.gather != 0 or axes.quantize == 0:
+        return None
+    per_row = math.prod(axes.data[1:])
+    after = math.prod(axes.data[axes.quantize + 1 :])
+    scales = per_row // (axes.data[axes.quantize] * after) * axes.blocks * after
+    nibbles = [per_row]
+    if ctx.has_input(_ZERO_POINTS):
+        nibbles.append(scales // axes.blocks * zrow)
+    if any(n % 2 for n in nibbles):
+        return None
+    packed = [n // 2 * (4 if wide else 1) for n, wide in zip(nibbles, widened)]
+    return [packed[0], scales * ctx.input_dtype(_SCALES).gpu_numpy.itemsize, *packed[1:]]
+
+
+def _chunks(ctx: PlanCtx, axes: _Axes, row_bytes: list[int] | None) -> list[Chunk]:
+    whole = [Chunk(0, None, 0, axes.data[0])]
+    if row_bytes is None:
+        return whole
+    where = f"node '{ctx.node.name}' ({ctx.node.op_type}): data, scales and zero points"
+    return split_rows(axes.data[0], row_bytes, max_binding_bytes(), where)

@@ -8,10 +8,14 @@
 //       SIGNED  flag: INT4 data (and zero points): nibbles are two's complement
 //       ZP      flag: a zero-point input (else DEFAULT_ZP: 8 for uint8 data, 0 for INT4/UINT4)
 //       DATA_WIDENED, ZP_WIDENED  flags: a runtime uint8 tensor, one byte per u32
+//       CHUNKED flag: data, scales and zp bind only the rows [FIRST_ROW, FIRST_ROW + ROWS) of a table over the
+//               storage-binding limit (gather_axis 0, one dispatch per range); outputs of other rows are
+//               left to the other dispatches, and the first one writes the zeros of out-of-range indices
 //       WORKGROUP_SIZE
 // Dims: N_OUT (output elements), GN (index count), G (gather-axis size), GB (elements after the gather axis),
 //       QD (quantize-axis size), QN (elements after the quantize axis), NBQ (blocks along it), BLOCK_SIZE,
-//       ZROW (zero-point nibbles per scale row: NBQ, or NBQ rounded up to even for uint8's per-row bytes).
+//       ZROW (zero-point nibbles per scale row: NBQ, or NBQ rounded up to even for uint8's per-row bytes),
+//       FIRST_ROW, ROWS (CHUNKED only) the bound range of gathered rows.
 #ifdef F16
 enable f16;
 #endif
@@ -64,10 +68,22 @@ fn element(i: u32) {
     }
     // onnxruntime writes zeros for an out-of-range index rather than failing
     if (index < 0 || index >= i32(#{G})) {
+#ifdef CHUNKED
+        if (#{FIRST_ROW} != 0u) {
+            return;
+        }
+#endif
         y[i] = #{S_T}(0.0);
         return;
     }
+#ifdef CHUNKED
+    if (u32(index) < #{FIRST_ROW} || u32(index) >= #{FIRST_ROW} + #{ROWS}) {
+        return;
+    }
+    let d = (u32(index) - #{FIRST_ROW}) * #{GB} + i % #{GB};  // gather_axis 0: nothing precedes the rows
+#else
     let d = ((row / #{GN}) * #{G} + u32(index)) * #{GB} + i % #{GB};
+#endif
     let s = ((d / (#{QD} * #{QN})) * #{NBQ} + ((d / #{QN}) % #{QD}) / #{BLOCK_SIZE}) * #{QN} + d % #{QN};
     y[i] = #{S_T}((as_value(data_nibble(d)) - zero_point(s)) * f32(scales[s]));
 }
