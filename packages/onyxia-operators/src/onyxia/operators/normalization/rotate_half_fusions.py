@@ -86,15 +86,16 @@ def _rotate_half_pattern() -> OpPattern:
 
 
 def _rotate_half_check(graph: IrGraph, m: Match) -> Decline | None:
-    tensors = (m.x, m.cos, m.sin, m.node.outputs[0])
+    x, tensors = graph.tensor(m.x), (m.x, m.cos, m.sin, m.node.outputs[0])
     if any(graph.tensor(t).dtype != DataType.FLOAT for t in tensors if t is not None):
-        return Decline("not float32: a float16 graph rounds after each Mul and the Add, the fused kernel once", m.x)
+        return Decline("not float32: a float16 graph rounds after each Mul and the Add, the fused kernel once", x)
     head = _head(graph, m.x)
     if head is None or head % 2:
-        return Decline(f"x has shape {graph.tensor(m.x).shape}; expected 4-D with a static even last dim", m.x)
+        return Decline(f"x has shape {x.shape}; expected 4-D with a static even last dim", x)
     for mul in (m.mul_cos, m.mul_sin, m.node):
         if _dims(graph, mul.outputs[0]) != _dims(graph, m.x):
-            return Decline(f"the product has shape {graph.tensor(mul.outputs[0]).shape}, not x's", mul)
+            grown = graph.tensor(mul.outputs[0]).shape
+            return Decline(f"the product is {grown}, not x's {x.shape}: cos/sin broadcast beyond x", mul)
     halves = (_slice_range(graph, m, "first", head), _slice_range(graph, m, "second", head))
     if halves != ((0, head // 2), (head // 2, head)):
         return Decline(f"the slices are not x[..., :{head // 2}] and x[..., {head // 2}:] with known bounds", m.first)
