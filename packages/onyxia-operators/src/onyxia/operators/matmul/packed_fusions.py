@@ -61,7 +61,8 @@ def _constant(graph: IrGraph, node: IrNode, index: int) -> list[int] | None:
     """Input `index` of `node` as a list of ints, [] when absent, None when not known at compile time."""
     if index >= len(node.inputs) or node.inputs[index] is None:
         return []
-    value = graph.tensor(node.inputs[index]).value
+    tensor = graph.tensor(node.inputs[index])
+    value = tensor.value if tensor.value is not None else tensor.initializer.numpy() if tensor.initializer else None
     if value is None or value.dtype == object:
         return None
     return [int(v) for v in np.asarray(value).reshape(-1)]
@@ -133,7 +134,7 @@ def _split(r: Rewriter, m: Match) -> dict[int, NewValue]:
         value = TensorValue(weight.dtype, (k, end - start), _loader(source, start, end), name=name)
         shape = shape_of([k, end - start])
         blocks.append(graph.add_tensor(name, weight.dtype, shape, TensorKind.INITIALIZER, initializer=value).id)
-    group = r.op("MatMulGroup", m.node.inputs[0], *blocks, domain=ONYXIA_DOMAIN, outputs=len(blocks))
+    group = r.op("MatMulGroup", m.node.inputs[0], *blocks, domain=ONYXIA_DOMAIN, outputs=len(blocks), name=m.node.name)
     pairs = zip(m.slices, r.outputs_of(group), strict=True)
     return {t: out for s, out in pairs if (t := s.outputs[0]) is not None}
 
