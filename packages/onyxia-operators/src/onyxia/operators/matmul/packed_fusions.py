@@ -97,9 +97,15 @@ def _split_check(graph: IrGraph, m: Match) -> Decline | None:
     return None
 
 
+def _weight_dims(graph: IrGraph, node: IrNode) -> tuple[int, int]:
+    k, n = graph.tensor(node.inputs[1]).dims
+    assert isinstance(k, int) and isinstance(n, int)  # `weight_product` matched a static [K, N]
+    return k, n
+
+
 def _ranges(graph: IrGraph, m: Match) -> list[tuple[int, int]] | str:
-    rank = len(graph.tensor(m.node.outputs[0]).shape.dims)
-    n = graph.tensor(m.node.inputs[1]).shape.dims[1]
+    rank = len(graph.tensor(m.node.outputs[0]).dims)
+    n = _weight_dims(graph, m.node)[1]
     ranges = []
     for node in m.slices:
         columns = _columns(graph, node, rank, n)
@@ -127,7 +133,7 @@ def _split(r: Rewriter, m: Match) -> dict[int, NewValue]:
     weight = graph.tensor(m.node.inputs[1])
     source = weight.initializer if weight.initializer is not None else weight.value
     assert source is not None
-    k = weight.shape.dims[0]
+    k = _weight_dims(graph, m.node)[0]
     blocks = []
     for start, end in ranges:
         name = f"{weight.name}/columns_{start}_{end}"
