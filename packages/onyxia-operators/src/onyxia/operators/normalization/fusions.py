@@ -5,10 +5,8 @@
   as output 3 when something else reads it), so the onnx-community Gemma export (``Add(residual,
   SLN(x))`` then ``SLN(sum)``) plans the same steps. Opset 23's RMSNormalization too. Declines: a
   norm over anything but the last axis; a scale dtype other than the sum's; an Add that broadcasts an
-  operand other than as a trailing suffix; a norm reading the sum through a Cast that changes its dtype (the
-  float16 exports: the fused op would normalise the unrounded sum, not the f16-rounded one onnxruntime
-  normalises). A Cast to the dtype the sum already has (optimum's ``x.to(float32)`` in an f32 graph)
-  is no step: the rule looks through it and the fused node's sum output replaces it too.
+  operand other than as a trailing suffix; a norm reading the sum through a Cast (the float16 exports:
+  the fused op would normalise the unrounded sum, not the f16-rounded one onnxruntime normalises).
 - ``fuse_rms_norm_into_rotary``: Gemma 3 and Qwen 3 normalise q and k per head before RoPE, exported as
   ``Reshape(x, [0, -1, head]) -> SimplifiedLayerNormalization -> Reshape(back) -> RotaryEmbedding``
   (optionally between ``Cast(to=float)`` and a Cast back, in float16 exports): one RmsNormRotary
@@ -52,10 +50,9 @@ def _residual_pattern(norm_op: str) -> OpPattern:
 
 
 def _residual_check(graph: IrGraph, m: Match) -> Decline | None:
+    if getattr(m, "cast", None) is not None:
+        return Decline("the norm reads the sum through a Cast (float16 graph): it would see the unrounded sum", m.cast)
     sum_t = graph.tensor(m.add.outputs[0])
-    cast = getattr(m, "cast", None)
-    if cast is not None and graph.tensor(_out(cast)).dtype != sum_t.dtype:
-        return Decline("the norm reads the sum through a Cast (float16 graph): it would see the unrounded sum", cast)
     rank = 0 if isinstance(sum_t.shape, Absent) else len(sum_t.shape.dims)
     if rank == 0 or m.axis not in (-1, rank - 1):
         return Decline(f"axis {m.axis} is not the last axis of a rank-{rank} input", m.node)
@@ -68,8 +65,7 @@ def _residual_check(graph: IrGraph, m: Match) -> Decline | None:
 
 
 def _residual(r: Rewriter, m: Match) -> dict[int, NewValue]:
-    norm, cast = m.node, getattr(m, "cast", None)
-    sums = [m.add.outputs[0], *([] if cast is None else [cast.outputs[0]])]  # the Cast is an identity (checked)
+    norm, total = m.node, m.add.outputs[0]
     operands = input_and_skip(r.graph, m.add)
     assert operands is not None  # checked
     fused = r.op(
@@ -84,9 +80,8 @@ def _residual(r: Rewriter, m: Match) -> dict[int, NewValue]:
     mapping = {norm.outputs[0]: out[0]}
     if len(norm.outputs) > 1 and norm.outputs[1] is not None:
         mapping[norm.outputs[1]] = out[2]  # SLN's inv_std_var is Skip*'s output 2
-    for total in sums:
-        if reads_elsewhere(r.graph, total, norm, cast):
-            mapping[total] = out[3]  # input_skip_bias_sum: the next residual Add reads it
+    if reads_elsewhere(r.graph, total, norm):
+        mapping[total] = out[3]  # input_skip_bias_sum: the next residual Add reads it
     return {k: v for k, v in mapping.items() if k is not None}
 
 
@@ -197,13 +192,9 @@ def input_and_skip(graph: IrGraph, add: IrNode) -> tuple[int, int] | None:
     return (order[0], order[1]) if skip == out[len(out) - len(skip) :] else None
 
 
-def reads_elsewhere(graph: IrGraph, total: int | None, norm: IrNode, cast: IrNode | None = None) -> bool:
-    """Something besides the norm (and the identity Cast between) needs the sum: another reader, a
-    graph output, shared storage."""
-    if total is None:
-        return False
-    matched = {norm.id, *([] if cast is None else [cast.id])}
-    others = [n for n, _ in graph.tensor_consumers(total) if n.id not in matched]
+def reads_elsewhere(graph: IrGraph, total: int, norm: IrNode) -> bool:
+    """Something besides the norm needs the sum: another reader, a graph output, shared storage."""
+    others = [n for n, _ in graph.tensor_consumers(total) if n.id != norm.id]
     return bool(others) or graph.is_graph_output(total) or total in graph.aliases.values()
 
 

@@ -21,6 +21,11 @@
   between Casts but the weight Mul in f16 (``Mul(w16, Cast(n32, to=f16))``, two roundings): it is
   declined. Gemma's form multiplies by the weight in f32 and casts after: the match (x being the
   widening Cast's output) is all f32 and fuses, the narrowing Cast stays outside it.
+- ``drop_identity_cast``: ``Cast(x, to=dtype(x))`` is ``x``. optimum's RMSNorm starts with
+  ``hidden_states.to(float32)``, in an f32 graph a Cast to the dtype x has: it stood between the
+  residual Add and the norm (so `fuse_add_into_SimplifiedLayerNormalization` saw no Add) and, on the
+  first layer, between the embedding and both the norm and the residual, one dispatch of its own.
+  Declines (by the engine) where the Cast's output is a graph output or shared storage.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from onyxia.core.rewrite import (
 )
 from onyxia.core.shapes import Absent
 
-__all__ = ["FUSE_RMS_NORM", "RMS_NORM_FUSIONS"]
+__all__ = ["DROP_IDENTITY_CAST", "FUSE_RMS_NORM", "RMS_NORM_FUSIONS"]
 
 _CONSTANTS = (("exponent", 2.0, "the square's exponent"), ("one", 1.0, "the numerator"), ("power", -0.5, "the power"))
 
@@ -54,10 +59,12 @@ def _identity_cast(graph: IrGraph, node: IrNode) -> bool:
     return source is not None and result is not None and graph.tensor(source).dtype == graph.tensor(result).dtype
 
 
+def _live_identity_cast(graph: IrGraph, node: IrNode) -> bool:
+    return _identity_cast(graph, node) and not is_folded(graph, node)
+
+
 def _pattern() -> OpPattern:
-    # optimum's x.to(float32): in an f32 graph a no-op, which dies with the match when only the norm
-    # reads it (else, e.g. read by the next residual Add, x is its output and the residual rule drops it)
-    x = AnyOf(op.Cast(Var("x"), _name="widen", _where=_identity_cast), Var("x"))
+    x = Var("x")  # an identity Cast in front is dropped by drop_identity_cast; a widening one is x
     square = AnyOf(op.Pow(x, Const("exponent"), _name="square"), op.Mul(x, x, _name="square"))
     keepdims = Attr("keepdims", 1)
     mean = AnyOf(
@@ -165,4 +172,11 @@ FUSE_RMS_NORM = Rule(
     targets="optimum (transformers RMSNorm): Mul(w, Cast(x * 1/Sqrt(ReduceMean(x^2) + eps))), q/k norms too",
 )
 
-RMS_NORM_FUSIONS: tuple[Rule, ...] = (FUSE_RMS_NORM,)
+DROP_IDENTITY_CAST = Rule(
+    "drop_identity_cast",
+    op.Cast(Var("x"), _where=_live_identity_cast),
+    lambda r, m: [m.x],
+    targets="optimum: RMSNorm's hidden_states.to(float32) in a float32 graph",
+)
+
+RMS_NORM_FUSIONS: tuple[Rule, ...] = (DROP_IDENTITY_CAST, FUSE_RMS_NORM)
