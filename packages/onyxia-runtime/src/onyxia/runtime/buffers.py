@@ -135,7 +135,8 @@ class BufferPool:
     def _create(self, label: str, size: int, usage: int) -> wgpu.GPUBuffer:
         if size > self.ctx.max_buffer_size:
             raise DeviceError(
-                f"buffer '{label}': needs {size} bytes; the adapter's max-buffer-size is {self.ctx.max_buffer_size}"
+                f"buffer '{label}': needs {size} bytes; the adapter's max-buffer-size is {self.ctx.max_buffer_size} "
+                "(a weight: compile with ONYXIA_MAX_BUFFER_BYTES at most that, and it is uploaded in pieces)"
             )
         with wgpu_boundary(DeviceError, f"allocating buffer '{label}' ({size} bytes)"):
             buffer = self.ctx.device.create_buffer(label=label, size=size, usage=usage)
