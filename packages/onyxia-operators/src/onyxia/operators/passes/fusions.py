@@ -8,7 +8,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 | FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
 | FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits, fuse_cast_mul_into_MatMulInteger (`quantized`) |
 | GroupMatMuls           | split_packed_matmul (`matmul.packed_fusions`), group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
-| FuseMlpGate            | fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized) |
+| FuseMlpGate            | gelu_tanh_formula (`elementwise.activation_fusions`), fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized) |
 | FuseRmsNorm            | `normalization.rms_fusions`: plain-op RMSNorm -> SimplifiedLayerNormalization |
 | FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel |
 | FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
@@ -23,6 +23,7 @@ from __future__ import annotations
 from onyxia.core.rewrite import RewritePass
 from onyxia.operators.attention.fusions import ATTENTION_FUSIONS
 from onyxia.operators.attention.kv_fusions import KV_CACHE_FUSIONS
+from onyxia.operators.elementwise.activation_fusions import ACTIVATION_FUSIONS
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
 from onyxia.operators.gather_scatter.fusions import GATHER_FUSIONS
 from onyxia.operators.matmul.bias_fusions import FOLD_ADD_INTO_MATMUL
@@ -88,7 +89,7 @@ class GroupMatMuls(RewritePass):
 
 class FuseMlpGate(RewritePass):
     name = "FuseMlpGate"
-    rules = (FUSE_MLP_GATE, FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE, FUSE_SILU_GATE_NBITS)
+    rules = (*ACTIVATION_FUSIONS, FUSE_MLP_GATE, FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE, FUSE_SILU_GATE_NBITS)
 
 
 class FuseRmsNorm(RewritePass):
