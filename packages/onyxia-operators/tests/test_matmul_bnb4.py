@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from fusion_models import check_fused, graph_model, ops_of, plan_without
 from onnx import helper, numpy_helper
 from onnxruntime.quantization.matmul_bnb4_quantizer import MatMulBnb4Quantizer
 from oracle import check_op, compile_model, make_model, onyxia_outputs, reference_outputs, runtime
@@ -160,3 +161,47 @@ def test_unsupported_forms_are_named() -> None:
     feeds = {"A": np.zeros((1, 72), np.float32), "absmax": np.ones(9, np.float32)}
     with pytest.raises(UnsupportedOpError, match=rf"{_WHERE}.*input 2 \(absmax\) is only known at run time"):
         _compile(runtime_absmax, feeds)
+
+
+def _bnb4_nodes(ns: tuple[int, ...], k: int, block_size: int, quant_type: int) -> tuple[list, dict[str, np.ndarray]]:
+    nodes, initializers = [], {}
+    for i, n in enumerate(ns):
+        weights = bnb4_weights(k, n, block_size, quant_type, seed=i)
+        initializers |= {f"B{i}": weights["B"], f"absmax{i}": weights["absmax"]}
+        attrs = {"K": k, "N": n, "block_size": block_size, "quant_type": quant_type}
+        nodes.append(
+            helper.make_node("MatMulBnb4", ["x", f"B{i}", f"absmax{i}"], [f"y{i}"], domain="com.microsoft", **attrs)
+        )
+    return nodes, initializers
+
+
+@pytest.mark.parametrize("quant_type", [0, 1], ids=["fp4", "nf4"])
+def test_siblings_group_into_one_dispatch(quant_type: int) -> None:
+    """q/k/v MatMulBnb4 of one activation: one MatMulNBitsGroup (attribute quant_type), bit for bit the
+    ungrouped plan and within TOLERANCE of onnxruntime, decode and prefill of one symbolic plan."""
+    nodes, initializers = _bnb4_nodes((48, 16, 16), 128, 64, quant_type)
+    model = graph_model(nodes, {"x": (np.float32, ["seq", 128])}, initializers, ["y0", "y1", "y2"])
+    assert ops_of(compile_model(model)) == ["MatMulNBitsGroup"]
+    assert ops_of(plan_without(model, {"GroupMatMuls"})) == ["MatMulBnb4"] * 3
+    feeds = [{"x": np.random.default_rng(m).standard_normal((m, 128)).astype(np.float32)} for m in (1, 19, 1)]
+    check_fused(model, feeds, {"GroupMatMuls"}, TOLERANCE)
+
+
+def test_gelu_gate_fuses_over_a_bnb4_group() -> None:
+    """Gemma's MLP, Mul(Gelu(x @ gate), x @ up), over bnb4 weights: one GatedMatMulNBits."""
+    nodes, initializers = _bnb4_nodes((40, 40), 64, 64, 1)
+    nodes += [
+        helper.make_node("Gelu", ["y0"], ["g"], approximate="tanh"),
+        helper.make_node("Mul", ["g", "y1"], ["y"]),
+    ]
+    model = graph_model(nodes, {"x": (np.float32, ["seq", 64])}, initializers, ["y"])
+    assert ops_of(compile_model(model)) == ["GatedMatMulNBits"]
+    feeds = [{"x": np.random.default_rng(m).standard_normal((m, 64)).astype(np.float32)} for m in (1, 7)]
+    check_fused(model, feeds, {"GroupMatMuls", "FuseMlpGate"}, TOLERANCE)
+
+
+def test_k_not_a_multiple_of_block_size_stays_ungrouped() -> None:
+    """Flat blocks straddling columns are not MatMulNBits' geometry: the siblings keep their own kernels."""
+    nodes, initializers = _bnb4_nodes((24, 24), 72, 64, 1)
+    model = graph_model(nodes, {"x": (np.float32, ["seq", 72])}, initializers, ["y0", "y1"])
+    assert ops_of(compile_model(model)) == ["MatMulBnb4"] * 2

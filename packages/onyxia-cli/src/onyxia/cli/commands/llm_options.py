@@ -19,6 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from onyxia.cli.arguments import non_negative_float, non_negative_int, positive_float, positive_int, probability, seed
 from onyxia.cli.llm import PRECISIONS, LlmSession, SamplingParams
+from onyxia.cli.llm.model_dir import precision_help
 
 __all__ = ["DEMO_MODEL_DIR", "add_llm_arguments", "open_session", "sampling_from"]
 
@@ -31,7 +32,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model_dir", nargs="?", type=Path, default=None, help="model directory (default: built-in demo)"
     )
-    parser.add_argument("--precision", choices=sorted(PRECISIONS), default=None, help="which ONNX file to run")
+    parser.add_argument("--precision", choices=sorted(PRECISIONS), default=None, help=precision_help())
     parser.add_argument("--max-length", type=positive_int, default=None, help="KV cache capacity in tokens")
     parser.add_argument("--max-new-tokens", type=non_negative_int, default=128)
     parser.add_argument("--temperature", type=non_negative_float, default=None, help="0 = greedy")

@@ -1,7 +1,13 @@
 """Find the ONNX file, configs and tokenizer of an LLM directory in any of the exporters' layouts.
 
-- onnx-community (`config.json`, `onnx/model{,_q4,_fp16,_q4f16}.onnx`): `--precision` picks the file;
-  by default the smallest present that the adapter can run (f16 files need `shader-f16`);
+- onnx-community (`config.json`, `onnx/model{,_q4,_fp16,_q4f16,_bnb4,_int8,_uint8}.onnx`, the files
+  transformers.js' quantize script writes): `--precision` picks any row of `PRECISIONS`. By default the
+  smallest present that the adapter can run (f16 files need `shader-f16`) among the `by_default` rows
+  q4f16, q4, fp16, fp32; bnb4, int8 and uint8 only when none of those is present, even where they are
+  smaller. Why: bnb4 is smaller than q4 only by keeping one scale per 64 weights instead of 32, and
+  int8/uint8 stream twice q4's weight bytes per product plus a DynamicQuantizeLinear per activation (their
+  files are smaller only because quantize_dynamic also quantizes the embedding table; gemma3-tiny: int8
+  242 KB, bnb4 392 KB, q4 397 KB), so picking them by size would trade accuracy or decode speed for bytes;
 - onnxruntime-genai (`genai_config.json` + the decoder file it names);
 - optimum `text-generation-with-past` (`config.json` + `model.onnx`).
 """
@@ -11,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from onyxia.cli.llm.config_files import (
     chat_template_of,
@@ -23,15 +29,30 @@ from onyxia.cli.llm.config_files import (
 )
 from onyxia.core import ModelLoadError
 
-__all__ = ["PRECISIONS", "ModelDirectory", "resolve_model_dir"]
+__all__ = ["PRECISIONS", "ModelDirectory", "Precision", "precision_help", "resolve_model_dir"]
 
-# precision -> file name under onnx/, and whether it needs shader-f16
-PRECISIONS: dict[str, tuple[str, bool]] = {
-    "q4f16": ("model_q4f16.onnx", True),
-    "q4": ("model_q4.onnx", False),
-    "fp16": ("model_fp16.onnx", True),
-    "fp32": ("model.onnx", False),
+
+class Precision(NamedTuple):
+    file: str  # under onnx/
+    needs_f16: bool  # the adapter feature shader-f16
+    by_default: bool  # a candidate when --precision is not given (see the module docstring)
+
+
+PRECISIONS: dict[str, Precision] = {
+    "q4f16": Precision("model_q4f16.onnx", True, True),
+    "q4": Precision("model_q4.onnx", False, True),
+    "fp16": Precision("model_fp16.onnx", True, True),
+    "fp32": Precision("model.onnx", False, True),
+    "bnb4": Precision("model_bnb4.onnx", False, False),  # com.microsoft MatMulBnb4, NF4/FP4
+    "int8": Precision("model_int8.onnx", False, False),  # DynamicQuantizeLinear + MatMulInteger, int8 weights
+    "uint8": Precision("model_uint8.onnx", False, False),  # the same with uint8 weights
 }
+
+
+def precision_help() -> str:
+    """The --precision help of `generate` and `chat`, from the table."""
+    preferred = "/".join(p for p, row in PRECISIONS.items() if row.by_default)
+    return f"which onnx/model_<precision>.onnx to run (default: the smallest present of {preferred} the adapter runs)"
 
 
 @dataclass
@@ -85,20 +106,20 @@ def resolve_model_dir(root: str | Path, precision: str | None = None, features: 
 
 
 def _onnx_community(root: Path, precision: str | None, features: Collection[str]) -> ModelDirectory:
-    present = {p: root / "onnx" / f for p, (f, _) in PRECISIONS.items() if (root / "onnx" / f).is_file()}
+    present = {p: root / "onnx" / row.file for p, row in PRECISIONS.items() if (root / "onnx" / row.file).is_file()}
     if not present:
-        names = ", ".join(f for f, _ in PRECISIONS.values())
+        names = ", ".join(row.file for row in PRECISIONS.values())
         raise ModelLoadError(f"{root / 'onnx'}: none of {names} is present")
     if precision is None:
-        runnable = [p for p in present if not PRECISIONS[p][1] or "shader-f16" in features]
+        runnable = [p for p in present if not PRECISIONS[p].needs_f16 or "shader-f16" in features]
         if not runnable:
             raise ModelLoadError(f"{root}: only {sorted(present)} present, and the adapter has no shader-f16")
-        precision = min(runnable, key=lambda p: _size(present[p]))
+        precision = min(runnable, key=lambda p: (not PRECISIONS[p].by_default, _size(present[p])))
     elif precision not in present:
         raise ModelLoadError(
-            f"{root}: precision {precision} ({PRECISIONS[precision][0]}) is not present; found {sorted(present)}"
+            f"{root}: precision {precision} ({PRECISIONS[precision].file}) is not present; found {sorted(present)}"
         )
-    elif PRECISIONS[precision][1] and features and "shader-f16" not in features:
+    elif PRECISIONS[precision].needs_f16 and features and "shader-f16" not in features:
         raise ModelLoadError(f"precision {precision} needs the adapter feature shader-f16, which this adapter lacks")
     config = _json(root / "config.json")
     return ModelDirectory(

@@ -4,6 +4,8 @@
   accuracy_level, zero-point form (none, packed uint8, float) and bias presence, no g_idx, and every
   weight input a compile-time constant (the shader reads them repacked), become one MatMulNBitsGroup:
   one dispatch, and at accuracy_level 4 the activation is quantized once instead of per weight.
+  com.microsoft MatMulBnb4 siblings (equal K, block_size dividing K, quant_type) group the same way, into
+  a MatMulNBitsGroup with attribute quant_type (B and absmax per weight; see `matmul_bnb4`).
 - ``fuse_gelu_mul_into_MatMulNBitsGroup``: the gated MLP of `onyxia.operators.matmul.fusions` over a
   two-weight MatMulNBitsGroup. Declines when the projections have bias (the gated kernel adds none).
 - ``fuse_silu_mul_into_MatMulNBitsGroup``: the same with SiLU, ``Mul(Mul(g, Sigmoid(g)), u)``.
@@ -54,6 +56,8 @@ def _nbits_key(graph: IrGraph, node: IrNode) -> Hashable | None:
     """What a MatMulNBits group shares; None when `node` cannot join one."""
     if node.inputs[0] is None or is_folded(graph, node):
         return None
+    if node.op_type == "MatMulBnb4":
+        return _bnb4_key(graph, node)
     if len(node.inputs) > 4 and node.inputs[4] is not None:
         return None  # g_idx
     weights = _weights(node)
@@ -71,6 +75,20 @@ def _nbits_key(graph: IrGraph, node: IrNode) -> Hashable | None:
     )
 
 
+def _bnb4_key(graph: IrGraph, node: IrNode) -> Hashable | None:
+    """MatMulBnb4 joins a group of its own kind (attribute quant_type) when its blocks are MatMulNBits' (K a
+    multiple of block_size: B is [N, K / block_size, block_size / 2] bytes, absmax the scales)."""
+    attrs = node.attributes
+    k, block_size = attrs.get("K"), attrs.get("block_size")
+    if not isinstance(k, int) or not isinstance(block_size, int) or block_size <= 0 or k % block_size:
+        return None
+    if attrs.get("transB", 1) != 1 or graph.tensor(node.inputs[0]).dtype != DataType.FLOAT:
+        return None
+    if any(t is None or not _known(graph, t) for t in node.inputs[1:3]):
+        return None
+    return ("bnb4", k, block_size, attrs.get("quant_type"))
+
+
 def _fits(members: list[IrNode]) -> bool:
     """Worst case over the kernels: A and its int8 scales, each weight's inputs, each output."""
     per_weight = sum(t is not None for t in _weights(members[0]))
@@ -81,7 +99,7 @@ def _group(r: Rewriter, m: Match) -> dict[int, NewValue]:
     inputs = [m.node.inputs[0], *(t for n in m.members for t in _weights(n))]
     while inputs[-1] is None:
         inputs.pop()
-    keys = ("K", "bits", "block_size", "accuracy_level")
+    keys = ("K", "bits", "block_size", "accuracy_level", "quant_type")  # quant_type: MatMulBnb4 members
     attrs = {key: m.node.attributes[key] for key in keys if key in m.node.attributes}
     n = [int(member.attributes["N"]) for member in m.members]
     group = r.op("MatMulNBitsGroup", *inputs, domain=ONYXIA_DOMAIN, outputs=len(n), N=n, **attrs)
@@ -90,10 +108,10 @@ def _group(r: Rewriter, m: Match) -> dict[int, NewValue]:
 
 GROUP_MATMUL_NBITS = Rule(
     "group_matmul_nbits",
-    Siblings(frozenset({("com.microsoft", "MatMulNBits")}), _nbits_key, _fits),
+    Siblings(frozenset({("com.microsoft", "MatMulNBits"), ("com.microsoft", "MatMulBnb4")}), _nbits_key, _fits),
     _group,
     check=weights_ready,
-    targets="onnx-community Gemma q4 / genai int4: q/k/v and gate/up MatMulNBits of one normed hidden state",
+    targets="onnx-community q4 / bnb4, genai int4: q/k/v and gate/up 4-bit products of one normed hidden state",
 )
 
 

@@ -7,7 +7,9 @@ byte, high nibble first (onnxruntime's ``blockwise_quant_block_bnb4.h``). When K
 block_size this is MatMulNBits' geometry ([N, K / block_size] blocks per column) with a code table
 instead of ``(q - zero_point) * scale``, so the one 4-bit product kernel serves it: matmul_nbits.wgsl
 with the CODEBOOK def (the table's values, bytes high nibble first) and ZP ``zero``, per block
-``absmax * sum_k a_k table[q_k]`` in f32 (decode and prefill tiles, weights packed on the GPU).
+``absmax * sum_k a_k table[q_k]`` in f32 (decode and prefill tiles, weights packed on the GPU). So do
+the com.onyxia groups: q/k/v and gate/up siblings become a MatMulNBitsGroup / GatedMatMulNBits with
+attribute quant_type (``group_matmul_nbits`` in `quantized.fusions`), one dispatch each.
 Otherwise a flat block can straddle two columns; every run of gcd(K, block_size) elements of a column
 still lies in one block, so the kernel runs at that smaller block size with absmax gathered per run
 (compile-time absmax; the run must hold whole u32 words, K % 8 == 0).
@@ -40,7 +42,7 @@ from onyxia.core.wgsl_literals import wgsl_literal
 from onyxia.operators.quantized.matmul_nbits import plan_products
 from onyxia.operators.quantized.matmul_nbits_layout import A, Layout, Slot, unsupported
 
-__all__ = ["CODEBOOKS", "MatMulBnb4Op"]
+__all__ = ["CODEBOOKS", "MatMulBnb4Op", "codebook_literals"]
 
 # quant_type -> (name, the 16 values a nibble decodes to), onnxruntime's fp4_qaunt_map / nf4_qaunt_map as f32
 CODEBOOKS: dict[int, tuple[str, np.ndarray]] = {
@@ -88,12 +90,18 @@ class MatMulBnb4Op(OperatorBase):
 
     def plan(self, ctx: PlanCtx) -> None:
         g = _geometry(ctx)
-        name, table = CODEBOOKS[g.quant_type]
-        where = f"node '{ctx.node.name}' (MatMulBnb4): {name} table"
-        codebook = ", ".join(wgsl_literal(DataType.FLOAT, float(v), where) for v in table)
-        layout = Layout(g.k, g.run, "zero", False, codebook)
+        layout = Layout(g.k, g.run, "zero", False, codebook_literals(ctx, g.quant_type))
         scales = None if g.run == g.block_size else [_gathered_absmax(ctx, g)]
         plan_products(ctx, layout, [Slot(_B, _ABSMAX, 3, 4, g.n)], scales=scales)
+
+
+def codebook_literals(ctx: NodeCtx, quant_type: int) -> str:
+    """The CODEBOOK def of matmul_nbits.wgsl: quant_type's 16 values as WGSL f32 literals."""
+    if quant_type not in CODEBOOKS:
+        raise ctx.error(f"attribute 'quant_type' = {quant_type}; expected 0 (FP4) or 1 (NF4)")
+    name, table = CODEBOOKS[quant_type]
+    where = f"node '{ctx.node.name}' ({ctx.node.op_type}): {name} table"
+    return ", ".join(wgsl_literal(DataType.FLOAT, float(v), where) for v in table)
 
 
 def _geometry(ctx: NodeCtx) -> _Geometry:

@@ -3,19 +3,21 @@
 ``MatMulNBitsGroup(A, B0, scales0, zero_points0, bias0, B1, ...) -> Y0, Y1, ...`` computes each
 com.microsoft MatMulNBits ``Y_s = MatMulNBits(A, B_s, scales_s, zero_points_s, bias_s)`` (four inputs per
 weight, any of zero_points / bias empty; attributes K, bits, block_size, accuracy_level as MatMulNBits', and
-`N` the list of each weight's N). Every weight keeps its own bindings; at accuracy_level 4 A is quantized
+`N` the list of each weight's N; with attribute quant_type each weight is a grouped com.microsoft MatMulBnb4's
+B and absmax, no zero points or bias). Every weight keeps its own bindings; at accuracy_level 4 A is quantized
 once for all of them. ``GatedMatMulNBits`` (two weights, no bias, attributes `activation` "gelu" (default, with
 `approximate` as Gelu's) or "silu", as GatedMatMul's) is ``act(Y_0) * Y_1``, one output. The `GroupMatMuls` and `FuseMlpGate` passes produce them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from onyxia.core import InferenceCtx, NodeCtx, OperatorBase, PlanCtx, TensorType, shape_of
 from onyxia.operators.matmul.matmul_group import gate_activation
+from onyxia.operators.quantized.matmul_bnb4 import codebook_literals
 from onyxia.operators.quantized.matmul_nbits import plan_products
-from onyxia.operators.quantized.matmul_nbits_layout import A, Slot, group_slots, nbits_layout
+from onyxia.operators.quantized.matmul_nbits_layout import A, Layout, Slot, group_slots, nbits_layout
 
 __all__ = ["MATMUL_NBITS_GROUP", "MatMulNBitsGroupOp"]
 
@@ -29,14 +31,22 @@ class MatMulNBitsGroupOp(OperatorBase):
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         slots = _slots(ctx, self.gated)
-        nbits_layout(ctx, slots)
+        _layout(ctx, slots)
         dims = ctx.input_dims(A)[:-1]
         return [TensorType(ctx.input_dtype(A), shape_of([*dims, s.n])) for s in slots[: 1 if self.gated else None]]
 
     def plan(self, ctx: PlanCtx) -> None:
         slots = _slots(ctx, self.gated)
         activation = gate_activation(ctx) if self.gated else None
-        plan_products(ctx, nbits_layout(ctx, slots), slots, activation)
+        plan_products(ctx, _layout(ctx, slots), slots, activation)
+
+
+def _layout(ctx: NodeCtx, slots: list[Slot]) -> Layout:
+    """With attribute quant_type the weights are grouped MatMulBnb4's (B, absmax): code-table nibbles."""
+    layout = nbits_layout(ctx, slots)
+    if ctx.attr("quant_type") is None:
+        return layout
+    return replace(layout, zero_points="zero", codebook=codebook_literals(ctx, ctx.attr_int("quant_type")))
 
 
 def _slots(ctx: NodeCtx, gated: bool) -> list[Slot]:
