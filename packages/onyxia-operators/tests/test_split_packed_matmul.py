@@ -101,13 +101,28 @@ def _empty(b: GraphBuilder) -> str:
 def _too_many(b: GraphBuilder) -> str:
     y = _packed(b)
     b.output(*(_slice(b, y, 2 * i, 2 * i + 2) for i in range(6)))
-    return "6 Slices do not fit one MatMulGroup (4 slots)"
+    return "6 column blocks do not fit one MatMulGroup (4 slots)"
+
+
+def _split_of(b: GraphBuilder, sizes: list[int], axis: int = -1) -> tuple[TensorDef, ...]:
+    y = _packed(b)
+    return b.op("Split", y, b.initializer("sizes", np.asarray(sizes, np.int64)), axis=axis, _outputs=len(sizes))
+
+
+def _split_other_axis(b: GraphBuilder) -> str:
+    b.output(*_split_of(b, [1, 1], axis=0))
+    return "'Split' splits axis 0, not the last axis"
+
+
+def _split_sizes(b: GraphBuilder) -> str:
+    b.output(*_split_of(b, [6, 6, 0]))
+    return "'Split' splits 12 columns into [6, 6, 0] for 3 outputs"
 
 
 @pytest.mark.parametrize(
     "build",
-    [_runtime_weight, _other_axis, _step, _overlap, _empty, _too_many],
-    ids=["runtime-weight", "other-axis", "step", "overlap", "empty", "too-many"],
+    [_runtime_weight, _other_axis, _step, _overlap, _empty, _too_many, _split_other_axis, _split_sizes],
+    ids=["runtime-weight", "other-axis", "step", "overlap", "empty", "too-many", "split-axis", "split-sizes"],
 )
 def test_declines(build: Callable[[GraphBuilder], str]) -> None:
     b = GraphBuilder("declined")
@@ -119,6 +134,24 @@ def test_declines(build: Callable[[GraphBuilder], str]) -> None:
     assert decline.reason == reason
     assert not GroupMatMuls().run(b.graph, REGISTRY)
     assert str(b.graph) == before
+
+
+def test_genai_qkv_split_becomes_one_group_and_matches_onnxruntime() -> None:
+    """onnxruntime-genai's fp32 Gemma 3 / Qwen 3: Split(MatMul(x, qkv_proj), [q, k, v], axis=-1)."""
+    w = RNG.standard_normal((8, 12)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["qkv"]),
+        helper.make_node("Split", ["qkv", "sizes"], ["q", "k", "v"], axis=-1),
+    ]
+    model = graph_model(
+        nodes,
+        {"x": (np.float32, ["batch", "seq", 8])},
+        {"w": w, "sizes": np.asarray([6, 3, 3], np.int64)},
+        ["q", "k", "v"],
+    )
+    assert ops_of(compile_model(model)) == ["MatMulGroup"]
+    feeds = [{"x": RNG.standard_normal((1, n, 8)).astype(np.float32)} for n in (1, 5)]
+    check_fused(model, feeds, {"GroupMatMuls"})
 
 
 def test_another_reader_keeps_the_product() -> None:

@@ -1,7 +1,8 @@
 """Rewrite rule that splits a packed projection into this family's MatMulGroup.
 
 - ``split_packed_matmul``: ``MatMul(x, W)`` whose only readers are Slices of its last axis with compile-time
-  bounds and step 1, disjoint and non-empty (2 to `MAX_SLOTS` of them), becomes
+  bounds and step 1, disjoint and non-empty (2 to `MAX_SLOTS` of them), or one Split of its last axis with
+  compile-time sizes (onnxruntime-genai's Gemma 3 and Qwen 3 fp32 ``qkv_proj``), becomes
   ``MatMulGroup(x, W[:, s0], W[:, s1], ...)``, one output per Slice, the weight columns cut at compile time
   (lazily: a column block is read from the weight only when uploaded). Targets Phi-3's optimum exports,
   whose attention multiplies by a packed ``qkv_proj`` and slices q, k and v out of the product, and whose
@@ -38,7 +39,8 @@ _INT32_MAX = 2**31 - 1
 
 @dataclass(frozen=True, eq=False)
 class _SlicedProduct:
-    """A float MatMul by a [K, N] weight (`weight_product`) whose readers are Slices, besides folded ones (the
+    """A float MatMul by a [K, N] weight (`weight_product`) whose readers are Slices or one Split (`slices`
+    then holds the Split), besides folded ones (the
     exporter's Shape of the product, already a constant: it needs no data, and `DeadCodeElimination` removes it
     and the MatMul once the Slices are gone)."""
 
@@ -47,7 +49,8 @@ class _SlicedProduct:
     def match(self, graph: IrGraph, node: IrNode) -> Match | None:
         out = node.outputs[0]
         uses = [(n, i) for n, i in graph.tensor_consumers(out) if not is_folded(graph, n)] if out is not None else []
-        if not uses or any((n.domain, n.op_type, i) != ("", "Slice", 0) for n, i in uses):
+        split = len(uses) == 1 and (uses[0][0].domain, uses[0][0].op_type, uses[0][1]) == ("", "Split", 0)
+        if not uses or not (split or all((n.domain, n.op_type, i) == ("", "Slice", 0) for n, i in uses)):
             return None
         if graph.is_graph_output(out) or out in graph.aliases.values() or not weight_product(graph, node):
             return None
@@ -86,8 +89,8 @@ def _split_check(graph: IrGraph, m: Match) -> Decline | None:
     ranges = _ranges(graph, m)
     if isinstance(ranges, str):
         return Decline(ranges, m.node)
-    if not 2 <= len(m.slices) <= MAX_SLOTS or not _FITS(m.slices):
-        return Decline(f"{len(m.slices)} Slices do not fit one MatMulGroup ({MAX_SLOTS} slots)", m.node)
+    if not 2 <= len(ranges) <= MAX_SLOTS or not _FITS([m.node] * len(ranges)):
+        return Decline(f"{len(ranges)} column blocks do not fit one MatMulGroup ({MAX_SLOTS} slots)", m.node)
     ordered = sorted(ranges)
     if any(a[1] > b[0] for a, b in pairwise(ordered)):
         return Decline(f"the Slices' column ranges {ordered} overlap", m.node)
@@ -103,9 +106,29 @@ def _weight_dims(graph: IrGraph, node: IrNode) -> tuple[int, int]:
     return k, n
 
 
+def _split_columns(graph: IrGraph, node: IrNode, rank: int, n: int) -> list[tuple[int, int]] | str:
+    """The [start, end) columns of each output of a Split of the product's last axis, or why not."""
+    axis = node.attributes.get("axis", 0)
+    if axis not in (-1, rank - 1):
+        return f"'{node.name}' splits axis {axis}, not the last axis"
+    sizes = _constant(graph, node, 1) or list(node.attributes.get("split", []))
+    outputs = len(node.outputs)
+    if sizes is None or (not sizes and "num_outputs" not in node.attributes and n % outputs):
+        return f"'{node.name}' has sizes that are not compile-time constants"
+    if not sizes:  # equal parts, the last one smaller (opset 18's num_outputs)
+        size = -(-n // outputs)
+        sizes = [min(size, n - i * size) for i in range(outputs)]
+    if len(sizes) != outputs or sum(sizes) != n or min(sizes) <= 0:
+        return f"'{node.name}' splits {n} columns into {sizes} for {outputs} outputs"
+    starts = np.cumsum([0, *sizes[:-1]]).tolist()
+    return [(int(a), int(a) + b) for a, b in zip(starts, sizes)]
+
+
 def _ranges(graph: IrGraph, m: Match) -> list[tuple[int, int]] | str:
     rank = len(graph.tensor(m.node.outputs[0]).dims)
     n = _weight_dims(graph, m.node)[1]
+    if m.slices[0].op_type == "Split":
+        return _split_columns(graph, m.slices[0], rank, n)
     ranges = []
     for node in m.slices:
         columns = _columns(graph, node, rank, n)
@@ -141,8 +164,8 @@ def _split(r: Rewriter, m: Match) -> dict[int, NewValue]:
         shape = shape_of([k, end - start])
         blocks.append(graph.add_tensor(name, weight.dtype, shape, TensorKind.INITIALIZER, initializer=value).id)
     group = r.op("MatMulGroup", m.node.inputs[0], *blocks, domain=ONYXIA_DOMAIN, outputs=len(blocks), name=m.node.name)
-    pairs = zip(m.slices, r.outputs_of(group), strict=True)
-    return {t: out for s, out in pairs if (t := s.outputs[0]) is not None}
+    readers = m.slices[0].outputs if m.slices[0].op_type == "Split" else [s.outputs[0] for s in m.slices]
+    return {t: out for t, out in zip(readers, r.outputs_of(group), strict=True) if t is not None}
 
 
 SPLIT_PACKED_MATMUL = Rule(
@@ -150,5 +173,5 @@ SPLIT_PACKED_MATMUL = Rule(
     _SlicedProduct(),
     _split,
     check=_split_check,
-    targets="optimum Phi-3: Slice(MatMul(x, qkv_proj), ...) x 3 and Slice(MatMul(x, gate_up_proj), ...) x 2",
+    targets="optimum Phi-3: Slice(MatMul(x, qkv_proj), ...) x 3, Slice(MatMul(x, gate_up_proj), ...) x 2; genai: Split(MatMul(x, qkv_proj))",
 )
