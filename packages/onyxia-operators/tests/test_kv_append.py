@@ -1,7 +1,8 @@
 """FuseKvCache: optimum's Concat-grown KV cache as com.onyxia KvAppend: golden graph (the value's Transpose
 read in its [B, S, KV, H] layout), declined cases (graph unchanged, False), outputs against onnxruntime on the
 plain graph (copying, one symbolic plan, prefill and decode sizes) and, with present aliased to past as the LLM
-session aliases them, the in-place append over several steps."""
+session aliases them, the in-place append over several steps; a layer's key and value appends, once its
+attention is fused, merged into one dispatch (copying and in place)."""
 
 from __future__ import annotations
 
@@ -17,17 +18,23 @@ import pytest
 from fusion_models import check_fused, graph_model
 from onnx import helper
 from oracle import assert_close, reference_outputs, runtime
+from test_fuse_attention import _causal, attention_model
+from test_fuse_attention import _feeds as attention_feeds
 
 from onyxia.compiler import CompilerPipeline, ShapeInferencePass
 from onyxia.core import DataType, Dispatch, GraphBuilder, PlanningError, TensorDef
+from onyxia.core.rewrite import Decline
+from onyxia.core.rewrite.engine import try_rule
 from onyxia.onnx import load_and_parse_model
 from onyxia.operators import core_operator_registry
+from onyxia.operators.attention.kv_fusions import MERGE_KV_APPENDS
 from onyxia.operators.passes import FuseKvCache
 
 REGISTRY = core_operator_registry()
 RNG = np.random.default_rng(41)
 HEAD = 8
 PAST = ("past_key", "past_value")
+PRESENT = ("present_key", "present_value")
 
 
 def _cache_model(batch: int, kv: int, dtype: type = np.float32) -> onnx.ModelProto:
@@ -76,7 +83,7 @@ def test_cache_concats_become_kv_appends() -> None:
           %0:f32[1,2,past,8]  # past_value
           %1:f32[1,seq,2,8]  # v
         ) {
-          %4:f32[1,2,past + seq,8] = com.onyxia::KvAppend(%0, %1, new_layout='BSNH')  # append
+          %4:f32[1,2,past + seq,8] = com.onyxia::KvAppend(%0, %1, new_layouts=['BSNH'])  # append
           return %4
         }""")
     b.graph.check()
@@ -98,12 +105,14 @@ def _dispatching(compiled: Any) -> list[str]:
     return [op.op_type for op in compiled.operations for s in op.steps if isinstance(s, Dispatch)]
 
 
-def _compile(model: onnx.ModelProto, aliased: bool = False) -> Any:
+def _compile(
+    model: onnx.ModelProto, aliased: bool = False, names: tuple[tuple[str, str], ...] = tuple(zip(PAST, PRESENT))
+) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
         onnx.save_model(model, Path(tmp, "model.onnx"))
         graph = load_and_parse_model(Path(tmp, "model.onnx"))
     if aliased:
-        for past, present in zip(PAST, ("present_key", "present_value")):
+        for past, present in names:
             graph.aliases[graph.tensor_by_name(present).id] = graph.tensor_by_name(past).id
     return CompilerPipeline(core_operator_registry()).compile(graph)
 
@@ -115,11 +124,7 @@ def test_append_in_place(dtype: type) -> None:
     model = _cache_model(1, 1, dtype)
     compiled = _compile(model, aliased=True)
     assert _dispatching(compiled) == ["KvAppend", "KvAppend"]
-    past_ids = {compiled.tensor_by_name(name).id for name in PAST}
-    bound = {
-        b.buffer.tensor for op in compiled.operations for s in op.steps if isinstance(s, Dispatch) for b in s.bindings
-    }
-    assert not past_ids & bound, "an in-place append must not bind the past buffers (they are the present ones)"
+    _assert_binds_no_past(compiled, PAST)
     executor = runtime().load_model(compiled)
     executor.keep_resident(list(PAST))
     theirs = {name: np.zeros((1, 1, 0, HEAD), dtype) for name in PAST}
@@ -133,6 +138,14 @@ def test_append_in_place(dtype: type) -> None:
             assert_close(got[name], e, f"{name} after {total + seq} rows")
         theirs = dict(zip(PAST, expected))
         total += seq
+
+
+def _assert_binds_no_past(compiled: Any, names: tuple[str, ...]) -> None:
+    past_ids = {compiled.tensor_by_name(name).id for name in names}
+    bound = {
+        b.buffer.tensor for op in compiled.operations for s in op.steps if isinstance(s, Dispatch) for b in s.bindings
+    }
+    assert not past_ids & bound, "an in-place append must not bind the past buffers (they are the present ones)"
 
 
 def test_in_place_refuses_several_kv_heads() -> None:
@@ -165,5 +178,60 @@ def test_declines(build: Callable[[GraphBuilder, TensorDef, TensorDef], None]) -
     build(b, past, b.input("new", DataType.FLOAT, [1, 2, "seq", HEAD]))
     ShapeInferencePass().run(b.graph, REGISTRY)
     before = str(b.graph)
+    assert not FuseKvCache().run(b.graph, REGISTRY)
+    assert str(b.graph) == before
+
+
+# ----- a layer's two appends as one dispatch -------------------------------------------------------
+def test_layer_appends_merge_into_one_dispatch() -> None:
+    """optimum's attention over Concat-grown caches (4 heads over 2 kv heads): one KvAppend dispatch for
+    both caches, then the attention, equal to onnxruntime and, bit for bit, to the plan of plain Concats."""
+    model = attention_model()
+    _assert_one_append(_compile(model))
+    feeds = [attention_feeds(model, seq, past, _causal(seq, past)) for seq, past in ((5, 0), (1, 5), (3, 6))]
+    check_fused(model, feeds, {"FuseKvCache"}, (1e-4, 2e-5))  # onnxruntime's MatMuls sum in another order
+
+
+def _assert_one_append(compiled: Any) -> None:
+    """One KvAppend dispatch besides the attention's (its decode and prompt kernels, picked at run time)."""
+    ops = _dispatching(compiled)
+    assert ops.count("KvAppend") == 1 and set(ops) == {"KvAppend", "ScaledDotProductAttention"}, ops
+
+
+def test_merged_append_in_place() -> None:
+    """One kv head, the caches graph outputs aliased to the pasts: the merged append writes only the new rows
+    of both, and attention reads them there, step after step."""
+    model = attention_model(kv=1)
+    model.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in ("k_all", "v_all"))
+    compiled = _compile(model, aliased=True, names=(("past_k", "k_all"), ("past_v", "v_all")))
+    _assert_one_append(compiled)
+    _assert_binds_no_past(compiled, ("past_k", "past_v"))
+    executor = runtime().load_model(compiled)
+    executor.keep_resident(["past_k", "past_v"])
+    theirs = {f"past_{n}": np.zeros((1, 1, 0, 16), np.float32) for n in "kv"}
+    total = 0
+    for seq in (4, 1, 1, 2):
+        feeds = {**attention_feeds(model, seq, total, _causal(seq, total), kv=1), **theirs}
+        expected = reference_outputs(model, feeds, "ort")
+        executor.update_dimensions({"past": total, "seq": seq})
+        got = executor.run({k: v for k, v in feeds.items() if k not in theirs})
+        for name, e in zip(("y", "k_all", "v_all"), expected):
+            assert_close(got[name], e, f"{name} after {total + seq} rows", tolerance=(1e-4, 2e-5))
+        theirs = {"past_k": expected[1], "past_v": expected[2]}
+        total += seq
+
+
+def test_merge_declines_one_append_read_as_k_and_v() -> None:
+    b = GraphBuilder("shared_cache", opsets={"": 21, "com.onyxia": 1})
+    q = b.input("q", DataType.FLOAT, [1, 2, "seq", HEAD])
+    past = b.input("past", DataType.FLOAT, [1, 2, "past", HEAD])
+    kv = b.op("Concat", past, b.input("new", DataType.FLOAT, [1, 2, "seq", HEAD]), axis=2)
+    b.output(b.op("ScaledDotProductAttention", q, kv, kv, _domain="com.onyxia", _name="attention"))
+    ShapeInferencePass().run(b.graph, REGISTRY)
+    assert FuseKvCache().run(b.graph, REGISTRY)  # the Concat alone
+    before = str(b.graph)
+    attention = next(n for n in b.graph.nodes if n.name == "attention")
+    decline = try_rule(MERGE_KV_APPENDS, b.graph, attention, REGISTRY)
+    assert isinstance(decline, Decline) and decline.reason == "one KvAppend is read as both k and v"
     assert not FuseKvCache().run(b.graph, REGISTRY)
     assert str(b.graph) == before

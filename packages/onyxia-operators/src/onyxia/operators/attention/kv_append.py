@@ -1,17 +1,19 @@
-"""com.onyxia KvAppend: a plain-attention KV cache grown by one step's rows, in one dispatch.
+"""com.onyxia KvAppend: plain-attention KV caches grown by one step's rows, in one dispatch.
 
-``KvAppend(past, new; new_layout) -> present`` is ``Concat(past, new', axis=2)`` with past and present
-[B, KV, T, H] and ``new'`` the new rows as [B, KV, S, H]: `new` itself with ``new_layout="BNSH"``
-(default), or `new` read as [B, S, KV, H] with ``"BSNH"`` (the projection's own layout, so optimum's
-``Transpose(Reshape(v_proj(x)), [0, 2, 1, 3])`` in front of the cache Concat is never stored). The
-`FuseKvCache` pass makes it from that Concat (`attention.kv_fusions`).
+``KvAppend(past_0, new_0[, past_1, new_1]; new_layouts) -> present_0[, present_1]`` is, per pair p,
+``Concat(past_p, new_p', axis=2)`` with past and present [B, KV, T, H] and ``new_p'`` the new rows as
+[B, KV, S, H]: `new_p` itself when ``new_layouts[p]`` is "BNSH" (the default), or `new_p` read as
+[B, S, KV, H] with "BSNH" (the projection's own layout, so optimum's ``Transpose(Reshape(v_proj(x)),
+[0, 2, 1, 3])`` in front of the cache Concat is never stored). The pairs (a layer's key and value)
+share B, KV, P, S and H, and one dispatch appends to both. `FuseKvCache` makes it
+(`attention.kv_fusions`): each Concat, then a layer's two appends merged.
 
 Two plans, as GroupQueryAttention's cache writer (`gqa_cache`) has:
-- copying: one dispatch writes every present row, the past rows from past and the new ones from new
+- copying: the dispatch writes every present row, the past rows from past and the new ones from new
   (Concat would take one dispatch per input);
-- in place (the LLM session aliased present to past, `AliasKvCache`, which needs B = KV = 1 so that the
-  cache grows at its end in memory): the dispatch binds only new and present and writes the new rows
-  after the past ones, so a decode step costs one row instead of a copy of the cache.
+- in place (the LLM session aliased each present to its past, `AliasKvCache`, which needs B = KV = 1 so
+  that the cache grows at its end in memory): the pasts are not bound and only the new rows are written
+  after the past ones, so a decode step costs one row per cache instead of a copy of it.
 """
 
 from __future__ import annotations
@@ -35,13 +37,14 @@ from onyxia.core import (
     shape_of,
 )
 from onyxia.core.shapes import Absent, dims_product
+from onyxia.operators.attention.gqa_cache import binding_defs
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import ALL_GPU, require_dtype
 
 __all__ = ["KV_APPEND", "KvAppendOp", "LAYOUTS"]
 
 _SOURCE = load_wgsl(__package__, "kv_append.wgsl")
-LAYOUTS = ("BNSH", "BSNH")  # new_layout values: new is [B, KV, S, H] or [B, S, KV, H]
+LAYOUTS = ("BNSH", "BSNH")  # new_layouts values: new is [B, KV, S, H] or [B, S, KV, H]
 
 
 @dataclass(frozen=True)
@@ -51,73 +54,90 @@ class _Geometry:
     past: SymbolicDim
     seq: SymbolicDim
     head_size: SymbolicDim
-    layout: str
+    layouts: tuple[str, ...]  # one per pair
 
 
 def _geometry(ctx: NodeCtx) -> _Geometry:
-    """past [B, KV, P, H] and new [B, KV, S, H] (or [B, S, KV, H]), of one dtype; every fact the kernel relies on."""
-    layout = ctx.attr_str("new_layout", "BNSH")
-    if layout not in LAYOUTS:
-        raise ctx.error(f"has new_layout '{layout}'; expected one of {', '.join(LAYOUTS)}")
-    for i, role in ((0, "past"), (1, "new")):
-        if not ctx.has_input(i) or isinstance(ctx.input_shape(i), Absent) or ctx.input_rank(i) != 4:
-            raise ctx.error(f"input {i} ({role}) must be a 4-D tensor with an inferred shape")
-    if ctx.input_dtype(1) != ctx.input_dtype(0):
-        raise ctx.error(f"input 1 (new) is {ctx.input_dtype(1).short}; expected {ctx.input_dtype(0).short} like past")
-    batch, heads, past, head_size = ctx.input_dims(0)
-    nb, *mid, nh = ctx.input_dims(1)
-    seq, nkv = (mid[1], mid[0]) if layout == "BNSH" else (mid[0], mid[1])
-    for axis, (a, b) in {"batch": (batch, nb), "kv heads": (heads, nkv), "head size": (head_size, nh)}.items():
+    """Pairs of past [B, KV, P, H] and new [B, KV, S, H] (or [B, S, KV, H]), all of one dtype and the same
+    dims: every fact the kernel relies on."""
+    if ctx.num_inputs not in (2, 4) or not all(ctx.has_input(i) for i in range(ctx.num_inputs)):
+        raise ctx.error(f"has {ctx.num_inputs} inputs; expected (past, new) pairs, one or two")
+    pairs = ctx.num_inputs // 2
+    layouts = tuple(str(v.decode() if isinstance(v, bytes) else v) for v in ctx.attr("new_layouts", ["BNSH"] * pairs))
+    if len(layouts) != pairs or any(layout not in LAYOUTS for layout in layouts):
+        raise ctx.error(f"has new_layouts {list(layouts)}; expected {pairs} of {', '.join(LAYOUTS)}")
+    for i in range(ctx.num_inputs):
+        if isinstance(ctx.input_shape(i), Absent) or ctx.input_rank(i) != 4 or ctx.input_dtype(i) != ctx.input_dtype(0):
+            raise ctx.error(f"input {i} must be a 4-D {ctx.input_dtype(0).short} tensor with an inferred shape")
+    dims = list(ctx.input_dims(0))
+    for p, layout in enumerate(layouts):
+        _agree(ctx, dims, list(ctx.input_dims(2 * p)), f"input {2 * p} (past)", seq=False)
+        nb, *mid, nh = ctx.input_dims(2 * p + 1)
+        seq, heads = (mid[1], mid[0]) if layout == "BNSH" else (mid[0], mid[1])
+        new = [nb, heads, seq, nh]
+        if p == 0:
+            dims.append(seq)
+        _agree(ctx, dims, new, f"input {2 * p + 1} (new, {layout})", seq=True)
+    return _Geometry(dims[0], dims[1], dims[2], dims[4], dims[3], layouts)
+
+
+def _agree(ctx: NodeCtx, dims: list[SymbolicDim], found: list[SymbolicDim], role: str, seq: bool) -> None:
+    """`found` ([B, KV, P or S, H]) against the first pair's `dims` ([B, KV, P, H, S])."""
+    expected = [dims[0], dims[1], dims[4] if seq else dims[2], dims[3]]
+    for axis, (a, b) in zip(("batch", "kv heads", "rows", "head size"), zip(expected, found)):
         if a != b and isinstance(a, int) and isinstance(b, int):
-            raise ctx.error(f"past has {axis} {a} but new ({layout}) has {b}")
+            raise ctx.error(f"{role} has {axis} {b}; expected {a} (the pairs share B, KV, P, S and H)")
         if a != b:
-            ctx.constraints.append((a, b, f"node '{ctx.node.name}' (KvAppend) {axis}"))
-    return _Geometry(batch, heads, past, seq, head_size, layout)
+            ctx.constraints.append((a, b, f"node '{ctx.node.name}' (KvAppend) {role} {axis}"))
 
 
 @dataclass(frozen=True)
 class KvAppendOp:
     name: str = "KvAppend"
-    appends_in_place: ClassVar[bool] = True  # with present aliased to past, plan() writes only the new rows
+    appends_in_place: ClassVar[bool] = True  # with each present aliased to its past, plan() writes only new rows
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         g = _geometry(ctx)
         total = SymbolicExpr.binary("+", g.past, g.seq)
-        return [TensorType(ctx.input_dtype(0), shape_of([g.batch, g.heads, total, g.head_size]))]
+        present = TensorType(ctx.input_dtype(0), shape_of([g.batch, g.heads, total, g.head_size]))
+        return [present] * len(g.layouts)
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
         values = ctx.known_values()
         if values is None:
             return None
-        past, new = values
-        if _geometry(ctx).layout == "BSNH":
-            new = new.transpose(0, 2, 1, 3)
-        return [np.concatenate([past, new], axis=2)]
+        layouts = _geometry(ctx).layouts
+        news = [v.transpose(0, 2, 1, 3) if layout == "BSNH" else v for v, layout in zip(values[1::2], layouts)]
+        return [np.concatenate([past, new], axis=2) for past, new in zip(values[::2], news)]
 
     def plan(self, ctx: PlanCtx) -> None:
         g = _geometry(ctx)
         require_dtype(ctx, ctx.input_dtype(0), ALL_GPU)
-        in_place = ctx.shares_storage(0, 0)
+        pairs = range(len(g.layouts))
+        aliased = [ctx.shares_storage(2 * p, p) for p in pairs]
+        if any(aliased) and not all(aliased):
+            raise PlanningError(f"node '{ctx.node.name}' (KvAppend): only some presents alias their past")
+        in_place = all(aliased)
         if in_place and not (g.batch == 1 and g.heads == 1):
             raise PlanningError(
                 f"node '{ctx.node.name}' (KvAppend): present aliases past, but with batch {g.batch} and "
                 f"{g.heads} kv heads the cache does not grow at its end in memory; expected both 1"
             )
         total = SymbolicExpr.binary("+", g.past, g.seq)
-        rows = g.seq if in_place else total  # rows written per (batch, kv head)
-        n = dims_product([g.batch, g.heads, rows, g.head_size])
+        n = dims_product([g.batch, g.heads, g.seq if in_place else total, g.head_size])  # per pair
         if n == 0:
             return
-        defs = {**type_defs(T=ctx.input_dtype(0)), "WORKGROUP_SIZE": WORKGROUP_SIZE}
-        if g.layout == "BSNH":
-            defs["NEW_BSNH"] = True
+        reads = [ctx.input(2 * p + k) for p in pairs for k in ((1,) if in_place else (1, 0))]
+        names = [name for p in pairs for name in ([f"NEW{p}"] if in_place else [f"NEW{p}", f"PAST{p}"])]
+        defs = {**type_defs(T=ctx.input_dtype(0)), "WORKGROUP_SIZE": WORKGROUP_SIZE, "PAIRS": " ".join(map(str, pairs))}
+        defs |= binding_defs([*names, *(f"PRESENT{p}" for p in pairs)])
+        defs |= {f"NEW_BSNH{p}": True for p in pairs if g.layouts[p] == "BSNH"}
         if not in_place:
             defs["COPY_PAST"] = True
         sizes = {"N": n, "HEADS": g.heads, "HEAD_SIZE": g.head_size, "SEQ": g.seq, "PAST_ROWS": g.past}
         sizes["TOTAL_ROWS"] = total
         shader = ctx.compile_shader("attention/kv_append", _SOURCE, defs, sizes)
-        reads = [ctx.input(1)] if in_place else [ctx.input(1), ctx.input(0)]
-        ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
+        ctx.dispatch(shader, reads, [ctx.output(p) for p in pairs], ceil_div(n, WORKGROUP_SIZE))
 
 
 KV_APPEND: dict[str, KvAppendOp] = {"KvAppend": KvAppendOp()}

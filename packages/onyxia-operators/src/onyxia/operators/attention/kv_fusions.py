@@ -7,20 +7,25 @@
   ``Transpose(x, [0, 2, 1, 3])`` (the value projection's ``Reshape`` to [B, S, KV, H] moved to
   [B, KV, S, H]), KvAppend reads x in that layout (``new_layout="BSNH"``) and the Transpose, a
   dispatch and a stored copy per layer, goes.
+- ``merge_kv_appends``: the key and value appends one ScaledDotProductAttention reads (one pair each, the
+  same dims) become one two-pair KvAppend: a layer's cache update is one dispatch, not two. It applies
+  once `FuseAttention` has made the attention (the stage repeats its passes until nothing changes).
 
 Declines (reason logged, graph unchanged): past not a graph input (a Concat along axis 2 that is no
 cache), inputs that are not two 4-D tensors of one dtype, or a new tensor whose batch, kv-head or
-head-size dims differ from past's.
+head-size dims differ from past's; for the merge, one append read as both k and v, or key and value
+caches of different dims or dtypes.
 """
 
 from __future__ import annotations
 
-from onyxia.core import IrGraph
-from onyxia.core.rewrite import AnyOf, Attr, Decline, Match, NewValue, Rewriter, Rule, Var, op
+from onyxia.core import IrGraph, IrNode
+from onyxia.core.rewrite import AnyOf, Attr, Decline, Match, NewValue, Ops, Rewriter, Rule, Var, op
+from onyxia.core.rewrite.patterns import OpPattern
 from onyxia.core.shapes import Absent
 from onyxia.operators.family import ONYXIA_DOMAIN
 
-__all__ = ["FUSE_KV_APPEND", "KV_CACHE_FUSIONS"]
+__all__ = ["FUSE_KV_APPEND", "KV_CACHE_FUSIONS", "MERGE_KV_APPENDS"]
 
 _NEW = AnyOf(op.Transpose(Var("new"), _name="transpose", perm=[0, 2, 1, 3]), Var("new"))
 
@@ -51,7 +56,7 @@ def _transposed(m: Match) -> bool:
 
 def _append(r: Rewriter, m: Match) -> list[NewValue]:
     layout = "BSNH" if _transposed(m) else "BNSH"
-    return [r.op("KvAppend", m.past, m.new, domain=ONYXIA_DOMAIN, new_layout=layout)]
+    return [r.op("KvAppend", m.past, m.new, domain=ONYXIA_DOMAIN, new_layouts=[layout])]
 
 
 FUSE_KV_APPEND = Rule(
@@ -62,4 +67,46 @@ FUSE_KV_APPEND = Rule(
     targets="optimum: present = Concat(past_key_values.N.*, Transpose(Reshape(v_proj(x)), [0, 2, 1, 3]), axis=-2)",
 )
 
-KV_CACHE_FUSIONS = (FUSE_KV_APPEND,)
+
+# ----- merge_kv_appends ---------------------------------------------------------------------------
+def _one_pair(graph: IrGraph, node: IrNode) -> bool:
+    return len(node.inputs) == 2
+
+
+def _append_pattern(tag: str) -> OpPattern:
+    return Ops(ONYXIA_DOMAIN).KvAppend(
+        Var(f"past_{tag}"), Var(f"new_{tag}"), _name=f"{tag}_append", _shared=True, _where=_one_pair
+    )
+
+
+def _merge_check(graph: IrGraph, m: Match) -> Decline | None:
+    if m.k_append.id == m.v_append.id:
+        return Decline("one KvAppend is read as both k and v", m.node)
+    k, v = (graph.tensor(n.outputs[0]) for n in (m.k_append, m.v_append))
+    if k.dtype != v.dtype or isinstance(k.shape, Absent) or k.shape != v.shape:
+        return Decline(
+            f"the key cache {k.dtype.short}{k.shape} and value cache {v.dtype.short}{v.shape} differ", m.node
+        )
+    return None
+
+
+def _merge(r: Rewriter, m: Match) -> dict[int, NewValue]:
+    appends = (m.k_append, m.v_append)
+    layouts = [layout for n in appends for layout in n.attributes.get("new_layouts", ["BNSH"])]
+    merged = r.op(
+        "KvAppend", m.past_k, m.new_k, m.past_v, m.new_v, domain=ONYXIA_DOMAIN, outputs=2, new_layouts=layouts
+    )
+    return {n.outputs[0]: out for n, out in zip(appends, r.outputs_of(merged), strict=True)}
+
+
+MERGE_KV_APPENDS = Rule(
+    "merge_kv_appends",
+    Ops(ONYXIA_DOMAIN).ScaledDotProductAttention(
+        Var("q"), _append_pattern("k"), _append_pattern("v"), _extra_inputs=True
+    ),
+    _merge,
+    check=_merge_check,
+    targets="optimum (after FuseAttention): a layer's key and value KvAppends, read by its attention",
+)
+
+KV_CACHE_FUSIONS = (FUSE_KV_APPEND, MERGE_KV_APPENDS)
