@@ -39,6 +39,11 @@ from onyxia.operators.quantized.fusions import (
     FUSE_SILU_GATE_NBITS,
     GROUP_MATMUL_NBITS,
 )
+from onyxia.operators.quantized.integer_fusions import (
+    INTEGER_GATE_FUSIONS,
+    INTEGER_GROUP_FUSIONS,
+    INTEGER_QUANTIZE_FUSIONS,
+)
 from onyxia.operators.rearrange.fusions import TRANSPOSE_FUSIONS
 
 __all__ = [
@@ -77,19 +82,31 @@ class FuseMatMulBias(RewritePass):
     """Before GroupMatMuls, so that biased projections group with each other."""
 
     name = "FuseMatMulBias"
-    rules = (FOLD_ADD_INTO_MATMUL, FOLD_ADD_INTO_MATMUL_NBITS, FUSE_CAST_MUL_INTO_MATMUL_INTEGER)
+    rules = (
+        FOLD_ADD_INTO_MATMUL,
+        FOLD_ADD_INTO_MATMUL_NBITS,
+        FUSE_CAST_MUL_INTO_MATMUL_INTEGER,
+        *INTEGER_QUANTIZE_FUSIONS,
+    )
 
 
 class GroupMatMuls(RewritePass):
     """Packed projections are split first, so that a gate/up split is a pair FuseMlpGate gates."""
 
     name = "GroupMatMuls"
-    rules = (SPLIT_PACKED_MATMUL, GROUP_MATMULS, GROUP_MATMUL_NBITS)
+    rules = (SPLIT_PACKED_MATMUL, GROUP_MATMULS, GROUP_MATMUL_NBITS, *INTEGER_GROUP_FUSIONS)
 
 
 class FuseMlpGate(RewritePass):
     name = "FuseMlpGate"
-    rules = (*ACTIVATION_FUSIONS, FUSE_MLP_GATE, FUSE_MLP_GATE_NBITS, FUSE_SILU_GATE, FUSE_SILU_GATE_NBITS)
+    rules = (
+        *ACTIVATION_FUSIONS,
+        FUSE_MLP_GATE,
+        FUSE_MLP_GATE_NBITS,
+        FUSE_SILU_GATE,
+        FUSE_SILU_GATE_NBITS,
+        *INTEGER_GATE_FUSIONS,
+    )
 
 
 class FuseRmsNorm(RewritePass):

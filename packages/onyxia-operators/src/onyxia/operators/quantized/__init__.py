@@ -1,7 +1,8 @@
 """Quantized operators: com.microsoft MatMulNBits and GatherBlockQuantized (4-bit, block-wise), and the
 com.onyxia MatMulNBitsGroup / GatedMatMulNBits (several MatMulNBits of one activation per dispatch);
 ONNX DynamicQuantizeLinear, DequantizeLinear and MatMulInteger, and com.microsoft MatMulIntegerToFloat
-(the 8-bit ops of onnxruntime's `quantize_dynamic`).
+(the 8-bit ops of onnxruntime's `quantize_dynamic`), with com.microsoft DynamicQuantizeMatMul and the
+com.onyxia DynamicQuantizeMatMulGroup / GatedDynamicQuantizeMatMul its fusions make.
 
 Both read 4-bit data packed in u32 words (`packing`), so an int4 model's weights take on the
 GPU the bytes they take on disk; MatMulInteger reads a constant weight 4 bytes per word the same way.
@@ -10,6 +11,7 @@ GPU the bytes they take on disk; MatMulInteger reads a constant weight 4 bytes p
 from onyxia.core import Operator
 from onyxia.operators.quantized.dequantize_linear import DequantizeLinearOp
 from onyxia.operators.quantized.dynamic_quantize_linear import DynamicQuantizeLinearOp
+from onyxia.operators.quantized.dynamic_quantize_matmul import DYNAMIC_QUANTIZE_MATMUL, DYNAMIC_QUANTIZE_MATMUL_MS
 from onyxia.operators.quantized.gather_block_quantized import GatherBlockQuantizedOp
 from onyxia.operators.quantized.matmul_bnb4 import MatMulBnb4Op
 from onyxia.operators.quantized.matmul_integer import INTEGER_MATMUL, INTEGER_MATMUL_MS
@@ -28,5 +30,6 @@ QUANTIZED_MS: dict[str, Operator] = {  # com.microsoft
     "GatherBlockQuantized": GatherBlockQuantizedOp(),
     "MatMulBnb4": MatMulBnb4Op(),  # bitsandbytes FP4/NF4 on MatMulNBits' kernel
     **INTEGER_MATMUL_MS,
+    **DYNAMIC_QUANTIZE_MATMUL_MS,
 }
-QUANTIZED_ONYXIA: dict[str, Operator] = {**MATMUL_NBITS_GROUP}  # com.onyxia
+QUANTIZED_ONYXIA: dict[str, Operator] = {**MATMUL_NBITS_GROUP, **DYNAMIC_QUANTIZE_MATMUL}  # com.onyxia

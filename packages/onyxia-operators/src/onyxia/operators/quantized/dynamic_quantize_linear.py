@@ -3,8 +3,9 @@
 What onnxruntime's `quantize_dynamic` puts before every MatMulInteger (the onnx-community ``_int8`` and
 ``_uint8`` files): the activation's range [min(x, 0), max(x, 0)] maps onto [0, 255]. Scale, zero point
 and values follow onnxruntime's CPU kernel bit for bit (`dynamic_quantize`, and the shader's header): the
-same float operations in the same order, divisions correctly rounded, rounding half to even. One
-workgroup reduces and quantizes, so a decode step's row costs one dispatch.
+same float operations in the same order, divisions correctly rounded, rounding half to even
+(`onyxia::dynamic_quant`, which DynamicQuantizeMatMul's kernel shares). One workgroup reduces and
+quantizes, so a decode step's row costs one dispatch.
 """
 
 from __future__ import annotations
@@ -13,11 +14,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import DataType, FoldCtx, InferenceCtx, OperatorBase, PlanCtx, TensorType, load_wgsl, shape_of
+from onyxia.core import (
+    BufferRef,
+    DataType,
+    FoldCtx,
+    InferenceCtx,
+    OperatorBase,
+    PlanCtx,
+    SymbolicDim,
+    TensorType,
+    load_wgsl,
+    shape_of,
+)
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import WORKGROUP_SIZE
 
-__all__ = ["DynamicQuantizeLinearOp", "dynamic_quantize"]
+__all__ = ["DynamicQuantizeLinearOp", "dispatch_dynamic_quantize", "dynamic_quantize"]
 
 
 def dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -54,7 +66,19 @@ class DynamicQuantizeLinearOp(OperatorBase):
         return list(dynamic_quantize(x))
 
     def plan(self, ctx: PlanCtx) -> None:
-        source = load_wgsl(__package__, "dynamic_quantize_linear.wgsl")
-        dims = {"N": dims_product(ctx.input_dims(0))}
-        shader = ctx.compile_shader("DynamicQuantizeLinear", source, {"WORKGROUP_SIZE": WORKGROUP_SIZE}, dims)
-        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0), ctx.output(1), ctx.output(2)], 1)
+        n = dims_product(ctx.input_dims(0))
+        dispatch_dynamic_quantize(ctx, ctx.input(0), n, [ctx.output(0), ctx.output(1), ctx.output(2)])
+
+
+def dispatch_dynamic_quantize(
+    ctx: PlanCtx, x: BufferRef, n: SymbolicDim, writes: list[BufferRef], share: SymbolicDim = 1
+) -> None:
+    """Quantize the `n` f32 of `x` into `writes`: (y, scale, zero point), or only (scale, zero point) for a
+    product that quantizes its rows itself (DynamicQuantizeMatMul); `share` (1, or 0 or 1 at run time) scales
+    the one workgroup."""
+    defs: dict[str, object] = {"WORKGROUP_SIZE": WORKGROUP_SIZE}
+    if len(writes) == 2:
+        defs["PARAMS_ONLY"] = True
+    source = load_wgsl(__package__, "dynamic_quantize_linear.wgsl")
+    shader = ctx.compile_shader("DynamicQuantizeLinear", source, defs, {"N": n})
+    ctx.dispatch(shader, [x], writes, share)

@@ -20,7 +20,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 from onyxia.core import DataType, IrGraph, IrNode
 from onyxia.core.rewrite import Const, Decline, Match, NewValue, Rewriter, Rule, Siblings, Var, is_folded, ms, op
@@ -38,7 +38,7 @@ from onyxia.operators.matmul.fusions import (
 )
 from onyxia.operators.matmul.matmul_group import MAX_SLOTS
 
-__all__ = ["FUSE_CAST_MUL_INTO_MATMUL_INTEGER", "QUANTIZED_FUSIONS"]
+__all__ = ["FUSE_CAST_MUL_INTO_MATMUL_INTEGER", "QUANTIZED_FUSIONS", "gate_without_bias", "gated_slots", "slot_group"]
 
 _NBITS_INPUTS = (1, 2, 3, 5)  # B, scales, zero_points, bias (4 is g_idx)
 
@@ -95,15 +95,23 @@ def _fits(members: list[IrNode]) -> bool:
     return len(members) <= MAX_SLOTS and 2 + (per_weight + 1) * len(members) <= MAX_BINDINGS
 
 
-def _group(r: Rewriter, m: Match) -> dict[int, NewValue]:
-    inputs = [m.node.inputs[0], *(t for n in m.members for t in _weights(n))]
+def slot_group(
+    r: Rewriter, m: Match, op_type: str, slots: Sequence[Sequence[int | None]], **attrs: object
+) -> dict[int, NewValue]:
+    """The members of `m` as one `op_type` node of slots: their shared A, then each member's weight inputs
+    (`slots`, four each, empty ones None), one output per member."""
+    inputs = [m.node.inputs[0], *(t for slot in slots for t in slot)]
     while inputs[-1] is None:
         inputs.pop()
+    group = r.op(op_type, *inputs, domain=ONYXIA_DOMAIN, outputs=len(slots), **attrs)
+    return group_outputs(r, m, group)
+
+
+def _group(r: Rewriter, m: Match) -> dict[int, NewValue]:
     keys = ("K", "bits", "block_size", "accuracy_level", "quant_type")  # quant_type: MatMulBnb4 members
     attrs = {key: m.node.attributes[key] for key in keys if key in m.node.attributes}
     n = [int(member.attributes["N"]) for member in m.members]
-    group = r.op("MatMulNBitsGroup", *inputs, domain=ONYXIA_DOMAIN, outputs=len(n), N=n, **attrs)
-    return group_outputs(r, m, group)
+    return slot_group(r, m, "MatMulNBitsGroup", [_weights(member) for member in m.members], N=n, **attrs)
 
 
 GROUP_MATMUL_NBITS = Rule(
@@ -115,28 +123,38 @@ GROUP_MATMUL_NBITS = Rule(
 )
 
 
-def _no_bias(graph: IrGraph, m: Match) -> Decline | None:
+def gate_without_bias(graph: IrGraph, m: Match) -> Decline | None:
+    """`gate_check` for a group of slots (A, then four inputs per weight, the fourth its bias; every slot alike)."""
     if len(m.group.inputs) > 4 and m.group.inputs[4] is not None:
         return Decline("the projections have bias; the gated kernel adds none", m.group)
     return gate_check(graph, m)
 
 
-def _gated(r: Rewriter, m: Match) -> list[NewValue]:
-    group = m.group
-    slots = [group.inputs[1 + 4 * s : 5 + 4 * s] for s in gate_slots(m)]
-    inputs = [group.inputs[0], *(t for slot in slots for t in [*slot, *[None] * (4 - len(slot))])]
-    while inputs[-1] is None:
-        inputs.pop()
-    attrs = {**group.attributes, **gate_attributes(m)}
-    attrs["N"] = [attrs["N"][s] for s in gate_slots(m)]
-    return [r.op("GatedMatMulNBits", *inputs, domain=ONYXIA_DOMAIN, **attrs)]
+def gated_slots(op_type: str) -> Callable[[Rewriter, Match], list[NewValue]]:
+    """The rewrite of a two-weight group of slots (A, then four inputs per weight) into its gated `op_type`:
+    the gate's slot first, the group's attributes kept (a per-weight `N` list reordered alike)."""
 
+    def rewrite(r: Rewriter, m: Match) -> list[NewValue]:
+        group = m.group
+        slots = [group.inputs[1 + 4 * s : 5 + 4 * s] for s in gate_slots(m)]
+        inputs = [group.inputs[0], *(t for slot in slots for t in [*slot, *[None] * (4 - len(slot))])]
+        while inputs[-1] is None:
+            inputs.pop()
+        attrs = {**group.attributes, **gate_attributes(m)}
+        if "N" in attrs:
+            attrs["N"] = [attrs["N"][s] for s in gate_slots(m)]
+        return [r.op(op_type, *inputs, domain=ONYXIA_DOMAIN, **attrs)]
+
+    return rewrite
+
+
+_gated = gated_slots("GatedMatMulNBits")
 
 FUSE_MLP_GATE_NBITS = Rule(
     "fuse_gelu_mul_into_MatMulNBitsGroup",
     gate_pattern("MatMulNBitsGroup"),
     _gated,
-    check=_no_bias,
+    check=gate_without_bias,
     targets="onnx-community Gemma q4: Mul(Gelu(x @ W_gate, approximate='tanh'), x @ W_up), 4-bit weights",
 )
 
@@ -144,7 +162,7 @@ FUSE_SILU_GATE_NBITS = Rule(
     "fuse_silu_mul_into_MatMulNBitsGroup",
     gate_pattern("MatMulNBitsGroup", SILU),
     _gated,
-    check=_no_bias,
+    check=gate_without_bias,
     targets="Llama, Qwen2, Qwen3, Mistral, Phi-3 int4 (genai, onnx-community q4): Mul(Mul(g, Sigmoid(g)), u)",
 )
 

@@ -39,7 +39,7 @@ from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, type_defs
 from onyxia.operators.quantized.packing import u32_words
 
-__all__ = ["INTEGER_MATMUL", "INTEGER_MATMUL_MS", "IntegerMatMulOp", "integer_matmul"]
+__all__ = ["INTEGER_MATMUL", "INTEGER_MATMUL_MS", "IntegerMatMulOp", "integer_matmul", "packed_columns"]
 
 _BYTES = frozenset({DataType.UINT8, DataType.INT8})
 _WG = 64  # threads per workgroup, 4 columns each
@@ -154,9 +154,11 @@ def _output_dims(ctx: InferenceCtx, n: SymbolicDim) -> list[SymbolicDim]:
     return batch + ([a[-2]] if ctx.input_rank(0) > 1 else []) + ([n] if ctx.input_rank(1) > 1 else [])
 
 
-def _packed_b(ctx: PlanCtx, k: int, n: int, signed: bool) -> BufferRef | None:
-    """A compile-time B [K, N] as matmul_integer.wgsl's PACKED_B panels (u8 form, zero-padded), else None."""
-    tensor = ctx.input_tensor(1)
+def packed_columns(ctx: PlanCtx, i: int, k: int, n: int) -> BufferRef | None:
+    """Input `i`, a compile-time B [K, N] of bytes, as matmul_integer.wgsl's PACKED_B panels (u8 form,
+    zero-padded; dynamic_quantize_matmul.wgsl reads the same), else None."""
+    signed = ctx.input_dtype(i) == DataType.INT8
+    tensor = ctx.input_tensor(i)
     source = tensor.initializer if tensor.initializer is not None else tensor.value
     if source is None or (isinstance(source, np.ndarray) and source.dtype == object):
         return None
@@ -190,7 +192,7 @@ def _plan(ctx: PlanCtx, op: IntegerMatMulOp, n: SymbolicDim) -> None:
     batch_free = all(d == 1 for d in b[:-2])
     packed = None
     if batch_free and isinstance(k, int) and isinstance(n, int):
-        packed = _packed_b(ctx, k, n, b_dtype == DataType.INT8)
+        packed = packed_columns(ctx, 1, k, n)
     batch: list[SymbolicDim] = [1]
     a_strides: list[SymbolicDim] = [0]
     b_strides: list[SymbolicDim] = [0]

@@ -1,12 +1,7 @@
 // MatMulInteger and com.microsoft MatMulIntegerToFloat: y = sum_k (a[m, k] - za) * (b[k, n] - zb[n]), summed exactly
-// in 32-bit integers (onnxruntime's int32 accumulation; wrapping like it on overflow). MatMulIntegerToFloat (SCALED)
-// then stores f32(sum) * (a_scale * b_scale[n]) [+ bias[n]], the float ops of the graph's Cast and Mul in their order.
-//
-// Both operands are taken as bytes in "u8 form" (int8 values offset by 128: the byte XOR 0x80), so that four k at a
-// time multiply with dot4U8Packed whatever the signedness: with u = x ^ XOR and zu = z ^ XOR,
-//   sum_k (a - za)(b - zb) = sum_k ua ub - zub sum_k ua - zua sum_k ub + K zua zub   (mod 2^32, exact in i32).
-// The sums of ua and ub are dot4U8Packed with 0x01010101. naga implements the packed dot product on every backend,
-// as the device's instruction where it has one (SPIR-V DotProduct, HLSL SM 6.4) and as shifts and masks elsewhere.
+// in 32-bit integers (onnxruntime's int32 accumulation; wrapping like it on overflow), four k per dot4U8Packed with
+// both operands in u8 form (onyxia::u8_dot). MatMulIntegerToFloat (SCALED) then stores
+// f32(sum) * (a_scale * b_scale[n]) [+ bias[n]], the float ops of the graph's Cast and Mul in their order.
 //
 // Each thread owns 4 adjacent columns of one row (GEMV: a decode step reads each weight word once, 4 bytes per u32).
 // Bindings (numbers from BIND_* defs): a (A_T: u32 for uint8, i32 for int8, one element each), b, [a_zp (A_T) with
@@ -18,6 +13,8 @@
 //   SCALED, SCALE_COLUMNS (one b_scale per column), BIAS, PACKED_B, BATCH_RANK, WG.
 // Dims: M, N, K, K4 (= ceil(K / 4)), BATCH_DIMS, A_BATCH_STRIDES, B_BATCH_STRIDES (in elements; 0 broadcasts).
 // Dispatch: (ceil(N / (4 * WG)), M, batch).
+
+#import onyxia::u8_dot::{U8Sums, u8_accumulate, u8_products}
 
 @group(0) @binding(#{BIND_A}) var<storage, read> a: array<#{A_T}>;
 #ifdef PACKED_B
@@ -41,8 +38,6 @@
 #ifdef BIAS
 @group(0) @binding(#{BIND_BIAS}) var<storage, read> bias: array<f32>;
 #endif
-
-const ONES: u32 = 0x01010101u;
 
 fn batch_offsets(z: u32) -> vec2<u32> {
     var dims = array<u32, #{BATCH_RANK}>(#{BATCH_DIMS});
@@ -134,19 +129,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let m = wid.y;
     let offsets = batch_offsets(wid.z);
     let a_row = offsets.x + m * #{K};
-    var ab = vec4<u32>(0u);
-    var sum_b = vec4<u32>(0u);
-    var sum_a = 0u;
+    var acc = U8Sums(vec4<u32>(0u), vec4<u32>(0u), 0u);
     for (var w = 0u; w < #{K4}; w++) {
-        let aw = a_word(a_row, 4u * w);
-        let bw = b_words(offsets.y, n0, w);
-        ab += vec4<u32>(dot4U8Packed(aw, bw.x), dot4U8Packed(aw, bw.y), dot4U8Packed(aw, bw.z), dot4U8Packed(aw, bw.w));
-        sum_b += vec4<u32>(dot4U8Packed(bw.x, ONES), dot4U8Packed(bw.y, ONES), dot4U8Packed(bw.z, ONES), dot4U8Packed(bw.w, ONES));
-        sum_a += dot4U8Packed(aw, ONES);
+        acc = u8_accumulate(acc, a_word(a_row, 4u * w), b_words(offsets.y, n0, w));
     }
-    let za = a_zero();
     let zb = vec4<u32>(b_zero(n0), b_zero(n0 + 1u), b_zero(n0 + 2u), b_zero(n0 + 3u));
-    let sums = bitcast<vec4<i32>>(ab - zb * sum_a - za * sum_b + #{K} * za * zb);
+    let sums = u8_products(acc, a_zero(), zb, #{K});
     let y_row = (wid.z * #{M} + m) * #{N};
     for (var c = 0u; c < 4u; c++) {
         if (n0 + c < #{N}) {
