@@ -22,6 +22,7 @@ weight unpack. Each thread owns 4 * column_groups adjacent columns of B repacked
 the shader). With a symbolic M both are planned, and the one on the wrong side of M = 1 dispatches zero
 workgroups at run time.
 `plan_products` also serves the com.onyxia groups (matmul_nbits_group), several weights per dispatch.
+A weight over the storage-binding limit (Phi-4-mini's lm head) runs in column ranges (matmul_nbits_ranges).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
 from onyxia.operators.matmul.tiles import PANELS, Tile, planned_tiles, tile_for
 from onyxia.operators.quantized.matmul_nbits_layout import SINGLE, A, Layout, Slot, nbits_layout, unsupported
+from onyxia.operators.quantized.matmul_nbits_ranges import column_ranges
 from onyxia.operators.quantized.packing import PackedInput, bind_packed
 
 __all__ = ["MatMulNBitsOp", "plan_products", "unsupported"]
@@ -91,15 +93,18 @@ def plan_products(
     slot_reads, defs = _slot_bindings(ctx, layout, slots, weights, scales)
     if activation is not None:
         defs |= {"GATED": True, "ACTIVATION": activation}
-    dims = _dims(layout, slots, m, int8)
+    ranges = column_ranges(ctx, layout, slots, weights, slot_reads)  # one unless B passes the binding limit
     outputs = [ctx.output(0)] if activation is not None else [ctx.output(s) for s in range(len(slots))]
     for kernel, share in tiles:
         a_reads, a_names, a_defs = _a_bindings(ctx, layout, quantized, shared and kernel == decode)
         names = [*a_names, *slot_reads, *(f"Y{s}" for s in range(len(outputs)))]
         kernel_defs = {**defs, **a_defs, **{f"BIND_{name}": i for i, name in enumerate(names)}}
-        groups = _workgroups(kernel, slots, activation is not None, dims, kernel_defs)
-        reads = [*a_reads, *slot_reads.values()]
-        _dispatch(ctx, kernel, groups * share, reads, outputs, kernel_defs, dims)
+        for columns in ranges:
+            dims = _dims(layout, columns.slots, m, int8) | columns.dims
+            range_defs = {**kernel_defs, "CHUNKED": True} if columns.dims else dict(kernel_defs)
+            groups = _workgroups(kernel, columns.slots, activation is not None, dims, range_defs)
+            reads = [*a_reads, *columns.reads.values()]
+            _dispatch(ctx, kernel, groups * share, reads, outputs, range_defs, dims)
 
 
 def _check_products(

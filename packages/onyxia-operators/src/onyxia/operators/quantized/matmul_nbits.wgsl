@@ -39,6 +39,9 @@
 //       INT8            flag: a is int8-quantized per block (accuracy_level 4), rows padded to KP = NB * block size
 //       Q_SHARED        flag (with INT8, ROWS 1): quantize the row in the workgroup; QA_VEC4 flag: K % 4 == 0
 //       OTHER_SLOTS     the slots past 0 as a `#for` list: "1 2 3", "1", or "" for one weight
+//       CHUNKED         flag (one slot, not GATED): B over the storage-binding limit runs in column ranges
+//                       (matmul_nbits_ranges.py), one dispatch each: b, scales, zp and bias bind the columns
+//                       [COL0, COL0 + N0) of the weight, indexed from the range's start, and y keeps YN columns
 //       GATED           flag (two slots): y0 = act(product 0) * product 1; ACTIVATION: gelu_none | gelu_tanh | silu
 //       ROWS            rows per thread (1 for decode)
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
@@ -47,6 +50,7 @@
 //       PANEL           columns per panel of a repacked b (a multiple of 4 * CG)
 // Dims: M (rows, literal or immediate), K, KP and MP (INT8: NB * block size, M rounded up to 4), KP4 (Q_SHARED:
 //       KP / 4), N<s> per slot,
+//       COL0, YN (CHUNKED: the range's first column, the product's N),
 //       G1 .. G3 (first workgroup of each slot), NB (blocks per column), WPB (words per block), WPC (words per
 //       column), ZB (zero-point bytes per column).
 #ifdef F16
@@ -174,10 +178,15 @@ fn store4(slot: u32, m: u32, n0: u32, value: vec4<f32>) {
     for (var c = 0u; c < 4u; c++) {
         let n = n0 + c;
         if (n < n_cols) {
-#ifdef BIAS
-            store_y(slot, m * n_cols + n, #{A_T}(value[c] + bias_at(slot, n)));
+#ifdef CHUNKED
+            let i = m * #{YN} + #{COL0} + n;  // a column range: y keeps the whole product's N columns
 #else
-            store_y(slot, m * n_cols + n, #{A_T}(value[c]));
+            let i = m * n_cols + n;
+#endif
+#ifdef BIAS
+            store_y(slot, i, #{A_T}(value[c] + bias_at(slot, n)));
+#else
+            store_y(slot, i, #{A_T}(value[c]));
 #endif
         }
     }
