@@ -6,9 +6,9 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 |------------------------|---------------------------------------------------------------------------|
 | CancelTransposes       | cancel_transposes, merge_transposes (`rearrange.fusions`), gather_columns_of_transposed_table (`gather_scatter.fusions`) |
 | FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
-| FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits, fuse_cast_mul_into_MatMulInteger (`quantized`) |
-| GroupMatMuls           | split_packed_matmul (`matmul.packed_fusions`), group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`) |
-| FuseMlpGate            | gelu_tanh_formula (`elementwise.activation_fusions`), fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup (matmul, quantized) |
+| FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits, fuse_cast_mul_into_MatMulInteger (`quantized`), fuse_dynamic_quantize_into_MatMulIntegerToFloat (`quantized.integer_fusions`) |
+| GroupMatMuls           | split_packed_matmul (`matmul.packed_fusions`), group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`), group_dynamic_quantize_matmul (`quantized.integer_fusions`) |
+| FuseMlpGate            | gelu_tanh_formula (`elementwise.activation_fusions`), fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup / _DynamicQuantizeMatMulGroup (matmul, quantized) |
 | FuseRmsNorm            | `normalization.rms_fusions`: plain-op RMSNorm -> SimplifiedLayerNormalization |
 | FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel |
 | FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
