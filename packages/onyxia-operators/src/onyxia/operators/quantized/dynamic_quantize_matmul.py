@@ -72,13 +72,15 @@ class DynamicQuantizeMatMulOp(OperatorBase):
         return [TensorType(DataType.FLOAT, shape_of([*rows, n])) for n in ns[: 1 if self.gated else None]]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        values = {i: ctx.input_value(i) for i in range(ctx.num_inputs) if ctx.has_input(i)}
-        if any(v is None or v.dtype == object for v in values.values()):
+        found = {i: ctx.input_value(i) for i in range(ctx.num_inputs) if ctx.has_input(i)}
+        values = {i: v for i, v in found.items() if v is not None and v.dtype != object}
+        if len(values) < len(found):
             return None
         q, scale, zero_point = dynamic_quantize(values[0])
         products = []
         for s in range(_slot_count(ctx)):
             b, b_scale, b_zp, bias = (values.get(1 + 4 * s + j) for j in range(4))
+            assert b is not None and b_scale is not None, "checked by infer_output_shapes"
             product = integer_matmul(q, b, zero_point, b_zp).astype(np.float32) * (scale * b_scale.reshape(-1))
             products.append((product + bias if bias is not None else product).astype(np.float32))
         if self.gated:
@@ -175,7 +177,7 @@ def _plan(ctx: PlanCtx, ns: list[int], activation: str | None) -> None:
         **type_defs(B_T=b_dtype, Y_T=DataType.FLOAT),
         "B_XOR": "0x80u" if b_dtype == DataType.INT8 else "0u",
         "WORKGROUP_SIZE": _WG,
-        "TILE": max(1, min(ceil_div(k, 4), _TILE_WORDS)),
+        "TILE": max(1, min((k + 3) // 4, _TILE_WORDS)),
         "SELF_ROWS": self_rows(k),
         "OTHER_SLOTS": " ".join(str(s) for s in range(1, slots)),
     }

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from onyxia.core import DataType, IrGraph, IrNode
 from onyxia.core.rewrite import Const, Decline, Match, NewValue, Rewriter, Rule, Siblings, Var, is_folded, ms, op
@@ -96,7 +97,7 @@ def _fits(members: list[IrNode]) -> bool:
 
 
 def slot_group(
-    r: Rewriter, m: Match, op_type: str, slots: Sequence[Sequence[int | None]], **attrs: object
+    r: Rewriter, m: Match, op_type: str, slots: Sequence[Sequence[int | None]], **attrs: Any
 ) -> dict[int, NewValue]:
     """The members of `m` as one `op_type` node of slots: their shared A, then each member's weight inputs
     (`slots`, four each, empty ones None), one output per member."""
