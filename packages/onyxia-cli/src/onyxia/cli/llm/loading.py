@@ -17,7 +17,8 @@ from onyxia.cli.llm.generation_passes import AliasKvCache, generation_passes
 from onyxia.cli.llm.model_dir import resolve_model_dir
 from onyxia.cli.llm.signature import LlmSignature, read_signature
 from onyxia.cli.llm.tokenizer import TextTokenizer
-from onyxia.core import DataType, IrGraph, ModelLoadError, OperatorRegistry, SymbolicExpr, TensorKind
+from onyxia.core import BINDING_ALIGNMENT, DataType, IrGraph, ModelLoadError, OperatorRegistry, SymbolicExpr, TensorKind
+from onyxia.core.settings import override, settings
 
 if TYPE_CHECKING:  # imported for real inside build_session: wgpu loads when a session is built
     from onyxia.cli.llm.session import LlmSession
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # imported for real inside build_session: wgpu loads when a s
 
     Session = TypeVar("Session", bound=LlmSession)
 
-__all__ = ["build_session"]
+__all__ = ["build_session", "device_limits"]
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ def build_session(
     pipeline = CompilerPipeline(registry).add_pass_set(generation)
     if match_onnxruntime and any(t.dtype == DataType.FLOAT16 and t.kind in _SOURCES for t in graph.tensors):
         pipeline.add_pass(MatchOnnxruntimeCpuFloat16())  # float32 where onnxruntime's CPU EP has no f16 kernel
-    compiled = pipeline.compile(graph, static)
+    with override(**device_limits(runtime)):  # plan splits what this device cannot bind or hold
+        compiled = pipeline.compile(graph, static)
     aliased = next(p.aliased for p in generation.passes if isinstance(p, AliasKvCache))
     progress("uploading weights")
     max_dims = {name: limit for name in compiled.symbols}
@@ -93,6 +95,19 @@ def build_session(
     progress("warming up")
     session.warm_up()
     return session
+
+
+def device_limits(runtime: Runtime) -> dict[str, int]:
+    """The compile's storage-binding and buffer limits: the device's (floored to the binding alignment), so
+    weights are split where this device needs it and no more, unless ONYXIA_MAX_BINDING_BYTES /
+    ONYXIA_MAX_BUFFER_BYTES (or `override`) set them."""
+    current = settings()
+    return {
+        "max_binding_bytes": current.max_binding_bytes
+        or runtime.ctx.max_binding_size // BINDING_ALIGNMENT * BINDING_ALIGNMENT,
+        "max_buffer_bytes": current.max_buffer_bytes
+        or runtime.ctx.max_buffer_size // BINDING_ALIGNMENT * BINDING_ALIGNMENT,
+    }
 
 
 def _max_length(model_limit: int | None, requested: int | None, where: Path) -> int:
