@@ -64,6 +64,14 @@ def test_dynamic_quantize_matmul(b_t: str, per_column: bool, weight: bool) -> No
             check_op("DynamicQuantizeMatMul", inputs, domain=MS, initializers=initializers, tolerance=EXACT)
 
 
+def test_quotients_on_halves_round_to_even() -> None:
+    """Range [-1, 254]: scale exactly 1, so x / scale lands on halves (ties to even, as MLAS), the quotients
+    onyxia::dynamic_quant's round_quotient leaves to the correctly rounded division."""
+    a = np.array([[-1.0, 0.5, 1.5, 2.5, -0.5, 253.5, 254.0, 3.5]], np.float32)
+    inputs = {"a": a, "b": _bytes(np.uint8, 8, 5), "b_scale": np.array(0.25, np.float32)}
+    check_op("DynamicQuantizeMatMul", inputs, domain=MS, initializers=("b", "b_scale"), tolerance=EXACT)
+
+
 def test_one_symbolic_plan_reduces_a_in_the_product_or_dispatches_its_parameters() -> None:
     """Rows up to self_rows(K): the product is one dispatch; more: a DynamicQuantizeLinear dispatch first (both
     steps in the plan, each given zero workgroups when the other runs); equal to onnxruntime either way."""

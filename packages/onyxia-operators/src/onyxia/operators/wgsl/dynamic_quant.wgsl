@@ -6,8 +6,9 @@
 //   scale = hi == lo ? 1 : (hi - lo) / 255
 //   zero_point = round_half_even(clamp(0 - lo / scale, 0, 255))
 //   y = clamp(round_half_even(x / scale) + zero_point, 0, 255)
-// Every division is correctly rounded (onyxia::quant's div_rn): WGSL allows `/` 2.5 ULP, and a quotient one ULP
-// off next to a half would move a quantized value by one. A NaN in x is not handled as MLAS handles it.
+// Every division is correctly rounded (onyxia::quant's div_rn, or `round_quotient` where it provably rounds alike):
+// WGSL allows `/` 2.5 ULP, and a quotient one ULP off next to a half would move a quantized value by one. A NaN in
+// x is not handled as MLAS handles it.
 // `range_of` reduces the invocations' own (lo, hi) over a workgroup; min and max are exact, so any order of
 // reduction gives onnxruntime's range.
 // Reads def WORKGROUP_SIZE (a power of two: the invocations of the workgroup that calls `range_of`).
@@ -45,7 +46,19 @@ fn quant_params(range: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(scale, round(clamp(div_rn(-range.x, scale), 0.0, 255.0)));
 }
 
+// round_half_even(x / scale) with the quotient correctly rounded, mostly without div_rn's long division (the
+// costliest step of a product that quantizes its own rows): WGSL's `/` is within 2.5 ULP of the exact quotient and
+// div_rn within 0.5, so both round to the same whole number unless the quotient lies within 3 ULP of a half; a
+// quotient nearer a half than 2^-16 of itself (over 100 ULP, so any `/` within that bound is safe) takes div_rn.
+fn round_quotient(x: f32, scale: f32) -> f32 {
+    let q = x / scale;
+    if (abs(fract(abs(q)) - 0.5) > abs(q) * 0x1p-16f) {
+        return round(q);
+    }
+    return round(signed_div(x, scale));
+}
+
 // x quantized with (scale, zero point) `p`: 0 .. 255
 fn quantize_u8(x: f32, p: vec2<f32>) -> u32 {
-    return u32(clamp(round(signed_div(x, p.x)) + p.y, 0.0, 255.0));
+    return u32(clamp(round_quotient(x, p.x) + p.y, 0.0, 255.0));
 }
