@@ -262,55 +262,21 @@ def test_gated_mlp_equals_onnxruntime(activation: str) -> None:
 
 
 # ----- bad inputs -------------------------------------------------------------------------------
-def test_bad_inputs_are_named() -> None:
-    b = GraphBuilder("f16_a")
-    s = b.initializer("s", np.array(0.5, np.float32))
-    b.output(
-        b.op(
-            "DynamicQuantizeMatMul",
-            b.input("a", DataType.FLOAT16, [3, 8]),
-            b.input("w", DataType.INT8, [8, 4]),
-            s,
-            _domain=MS,
-        )
-    )
-    with pytest.raises(UnsupportedOpError, match=r"input 0 \(A\) dtype float16 is not implemented"):
-        ShapeInferencePass().run(b.graph, REGISTRY)
-    b = GraphBuilder("batched_b")
-    b.output(
-        b.op(
-            "DynamicQuantizeMatMul",
-            b.input("a", DataType.FLOAT, [3, 8]),
-            b.input("w", DataType.INT8, [2, 8, 4]),
-            b.initializer("s", np.array(0.5, np.float32)),
-            _domain=MS,
-        )
-    )
-    with pytest.raises(UnsupportedOpError, match=r"input 1 \(B\) has dims \[2, 8, 4\]; only a 2-D B"):
-        ShapeInferencePass().run(b.graph, REGISTRY)
-    b = GraphBuilder("mixed_zero_point")
-    zero_point = b.input("z", DataType.UINT8, [])
-    b.output(
-        b.op(
-            "DynamicQuantizeMatMul",
-            b.input("a", DataType.FLOAT, [3, 8]),
-            b.input("w", DataType.INT8, [8, 4]),
-            b.initializer("s", np.array(0.5, np.float32)),
-            zero_point,
-            _domain=MS,
-        )
-    )
-    with pytest.raises(ShapeInferenceError, match=r"input 3 \(b_zero_point\) has dtype uint8; expected int8"):
-        ShapeInferencePass().run(b.graph, REGISTRY)
-    b = GraphBuilder("inner_dims")
-    b.output(
-        b.op(
-            "DynamicQuantizeMatMul",
-            b.input("a", DataType.FLOAT, [3, 8]),
-            b.input("w", DataType.INT8, [6, 4]),
-            b.initializer("s", np.array(0.5, np.float32)),
-            _domain=MS,
-        )
-    )
-    with pytest.raises(ShapeInferenceError, match=r"input 1 \(B\) dim 0 \(6\) must equal input 0 dim -1 \(8\)"):
+F32, I8 = DataType.FLOAT, DataType.INT8
+BAD_INPUTS = {  # A (dtype, dims), B (dtype, dims), the zero point's dtype (None: none), error, message
+    "f16_a": ((DataType.FLOAT16, [3, 8]), (I8, [8, 4]), None, UnsupportedOpError, r"0 \(A\) dtype float16 is not"),
+    "batched_b": ((F32, [3, 8]), (I8, [2, 8, 4]), None, UnsupportedOpError, r"\(B\) has dims \[2, 8, 4\]; only a 2-D"),
+    "zero_point": ((F32, [3, 8]), (I8, [8, 4]), DataType.UINT8, ShapeInferenceError, r"has dtype uint8; expected int8"),
+    "inner_dims": ((F32, [3, 8]), (I8, [6, 4]), None, ShapeInferenceError, r"dim 0 \(6\) must equal input 0 dim -1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_inputs_are_named(case: str) -> None:
+    a, w, zero_point, error, message = BAD_INPUTS[case]
+    b = GraphBuilder(case)
+    inputs = [b.input("a", *a), b.input("w", *w), b.initializer("s", np.array(0.5, np.float32))]
+    inputs += [b.input("z", zero_point, [])] if zero_point is not None else []
+    b.output(b.op("DynamicQuantizeMatMul", *inputs, _domain=MS))
+    with pytest.raises(error, match=message):
         ShapeInferencePass().run(b.graph, REGISTRY)
