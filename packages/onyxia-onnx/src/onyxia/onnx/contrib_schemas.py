@@ -22,6 +22,7 @@ _NORM_FLOATS = _FLOATS | {TensorProto.DOUBLE}
 _INT32 = frozenset({TensorProto.INT32})
 _INT64 = frozenset({TensorProto.INT64})
 _CACHE = _FLOATS | {TensorProto.UINT8, TensorProto.INT8, TensorProto.FLOAT8E4M3FN}
+_BYTES = frozenset({TensorProto.INT8, TensorProto.UINT8})
 _PACKED = frozenset(
     {
         TensorProto.INT4,
@@ -128,6 +129,30 @@ CONTRIB_SCHEMAS: dict[tuple[str, str], ContribSchema] = {
         types={"T1": _FLOATS, "T2": frozenset({TensorProto.UINT8})},
         attributes={"K": _I, "N": _I, "block_size": _I, "quant_type": _I, "training_mode": _I, "transB": _I},
         required=frozenset({"K", "N", "block_size", "quant_type"}),
+    ),
+    ("com.microsoft", "MatMulIntegerToFloat"): ContribSchema(
+        min_inputs=4,
+        inputs=(
+            ("A", "T1"),
+            ("B", "T2"),
+            ("a_scale", "T3"),
+            ("b_scale", "T3"),
+            ("a_zero_point", "T1"),
+            ("b_zero_point", "T2"),
+            ("bias", "T3"),
+        ),
+        min_outputs=1,
+        outputs=(("Y", "T3"),),
+        types={"T1": _BYTES, "T2": _BYTES, "T3": frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})},
+        attributes={},
+    ),
+    ("com.microsoft", "DynamicQuantizeMatMul"): ContribSchema(
+        min_inputs=3,
+        inputs=(("A", "T1"), ("B", "T2"), ("b_scale", "T1"), ("b_zero_point", "T2"), ("bias", "T1")),
+        min_outputs=1,
+        outputs=(("Y", "T1"),),
+        types={"T1": _FLOAT32, "T2": _BYTES},
+        attributes={},
     ),
     ("com.microsoft", "RotaryEmbedding"): ContribSchema(
         min_inputs=4,
