@@ -27,9 +27,11 @@ def test_decode_creates_no_pipelines_and_reads_back_one_token(directory: str, pr
     next(steps)  # prefill
     next(steps)  # first decode step
     pipelines, modules, read = stats.pipelines_created, stats.shader_modules_created, stats.bytes_read_back
+    switches = stats.plan_switches
     for count, _ in enumerate(steps, start=1):
         assert stats.bytes_read_back - read == 4 * count  # one i32 token id per greedy step
     assert (stats.pipelines_created, stats.shader_modules_created) == (pipelines, modules)
+    assert stats.plan_switches == switches and stats.replans == 0  # decode moves symbolic dims only
 
 
 class _CountingQueue:

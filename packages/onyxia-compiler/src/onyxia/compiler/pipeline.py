@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from onyxia.compiler.passes import ConstantFoldingPass, PlanningPass, ShapeInferencePass, SymbolicResolutionPass
+from onyxia.compiler.replanning import GraphReplanner
 from onyxia.compiler.stats import PassRun, PassStats, aggregate, format_stats
 from onyxia.core import CompiledModel, IrGraph, OnyxiaError, OperatorRegistry, Pass, PassSet, Stage
 from onyxia.core.settings import Settings, settings
@@ -101,6 +102,7 @@ class CompilerPipeline:
             if config.pass_stats:
                 log.warning("pass statistics:\n%s", format_stats(self.stats))
         assert planner.compiled is not None
+        planner.compiled.replanner = GraphReplanner(self.compile, graph, dims, config)  # a compiled dim may change later
         return planner.compiled
 
     def _run_stage(self, stage: Stage, group: list[Pass], graph: IrGraph, observers: list[Observer]) -> None:

@@ -9,8 +9,9 @@ the runtime can re-evaluate it in `update_dimensions()` without recompiling a sh
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Protocol, Union
 
 import numpy as np
 
@@ -33,6 +34,7 @@ __all__ = [
     "ImmediateField",
     "PlanTensor",
     "PlannedOp",
+    "Replanner",
     "ScratchBufferDesc",
     "Step",
     "SymbolicBinding",
@@ -191,6 +193,25 @@ class SymbolicBinding:
     field: ImmediateField
 
 
+class Replanner(Protocol):
+    """Plans the same model again at other values of the dims it was compiled with (`CompiledModel.dims`).
+
+    Those dims are baked in: shader defs (literals the WGSL compiler unrolls on), buffer sizes,
+    folded constants. Only the compiler can redo that, and the runtime must not import it, so the
+    compiler attaches this hook to what it returns; the runtime calls it when `update_dimensions`
+    or an input's shape moves such a dim, and reuses every pipeline whose source did not change."""
+
+    @property
+    def input_dims(self) -> Mapping[str, tuple[SymbolicDim, ...]]:
+        """Each graph input's dims as the graph declares them, before the compile dims bound them: which
+        input axis carries which compiled dim, so an input of a new shape can ask for a re-plan."""
+        ...
+
+    def replan(self, dims: Mapping[str, int]) -> CompiledModel:
+        """The model compiled at `dims` (every name of `CompiledModel.dims`), with a replanner attached."""
+        ...
+
+
 @dataclass
 class CompiledModel:
     operations: list[PlannedOp]
@@ -212,6 +233,8 @@ class CompiledModel:
     # run-time checks: slot i of the ERRORS tensor `error_tensor` (ERROR_SLOT_WORDS u32 each) is error_slots[i]'s
     error_slots: list[ErrorSlot] = field(default_factory=list)
     error_tensor: int | None = None
+    # re-plans at other values of `dims` (attached by the compiler; None for a plan built by hand)
+    replanner: Replanner | None = field(default=None, repr=False, compare=False)
 
     def tensor_by_name(self, name: str) -> PlanTensor:
         for t in self.tensors.values():

@@ -60,7 +60,9 @@ class DeviceContext:
 @dataclass
 class ExecutorStats:
     """Counters tests assert on: a dims change must move only `bind_groups_created`,
-    `buffers_created` and `dimension_updates`, never the shader or pipeline counts."""
+    `buffers_created` and `dimension_updates`, never the shader or pipeline counts. A change of a
+    compiled dim switches plans (`plan_switches`; `replans` of them compiled a new variant): then
+    only the pipelines of WGSL no earlier variant had are created."""
 
     shader_modules_created: int = 0
     pipelines_created: int = 0
@@ -74,6 +76,9 @@ class ExecutorStats:
     error_word_bytes: int = 0  # the run-time error word copied behind them (runtime/run_errors.py), over all runs
     staging_maps: int = 0  # maps of the staging buffer: at most one per run
     layout_fallbacks: int = 0  # dims changes the incremental layout got wrong (declined, yet valid)
+    plan_switches: int = 0  # moves to another plan variant because a compiled (static) dim changed
+    replans: int = 0  # variants the plan's replanner compiled (the rest of the switches found theirs cached)
+    buffers_adopted: int = 0  # GPU buffers a switch kept (weights with the same data, storage of the same tensor)
 
 
 @contextmanager

@@ -5,10 +5,12 @@ and uploads weights. A dims change, explicit or bound from input shapes in `run(
 the expressions that depend on the dims that moved (`IncrementalLayout`; everything on the first
 run or when a buffer must grow) and commits them: buffers grow, affected bind groups are rebuilt
 and the moved commands are patched in the program; shader modules and pipelines never are
-(`stats` proves it). Each `run()` is one command buffer: the program, carried state
-(`Carries`) and the output copies (`OutputReadback`) into one staging buffer mapped once. The
-public methods are serialised by the executor (one lock): threads may share it, each call sees the
-plan as the previous call left it."""
+(`stats` proves it). A dim the plan was compiled with (`CompiledModel.dims`) is baked into it: moving
+one switches to the plan variant for the new value (`runtime/variants.py`), compiling only the
+pipelines whose WGSL changed, or is refused right there when the plan has no replanner. Each
+`run()` is one command buffer: the program, carried state (`Carries`) and the output copies
+(`OutputReadback`) into one staging buffer mapped once. The public methods are serialised by the
+executor (one lock): threads may share it, each call sees the plan as the previous call left it."""
 
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ from onyxia.runtime.program import (
 )
 from onyxia.runtime.readback import OutputReadback
 from onyxia.runtime.upload import upload_weights
+from onyxia.runtime.variants import PlanVariants, adopt_buffers, build_pipelines
 
 __all__ = ["PlanExecutor"]
 
@@ -59,6 +62,9 @@ log = logging.getLogger(__name__)
 class PlanExecutor:
     """Runs `compiled` with `run()`; created by `Runtime.load_model`."""
 
+    compiled: CompiledModel  # the plan variant in use (`_load`)
+    _inputs: InputBinder
+
     def __init__(
         self,
         ctx: DeviceContext,
@@ -66,32 +72,52 @@ class PlanExecutor:
         dims: Mapping[str, int] | None = None,
         max_dims: Mapping[str, int] | None = None,
     ) -> None:
-        self.ctx, self.compiled = ctx, compiled
+        self.ctx = ctx
         self.stats = ExecutorStats()
         self._lock = threading.RLock()  # run(), profile_run() and every state change, one at a time
-        check_features(compiled.required_features, ctx)
+        self._calls: PassCalls = native_calls(ctx.device) or PUBLIC_CALLS  # what `encode` talks to wgpu through
+        self._pipelines = PipelineCache(ctx, compiled.shaders, self.stats)  # by WGSL source, across variants
+        self._variants = PlanVariants(compiled)  # compiled dims that change switch plans (runtime/variants.py)
+        self._max_dims = checked_dims(max_dims or {})
+        self._carried: dict[str, str] = {}  # carry() pairs by name, registered again on a plan switch
+        requested = checked_dims(dims or {})
+        moved = self._variants.moved(requested)
+        self._load(self._variants.plan_for(moved, self.stats, "load_model()") if moved else compiled, requested)
+
+    def _load(self, compiled: CompiledModel, dims: Mapping[str, int], previous: BufferPool | None = None) -> None:
+        """Set up everything that depends on the plan; `previous` (a plan switch) lends its buffers."""
+        check_features(compiled.required_features, self.ctx)
+        before = self.compiled if previous is not None else compiled
+        self.compiled, ctx = compiled, self.ctx
+        self._variants.select(compiled)
         self._names = buffer_names(compiled)
         self._flat = flatten_steps(compiled)
         self._symbols = referenced_symbols(compiled, self._flat)
+        resident = self._inputs.resident if previous is not None else set()
         self._inputs = InputBinder(compiled)
         self._pool = BufferPool(ctx, self.stats, self._names)
         self._pool.aliases = compiled.storage_owners()  # views, in-place state and buffer groups
         self._carries = Carries(self._pool)
-        pipelines = PipelineCache(ctx, compiled.shaders, self.stats)
+        self._pipelines.shaders = compiled.shaders
+        pipelines = self._pipelines
         self._states: list[DispatchState | None] = [
             prepare_dispatch(fs, pipelines, self._pool, ctx, self.stats) if isinstance(fs.step, Dispatch) else None
             for fs in self._flat
         ]
-        self.weight_bytes = upload_weights(compiled, self._pool)  # weights and constants, as uploaded
+        kept, kept_bytes = adopt_buffers(self._pool, compiled, previous, before) if previous else (set(), 0)
+        # weights and constants, as uploaded (a switch's kept weights included)
+        self.weight_bytes = kept_bytes + upload_weights(compiled, self._pool, skip=kept)
         self._incremental = IncrementalLayout(compiled, self._flat, ctx)
-        self._calls: PassCalls = native_calls(ctx.device) or PUBLIC_CALLS  # what `encode` talks to wgpu through
-        self._dims: dict[str, int] = {**compiled.dims, **checked_dims(dims or {})}
+        self._dims: dict[str, int] = {**compiled.dims, **{k: v for k, v in dims.items() if k not in compiled.dims}}
         self._layout: DimsLayout | None = None
         self._program = Program()
         self._writes: list[tuple[wgpu.GPUBuffer, int, np.ndarray]] = []
         self._readback = OutputReadback(compiled, self._pool)
-        if max_dims:  # every buffer (staging too) sized for the largest dims up front: growth never reallocates
-            sizes = buffer_sizes(compiled, {**self._dims, **checked_dims(max_dims)})
+        if resident or self._carried:  # before any growth, which keeps only registered state's contents
+            self.keep_resident(resident & set(self._inputs.names))
+            self.carry(self._carried)
+        if self._max_dims:  # every buffer (staging too) sized for the largest dims up front: growth never reallocates
+            sizes = buffer_sizes(compiled, {**self._dims, **self._max_dims})
             self._pool.ensure_all(sizes)
             self._readback.preallocate(sizes)
         if self._symbols <= self._dims.keys():
@@ -141,6 +167,7 @@ class PlanExecutor:
             if src not in outputs:
                 raise InputError(f"carry(): '{src}' is not an output; the outputs are {sorted(outputs)}")
             self._carries.add(self._ref(src), self._ref(dst))
+        self._carried.update(pairs)
         if self._layout is not None:
             self._carries.plan(self._layout)
 
@@ -171,6 +198,9 @@ class PlanExecutor:
 
     def _prepare(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None, caller: str) -> set[str]:
         """Bind dims from the input shapes, queue the input writes; the outputs to read back."""
+        moved = self._variants.moved_by_inputs(inputs)
+        if moved:  # an input of a new shape along a compiled dim: the same switch as update_dimensions()
+            self.update_dimensions(moved)
         bound, uploads = self._inputs.bind(inputs, self._dims)
         changed = {k: v for k, v in bound.items() if self._dims.get(k) != v}
         if changed or self._layout is None:
@@ -197,7 +227,8 @@ class PlanExecutor:
 
     @serialized
     def update_dimensions(self, dims: Mapping[str, int]) -> None:
-        """Re-target the plan to `dims` (merged into the current ones); no shader or pipeline is rebuilt.
+        """Re-target the plan to `dims` (merged into the current ones); no shader or pipeline is rebuilt,
+        except that a compiled dim switches to its plan variant (the pipelines of new WGSL only).
 
         While some dims are still unbound the values are only recorded; the first run binds the rest
         from its input shapes and evaluates everything then."""
@@ -206,6 +237,10 @@ class PlanExecutor:
         unknown = sorted(set(checked) - known)
         if unknown:
             raise InputError(f"update_dimensions(): unknown dims {unknown}; the model's dims are {sorted(known)}")
+        moved = self._variants.moved(checked)
+        if moved:  # a compiled dim: switch to the plan variant for it (refused here if there is none)
+            self._switch(self._variants.plan_for(moved, self.stats, "update_dimensions()"), {**self._dims, **checked})
+            return
         merged = {**self._dims, **checked}
         if self._symbols <= merged.keys():
             self._apply(merged)
@@ -253,6 +288,13 @@ class PlanExecutor:
         self._layout = None
 
     # ----- dims changes ----------------------------------------------------------------------
+    def _switch(self, compiled: CompiledModel, dims: dict[str, int]) -> None:
+        """Load plan variant `compiled`: its pipelines are built first (a WGSL error leaves the
+        executor as it was), then the current buffers are lent to it (`variants.adopt_buffers`)."""
+        build_pipelines(self._pipelines, compiled)
+        self._layout = None  # a load that fails half way must not leave a stale program in use
+        self._load(compiled, dims, self._pool)
+
     def _apply(self, dims: dict[str, int]) -> None:
         """Commit `dims`: incrementally from the current layout where it can, else in full. Where the
         incremental update declines or raises, the full path must raise too (naming node and tensor);

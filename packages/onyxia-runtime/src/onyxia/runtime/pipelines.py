@@ -5,6 +5,11 @@ feature the planner's ``var<immediate> imm: Immediates;`` stays and values go th
 `set_immediates`. Otherwise that exact line becomes a uniform binding at group 1 and each dispatch
 owns a small uniform buffer; the struct is all u32 fields at 4-byte offsets, which has the same
 layout in both address spaces, so the same byte block feeds either path.
+
+Modules and pipelines are keyed by their WGSL source, not by shader index: when a compiled dim
+changes and the executor moves to a re-planned variant (`runtime/variants.py`), only the shaders
+whose defs used that dim have new sources, so only those are compiled, and moving back to an earlier
+variant compiles nothing. `shaders` is the current plan's list that dispatches index into.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ __all__ = ["UNIFORM_DECLARATION", "PipelineCache", "PipelineEntry", "layout_sign
 UNIFORM_DECLARATION = "@group(1) @binding(0) var<uniform> imm: Immediates;"
 
 LayoutSignature = tuple[tuple[int, bool], ...]  # (binding, read_only), sorted by binding
+PipelineKey = tuple[str, str, int, LayoutSignature]  # (WGSL as compiled, entry point, immediates, layout)
 
 
 def layout_signature(dispatch: Dispatch) -> LayoutSignature:
@@ -51,15 +57,15 @@ class PipelineEntry:
 
 
 class PipelineCache:
-    """Modules by shader index, pipelines by (shader index, layout signature)."""
+    """Modules by WGSL source, pipelines by (source, entry point, immediates, layout signature)."""
 
     def __init__(self, ctx: DeviceContext, shaders: list[CompiledShader], stats: ExecutorStats) -> None:
         self.ctx = ctx
         self.shaders = shaders
         self.stats = stats
-        self._modules: dict[int, wgpu.GPUShaderModule] = {}
+        self._modules: dict[str, wgpu.GPUShaderModule] = {}
         self._layouts: dict[LayoutSignature, wgpu.GPUBindGroupLayout] = {}
-        self._pipelines: dict[tuple[int, LayoutSignature], PipelineEntry] = {}
+        self._pipelines: dict[PipelineKey, PipelineEntry] = {}
         self._uniform_layout: wgpu.GPUBindGroupLayout | None = None
 
     def uses_uniform(self, shader_index: int) -> bool:
@@ -70,17 +76,20 @@ class PipelineCache:
             raise ShaderError(
                 f"node '{node}': dispatch uses shader {dispatch.shader_index}; the plan has {len(self.shaders)} shaders"
             )
-        key = (dispatch.shader_index, layout_signature(dispatch))
+        index = dispatch.shader_index
+        shader = self.shaders[index]
+        source = rewrite_immediates(shader) if self.uses_uniform(index) else shader.source
+        key = (source, shader.entry_point, shader.immediate_size, layout_signature(dispatch))
         if key not in self._pipelines:
-            self._pipelines[key] = self._create(key, node)
+            self._pipelines[key] = self._create(index, key, node)
         return self._pipelines[key]
 
-    def _create(self, key: tuple[int, LayoutSignature], node: str) -> PipelineEntry:
-        index, signature = key
+    def _create(self, index: int, key: PipelineKey, node: str) -> PipelineEntry:
+        source, _, _, signature = key
         shader = self.shaders[index]
         where = f"shader '{shader.label}' (node '{node}')"
         self._check_immediates(shader, where)
-        module = self._module(index, where)
+        module = self._module(shader, source, where)
         layout = self._layout(signature, where)
         groups = [layout]
         immediate_size = shader.immediate_size
@@ -107,14 +116,12 @@ class PipelineCache:
                 f"of at most {limit} bytes"
             )
 
-    def _module(self, index: int, where: str) -> wgpu.GPUShaderModule:
-        if index not in self._modules:
-            shader = self.shaders[index]
-            source = rewrite_immediates(shader) if self.uses_uniform(index) else shader.source
+    def _module(self, shader: CompiledShader, source: str, where: str) -> wgpu.GPUShaderModule:
+        if source not in self._modules:
             with wgpu_boundary(ShaderError, f"{where}: WGSL compilation failed"):
-                self._modules[index] = self.ctx.device.create_shader_module(label=shader.label, code=source)
+                self._modules[source] = self.ctx.device.create_shader_module(label=shader.label, code=source)
             self.stats.shader_modules_created += 1
-        return self._modules[index]
+        return self._modules[source]
 
     def _layout(self, signature: LayoutSignature, where: str) -> wgpu.GPUBindGroupLayout:
         if signature not in self._layouts:

@@ -11,7 +11,7 @@ plus about one slice, and a discrete GPU's host keeps only a slice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 import numpy as np
 
@@ -27,12 +27,15 @@ __all__ = ["SLICE_BYTES", "upload_weights"]
 SLICE_BYTES = 32 << 20
 
 
-def upload_weights(compiled: CompiledModel, pool: BufferPool, slice_bytes: int | None = None) -> int:
-    """Create and fill the buffer of every weight and constant of `compiled`; returns the bytes written."""
+def upload_weights(
+    compiled: CompiledModel, pool: BufferPool, slice_bytes: int | None = None, skip: Collection[int] = ()
+) -> int:
+    """Create and fill the buffer of every weight and constant of `compiled` but those (by tensor id) in
+    `skip`, which a plan switch found already in place; returns the bytes written."""
     queue, written, pending = pool.ctx.queue, 0, 0
     slice_bytes = slice_bytes or SLICE_BYTES
     last = None
-    for tensor, data in _weights(compiled):
+    for tensor, data in _weights(compiled, skip):
         ref = BufferRef(tensor=tensor.id)
         pool.ensure(ref, data.nbytes)
         buffer = last = pool.get(ref)
@@ -53,9 +56,11 @@ def upload_weights(compiled: CompiledModel, pool: BufferPool, slice_bytes: int |
     return written
 
 
-def _weights(compiled: CompiledModel) -> Iterator[tuple[PlanTensor, np.ndarray]]:
+def _weights(compiled: CompiledModel, skip: Collection[int]) -> Iterator[tuple[PlanTensor, np.ndarray]]:
     """Each tensor with data, as the bytes its buffer holds."""
     for t in compiled.tensors.values():
+        if t.id in skip:
+            continue
         if t.role is TensorRole.SYMBOLIC or t.data is None:
             if t.role is TensorRole.WEIGHT:
                 raise PlanningError(f"weight '{t.name}' has no data to upload")

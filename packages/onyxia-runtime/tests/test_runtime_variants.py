@@ -1,0 +1,108 @@
+"""A compiled (static) dim that changes: the executor switches to the plan variant for the new value,
+building only the pipelines whose WGSL changed, and switching back builds none. A plan without a
+replanner refuses the change where it is asked for, naming the dim."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onyxia.compiler import CompilerPipeline
+from onyxia.core import BufferRef, CompiledModel, DataType, Dispatch, GraphBuilder, InputError, TensorRole
+from onyxia.operators import core_operator_registry
+from onyxia.runtime import PlanExecutor, Runtime
+from onyxia.runtime.pipelines import layout_signature
+
+N, M = 3, 64  # rows (symbolic "n"), length of the k-free branch
+
+
+def _compile(k: int) -> CompiledModel:
+    """y = ReduceSum(Relu(x), axis 1) over x[n, k] (the reduction's length is a shader def once k is
+    compiled), u = Exp(z) * w over z[64]: nothing of that branch depends on k."""
+    b = GraphBuilder("variants")
+    x = b.input("x", DataType.FLOAT, ["n", "k"])
+    z = b.input("z", DataType.FLOAT, [M])
+    w = b.initializer("w", np.linspace(0.5, 2.0, M, dtype=np.float32))
+    axes = b.initializer("axes", np.array([1], np.int64))
+    b.output(b.op("ReduceSum", b.op("Relu", x), axes, keepdims=0), b.op("Mul", b.op("Exp", z), w))
+    return CompilerPipeline(core_operator_registry()).compile(b.graph, {"k": k})
+
+
+def _pipelines(plan: CompiledModel) -> set[tuple[str, str, int, tuple[tuple[int, bool], ...]]]:
+    """What the executor's pipeline cache keys on, per dispatch (the uniform rewrite maps equal
+    sources to equal sources, so differences between plans are the same on either path)."""
+    keys = set()
+    for op in plan.operations:
+        for step in op.steps:
+            if isinstance(step, Dispatch):
+                s = plan.shaders[step.shader_index]
+                keys.add((s.source, s.entry_point, s.immediate_size, layout_signature(step)))
+    return keys
+
+
+def _check(executor: PlanExecutor, k: int, rng: np.random.Generator) -> None:
+    x = rng.standard_normal((N, k)).astype(np.float32)
+    z = rng.standard_normal(M).astype(np.float32)
+    y, u = executor.output_names
+    out = executor.run({"x": x, "z": z})
+    np.testing.assert_allclose(out[y], np.maximum(x, 0).sum(axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out[u], np.exp(z) * np.linspace(0.5, 2.0, M, dtype=np.float32), rtol=1e-5)
+
+
+def test_a_compiled_dim_rebuilds_only_the_pipelines_whose_source_changed(any_runtime: Runtime) -> None:
+    rng = np.random.default_rng(10)
+    small = _compile(4)
+    executor = any_runtime.load_model(small)
+    stats = executor.stats
+    _check(executor, 4, rng)
+    built = stats.pipelines_created
+    assert built == len(_pipelines(small)) and stats.replans == 0
+
+    _check(executor, 6, rng)  # an input of a new shape along k: the run() path re-plans
+    large = executor.compiled
+    new = _pipelines(large) - _pipelines(small)
+    assert large.dims == {"k": 6} and (stats.replans, stats.plan_switches) == (1, 1)
+    assert 0 < len(new) < len(_pipelines(large))  # the reduction's shader changed, the k-free branch did not
+    assert stats.pipelines_created - built == len(new)
+    assert executor.buffer_bytes("x") >= N * 6 * 4  # the input's buffer grew with k
+
+    built, modules = stats.pipelines_created, stats.shader_modules_created
+    _check(executor, 4, rng)  # back: the cached variant, nothing compiled
+    executor.update_dimensions({"k": 6})  # and forth, through update_dimensions
+    _check(executor, 6, rng)
+    assert (stats.pipelines_created, stats.shader_modules_created) == (built, modules)
+    assert (stats.replans, stats.plan_switches) == (1, 3)
+
+
+def test_a_switch_keeps_weights_and_resident_inputs_in_their_buffers(runtime: Runtime) -> None:
+    rng = np.random.default_rng(11)
+    executor = runtime.load_model(_compile(4), dims={"k": 5})  # load_model's dims switch too
+    assert executor.compiled.dims == {"k": 5} and executor.stats.replans == 1
+    weights = [BufferRef(tensor=t.id) for t in executor.compiled.tensors.values() if t.role is TensorRole.WEIGHT]
+    assert weights
+    before = {ref: executor._pool.get(ref) for ref in weights}
+    z = rng.standard_normal(M).astype(np.float32)
+    executor.write_input("z", z)  # resident: later runs leave it out
+    executor.update_dimensions({"k": 7})
+    assert all(executor._pool.get(ref) is buffer for ref, buffer in before.items())  # not uploaded again
+    assert executor.stats.buffers_adopted >= len(weights) + 1  # the weights and z's buffer
+    x = rng.standard_normal((N, 7)).astype(np.float32)
+    y, u = executor.output_names
+    out = executor.run({"x": x})
+    np.testing.assert_allclose(out[y], np.maximum(x, 0).sum(axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out[u], np.exp(z) * np.linspace(0.5, 2.0, M, dtype=np.float32), rtol=1e-5)
+
+
+def test_without_a_replanner_a_compiled_dim_change_is_refused_where_it_is_asked(runtime: Runtime) -> None:
+    rng = np.random.default_rng(12)
+    by_hand = _compile(4)
+    by_hand.replanner = None  # as a plan built without the compiler would be
+    executor = runtime.load_model(by_hand)
+    with pytest.raises(InputError, match=r"update_dimensions\(\).*'k' compiled as 4, asked for 5.*no replanner"):
+        executor.update_dimensions({"k": 5})
+    assert executor.dims["k"] == 4 and executor.stats.plan_switches == 0
+    _check(executor, 4, rng)  # nothing was accepted: the plan runs as before
+    with pytest.raises(InputError, match=r"input 'x': dim 1 is 5; expected 4"):
+        _check(executor, 5, rng)
+    with pytest.raises(InputError, match=r"load_model\(\).*'k' compiled as 4, asked for 3"):
+        runtime.load_model(by_hand, dims={"k": 3})
