@@ -1,0 +1,70 @@
+"""Prints the README's real-model tables: `python tests/real_models_report.py [--runs N]`.
+
+Per passing file: nodes and op types (with the notable ones named), readbacks per run, compile
+(parse + passes + plan) and load (buffers, weights, pipelines) time, Onyxia's median run after the
+first, onnxruntime CPU's median run. Per pending file: the first line of the error Onyxia gives today.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from real_model_suite import DATA, NOTABLE_OPS, error_line, op_summary, ort_seconds, run_onyxia
+from test_e2e_real_models import PASSING, PENDING
+
+from onyxia.core.errors import OnyxiaError
+from onyxia.runtime import Runtime
+
+__all__ = ["main"]
+
+
+def _ops(name: str) -> str:
+    nodes, ops = op_summary(name)
+    notable = ", ".join(f"{op}" + (f" x{ops[op]}" if ops[op] > 1 else "") for op in NOTABLE_OPS if op in ops)
+    return f"{nodes} nodes, {len(ops)} op types" + (f" ({notable})" if notable else "")
+
+
+def _size(name: str) -> str:
+    return f"{((DATA / f'{name}.onnx').stat().st_size + (DATA / f'{name}.npz').stat().st_size) / 1e6:.2f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    runtime = Runtime()
+    sources = {m["name"]: m for m in json.loads((DATA / "manifest.json").read_text())["models"]}
+    print(
+        "| model | exporter | ops | MB | readbacks / run | Onyxia compile / load / first run (s) "
+        "| ORT CPU session (s) | Onyxia run (ms) | ORT CPU run (ms) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in PASSING:
+        m = run_onyxia(runtime, name, runs=args.runs + 1)
+        init, ort = ort_seconds(name, args.runs)
+        print(
+            f"| {name} | {sources[name]['exporter']} | {_ops(name)} | {_size(name)} | {m.readbacks_per_run:g} "
+            f"| {m.compile_s:.2f} / {m.load_s:.2f} / {m.first_run_s:.2f} | {init:.2f} | {m.run_s * 1e3:.1f} "
+            f"| {ort * 1e3:.1f} |"
+        )
+    print()
+    print("| model | exporter | ops | MB | ORT CPU run (ms) | Onyxia today (first line of the error) |")
+    print("|---|---|---|---|---|---|")
+    for name in PENDING:
+        try:
+            run_onyxia(runtime, name, runs=1)
+            error = "runs: move it to PASSING"
+        except OnyxiaError as e:
+            error = error_line(e).replace("|", "\\|")
+        _, ort = ort_seconds(name, args.runs)
+        print(f"| {name} | {sources[name]['exporter']} | {_ops(name)} | {_size(name)} | {ort * 1e3:.1f} | `{error}` |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
