@@ -31,7 +31,7 @@ from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.matmul.fusions import group_fits, weight_product
 from onyxia.operators.matmul.matmul_group import MAX_SLOTS
 
-__all__ = ["SPLIT_PACKED_MATMUL"]
+__all__ = ["SPLIT_PACKED_MATMUL", "split_columns"]
 
 _FITS = group_fits(2, 1)  # a weight and an output per slot, and the shared x
 _INT32_MAX = 2**31 - 1
@@ -106,7 +106,7 @@ def _weight_dims(graph: IrGraph, node: IrNode) -> tuple[int, int]:
     return k, n
 
 
-def _split_columns(graph: IrGraph, node: IrNode, rank: int, n: int) -> list[tuple[int, int]] | str:
+def split_columns(graph: IrGraph, node: IrNode, rank: int, n: int) -> list[tuple[int, int]] | str:
     """The [start, end) columns of each output of a Split of the product's last axis, or why not."""
     axis = node.attributes.get("axis", 0)
     if axis not in (-1, rank - 1):
@@ -128,7 +128,7 @@ def _ranges(graph: IrGraph, m: Match) -> list[tuple[int, int]] | str:
     rank = len(graph.tensor(m.node.outputs[0]).dims)
     n = _weight_dims(graph, m.node)[1]
     if m.slices[0].op_type == "Split":
-        return _split_columns(graph, m.slices[0], rank, n)
+        return split_columns(graph, m.slices[0], rank, n)
     ranges = []
     for node in m.slices:
         columns = _columns(graph, node, rank, n)

@@ -7,7 +7,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 | CancelTransposes       | cancel_transposes, merge_transposes (`rearrange.fusions`), gather_columns_of_transposed_table (`gather_scatter.fusions`) |
 | FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
 | FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits, fuse_cast_mul_into_MatMulInteger (`quantized`), fuse_dynamic_quantize_into_MatMulIntegerToFloat (`quantized.integer_fusions`) |
-| GroupMatMuls           | split_packed_matmul (`matmul.packed_fusions`), group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`), group_dynamic_quantize_matmul (`quantized.integer_fusions`) |
+| GroupMatMuls           | split_packed_matmul (`matmul.packed_fusions`), split_packed_matmul_nbits (`quantized.split_fusions`), group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`), group_dynamic_quantize_matmul (`quantized.integer_fusions`) |
 | FuseMlpGate            | gelu_tanh_formula (`elementwise.activation_fusions`), fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup / _DynamicQuantizeMatMulGroup (matmul, quantized) |
 | FuseRmsNorm            | `normalization.rms_fusions`: plain-op RMSNorm -> SimplifiedLayerNormalization |
 | FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel |
@@ -44,6 +44,7 @@ from onyxia.operators.quantized.integer_fusions import (
     INTEGER_GROUP_FUSIONS,
     INTEGER_QUANTIZE_FUSIONS,
 )
+from onyxia.operators.quantized.split_fusions import SPLIT_PACKED_MATMUL_NBITS
 from onyxia.operators.rearrange.fusions import TRANSPOSE_FUSIONS
 
 __all__ = [
@@ -94,7 +95,7 @@ class GroupMatMuls(RewritePass):
     """Packed projections are split first, so that a gate/up split is a pair FuseMlpGate gates."""
 
     name = "GroupMatMuls"
-    rules = (SPLIT_PACKED_MATMUL, GROUP_MATMULS, GROUP_MATMUL_NBITS, *INTEGER_GROUP_FUSIONS)
+    rules = (SPLIT_PACKED_MATMUL, SPLIT_PACKED_MATMUL_NBITS, GROUP_MATMULS, GROUP_MATMUL_NBITS, *INTEGER_GROUP_FUSIONS)
 
 
 class FuseMlpGate(RewritePass):
