@@ -91,7 +91,7 @@ def _split(r: Rewriter, m: Match) -> dict[int, NewValue]:
                 inputs.append(t)
                 continue
             tensor = graph.tensor(t)
-            dims = [int(d) for d in tensor.dims]  # an initializer: static
+            dims = list(source.dims if isinstance(source, TensorValue) else source.shape)
             dims[0] = dims[0] * (end - start) // n
             name = f"{tensor.name}/rows_{start}_{end}"
             value = TensorValue(tensor.dtype, tuple(dims), _rows(source, n, start, end), name=name)
