@@ -29,6 +29,15 @@ def _ops(name: str) -> str:
     return f"{nodes} nodes, {len(ops)} op types" + (f" ({notable})" if notable else "")
 
 
+def _error(e: OnyxiaError) -> str:
+    """The first line; when it announces a list ("2 unsupported op type(s), 28 node(s):"), each item's head."""
+    line = error_line(e)
+    if line.endswith(":"):
+        items = [": ".join(item.strip().split(": ")[:2]) for item in str(e).splitlines()[1:] if "::" in item]
+        line += " " + "; ".join(items)
+    return line
+
+
 def _size(name: str) -> str:
     return f"{((DATA / f'{name}.onnx').stat().st_size + (DATA / f'{name}.npz').stat().st_size) / 1e6:.2f}"
 
@@ -50,7 +59,7 @@ def main() -> int:
         print(
             f"| {name} | {sources[name]['exporter']} | {_ops(name)} | {_size(name)} | {m.readbacks_per_run:g} "
             f"| {m.compile_s:.2f} / {m.load_s:.2f} / {m.first_run_s:.2f} | {init:.2f} | {m.run_s * 1e3:.1f} "
-            f"| {ort * 1e3:.1f} |"
+            f"| {ort * 1e3:.2f} |"
         )
     print()
     print("| model | exporter | ops | MB | ORT CPU run (ms) | Onyxia today (first line of the error) |")
@@ -60,9 +69,9 @@ def main() -> int:
             run_onyxia(runtime, name, runs=1)
             error = "runs: move it to PASSING"
         except OnyxiaError as e:
-            error = error_line(e).replace("|", "\\|")
+            error = _error(e).replace("|", "\\|")
         _, ort = ort_seconds(name, args.runs)
-        print(f"| {name} | {sources[name]['exporter']} | {_ops(name)} | {_size(name)} | {ort * 1e3:.1f} | `{error}` |")
+        print(f"| {name} | {sources[name]['exporter']} | {_ops(name)} | {_size(name)} | {ort * 1e3:.2f} | `{error}` |")
     return 0
 
 
