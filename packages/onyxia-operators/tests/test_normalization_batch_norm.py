@@ -1,4 +1,5 @@
-"""BatchNormalization (inference mode) against onnxruntime; training mode is refused at compile time."""
+"""BatchNormalization against onnxruntime: inference mode, and training mode (batch statistics, and
+the running statistics' update as outputs 1 and 2)."""
 
 import numpy as np
 import pytest
@@ -50,3 +51,24 @@ def test_training_mode_is_refused_naming_node_op_and_attribute() -> None:
     model.graph.node[0].name = "bn_3"
     with pytest.raises(ModelValidationError, match=r"BatchNormalization, node name: bn_3.*Training_mode"):
         compile_model(model)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (4, 2, 3, 5)], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_training_mode_matches_onnxruntime(shape: tuple[int, ...], dtype: type) -> None:
+    attrs = {"training_mode": 1, "epsilon": 1e-2, "momentum": 0.8}
+    check_op("BatchNormalization", _inputs(shape, dtype), attrs, opset=15, num_outputs=3)
+
+
+def test_training_mode_opset_14_and_float32_statistics_for_float16_data() -> None:
+    check_op("BatchNormalization", _inputs((3, 4, 6)), {"training_mode": 1}, opset=14, num_outputs=3)
+    inputs = _inputs((3, 4, 6), np.float16, np.float32)
+    check_op("BatchNormalization", inputs, {"training_mode": 1}, opset=15, num_outputs=3)
+
+
+def test_training_mode_with_known_inputs_folds() -> None:
+    inputs = _inputs((2, 3, 4))
+    attrs = {"training_mode": 1, "momentum": 0.7}
+    model = make_model("BatchNormalization", inputs, attrs, opset=15, num_outputs=3, initializers=list(inputs))
+    assert compile_model(model).operations == []
+    check_op("BatchNormalization", inputs, attrs, opset=15, num_outputs=3, initializers=list(inputs))

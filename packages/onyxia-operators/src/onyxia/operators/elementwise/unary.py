@@ -17,6 +17,7 @@ import numpy as np
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, ceil_div, load_wgsl
 from onyxia.core.plan_ctx import ErrorSlotUse
 from onyxia.core.shapes import dims_product
+from onyxia.operators.elementwise.broadcast import emit_broadcast
 from onyxia.operators.elementwise.numpy_math import erf, gelu, sigmoid, softplus
 from onyxia.operators.family import named_rows
 from onyxia.operators.int64_checks import CHECKED_UNARY, checked_defs
@@ -85,16 +86,27 @@ def emit_unary(ctx: PlanCtx, expr: str, errors: ErrorSlotUse | None = None) -> N
 
 @dataclass(frozen=True)
 class _ClipOp(UnaryElementwiseOp):
-    """Clip's bounds are inputs 1 and 2 (attributes before opset 11); they must be known at compile
-    time, so they become literals in the expression instead of extra bindings."""
+    """Clip's bounds are inputs 1 and 2 (attributes before opset 11). Known at compile time, as
+    exporters leave them, they become literals of the expression, so Clip stays a unary row that
+    fuses; fed at run time, the kernel reads them from their buffers (a broadcast dispatch of x and
+    the one-element bounds), so a bound never has to be a constant."""
+
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        for i, role in ((1, "min"), (2, "max")):
+            if ctx.has_input(i) and dims_product(ctx.input_dims(i)) != 1:
+                raise ctx.error(f"input {i} ({role}) has shape {ctx.input_shape(i)}; expected one element")
+        return [TensorType(ctx.input_dtype(0), ctx.input_shape(0))]
+
+    def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
+        return None if _run_time_bounds(ctx) else super().try_fold(ctx)
 
     def attr_values(self, ctx: NodeCtx) -> dict[str, object]:
         dtype = ctx.input_dtype(0)
         info = np.finfo(dtype.gpu_numpy) if dtype in FLOATS else np.iinfo(dtype.gpu_numpy)
         lo = ctx.input_value(1) if ctx.has_input(1) else ctx.attr("min", None)
         hi = ctx.input_value(2) if ctx.has_input(2) else ctx.attr("max", None)
-        if (ctx.has_input(1) and lo is None) or (ctx.has_input(2) and hi is None):
-            raise ctx.error("Clip bounds must be known at compile time (constants or foldable)")
+        if _run_time_bounds(ctx):  # callers check first: the literal forms need both values
+            raise ctx.error("Clip bounds read at run time have no literal form")
         lo_v = info.min if lo is None else np.asarray(lo).item()
         hi_v = info.max if hi is None else np.asarray(hi).item()
         return {"lo": lo_v, "hi": hi_v}
@@ -110,6 +122,28 @@ class _ClipOp(UnaryElementwiseOp):
             return f"clamp(x, {lo}, {hi})"
         # a NaN input stays NaN as in onnxruntime (WGSL leaves clamp's NaN result to the GPU)
         return f"select(clamp(x, {lo}, {hi}), x, isnan_f32(f32(x)))"
+
+    def plan(self, ctx: PlanCtx) -> None:
+        if not _run_time_bounds(ctx):
+            super().plan(ctx)
+            return
+        x = ctx.input_dtype(0)
+        require_dtype(ctx, x, self.dtypes)
+        # x is `a`; the bounds given follow as `b` (and `c`): max(x, lo) then min(.., hi), onnxruntime's
+        # order, so lo > hi gives hi (WGSL's clamp leaves that case to the implementation)
+        given = [(i, f) for i, f in ((1, "max"), (2, "min")) if ctx.has_input(i)]
+        expr = "a"
+        for name, (_, f) in zip("bc", given):
+            expr = f"{f}({expr}, {name})"
+        if x in FLOATS:
+            expr = f"select({expr}, a, isnan_f32(f32(a)))"
+        operands = [(ctx.input(i), ctx.input_dims(i), ctx.input_dtype(i)) for i in (0, *(i for i, _ in given))]
+        emit_broadcast(ctx, expr, operands, (ctx.output(0), ctx.output_dims(0), ctx.output_tensor(0).dtype))
+
+
+def _run_time_bounds(ctx: NodeCtx) -> bool:
+    """Whether a Clip bound is an input whose value is only known at run time."""
+    return any(ctx.has_input(i) and ctx.input_value(i) is None for i in (1, 2))
 
 
 def _clip(x: np.ndarray, lo: float, hi: float) -> np.ndarray:

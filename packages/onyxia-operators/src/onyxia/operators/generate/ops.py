@@ -64,6 +64,7 @@ class GeneratorOp:
         defs = {**type_defs(Y_T=out.dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE, **row_defs}
         shader = ctx.compile_shader("generate", _SOURCE, defs, {"N": n, **row_dims})
         reads = [ctx.input(0)] if self.reads_input else []
+        reads += [ctx.input(1)] if row_defs.get("K_INPUT") else []  # Trilu's k, known only at run time
         ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(n, WORKGROUP_SIZE))
 
 
@@ -129,15 +130,20 @@ def _range_expr(ctx: NodeCtx, dtype: DataType) -> _Shader:
 
 
 # ----- Trilu ---------------------------------------------------------------------------------------
-def _trilu_k(ctx: NodeCtx) -> int:
-    return int(ctx.require_value(1, "k").reshape(-1)[0]) if ctx.has_input(1) else 0
+def _trilu_k(ctx: NodeCtx) -> int | None:
+    """The diagonal offset; None when input 1 is known only at run time (the shader reads it)."""
+    if not ctx.has_input(1):
+        return 0
+    if dims_product(ctx.input_dims(1)) != 1:
+        raise ctx.error(f"input 1 (k) has shape {ctx.input_shape(1)}; expected one element")
+    k = ctx.input_value(1)
+    return None if k is None else int(np.asarray(k).reshape(-1)[0])
 
 
 def _trilu_fold(ctx: NodeCtx) -> np.ndarray | None:
-    x = ctx.input_value(0)
-    if x is None:
+    x, k = ctx.input_value(0), _trilu_k(ctx)
+    if x is None or k is None:
         return None
-    k = _trilu_k(ctx)
     return np.triu(x, k) if ctx.attr_int("upper", 1) else np.tril(x, k)
 
 
@@ -149,7 +155,10 @@ def _trilu_expr(ctx: NodeCtx, dtype: DataType) -> _Shader:
     flags: dict[str, object] = {"TRILU": True}
     if ctx.attr_int("upper", 1):
         flags["UPPER"] = True
-    return flags, {"ROWS": dims[-2], "COLS": dims[-1], "K": _trilu_k(ctx)}
+    k = _trilu_k(ctx)
+    if k is None:
+        return {**flags, "K_INPUT": True}, {"ROWS": dims[-2], "COLS": dims[-1]}
+    return flags, {"ROWS": dims[-2], "COLS": dims[-1], "K": k}
 
 
 GENERATE: dict[str, GeneratorOp] = named_rows(

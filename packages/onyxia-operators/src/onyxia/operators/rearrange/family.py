@@ -46,6 +46,7 @@ class IndexMap:
     steps: list[SymbolicDim] = field(default_factory=list)
     mode: str = "copy"
     pad_value: float | int = 0
+    pad_input: int | None = None  # MODE constant: the node input holding the pad value, read at run time
     output_dims: list[SymbolicDim] | None = None  # when the mapped view is not the output's shape
 
     def __post_init__(self) -> None:
@@ -60,7 +61,7 @@ def identity_map(dims: Sequence[SymbolicDim]) -> IndexMap:
 @dataclass(frozen=True)
 class IndexMapOp:
     build: Callable[[NodeCtx], IndexMap]
-    fold: Callable[[NodeCtx, np.ndarray], np.ndarray]
+    fold: Callable[[NodeCtx, np.ndarray], np.ndarray | None]  # None: a value the fold needs comes at run time
     name: str = "indexmap"
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
@@ -71,7 +72,8 @@ class IndexMapOp:
         data = ctx.input_value(0)
         if data is None:
             return None
-        return [as_output_value(self.fold(ctx, data), ctx.output_numpy_dtype())]
+        folded = self.fold(ctx, data)
+        return None if folded is None else [as_output_value(folded, ctx.output_numpy_dtype())]
 
     def plan(self, ctx: PlanCtx) -> None:
         emit_index_map(ctx, self.build(ctx), ctx.output(0))
@@ -84,8 +86,13 @@ def emit_index_map(ctx: PlanCtx, m: IndexMap, output: BufferRef) -> None:
     n = dims_product(m.out_dims)
     rank_pad = [] if m.out_dims else [1]
     defs: dict[str, object] = {**type_defs(X_T=dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE, "MODE": m.mode}
+    defs["OUT_BINDING"] = 1 if m.pad_input is None else 2
     defs["RANK"] = max(len(m.out_dims), 1)
-    if m.mode == "constant":
+    reads = [ctx.input(0)]
+    if m.mode == "constant" and m.pad_input is not None:
+        defs["PAD_VALUE"] = "in_pad[0]"
+        reads.append(ctx.input(m.pad_input))
+    elif m.mode == "constant":
         defs["PAD_VALUE"] = node_literal(ctx, dtype, m.pad_value, "the constant pad value")
     dims = {
         "N": n,
@@ -96,4 +103,4 @@ def emit_index_map(ctx: PlanCtx, m: IndexMap, output: BufferRef) -> None:
         "STEPS": m.steps or [1],
     }
     shader = ctx.compile_shader("rearrange/indexmap", _SOURCE, defs, dims)
-    ctx.dispatch(shader, [ctx.input(0)], [output], ceil_div(n, WORKGROUP_SIZE))
+    ctx.dispatch(shader, reads, [output], ceil_div(n, WORKGROUP_SIZE))

@@ -1,8 +1,10 @@
 // Index-map copy: y[i] = x[map(i)] where map is per-axis affine, with tiling or padding.
 // Serves Transpose, Slice, Expand, Tile, Pad, DepthToSpace and SpaceToDepth.
-// Bindings: 0 in_x (read), 1 out_y (write).
+// Bindings: 0 in_x (read), [1 in_pad (read): Pad's constant_value known only at run time], then out_y
+//           (write) at OUT_BINDING.
 // Defs: X_T (storage type of x and y), RANK (>= 1), MODE (copy | tile | constant | edge | reflect | wrap),
-//       PAD_VALUE (MODE constant: a literal of type X_T), F16 (flag), WORKGROUP_SIZE.
+//       PAD_VALUE (MODE constant: a literal of type X_T, or in_pad[0]), OUT_BINDING, F16 (flag),
+//       WORKGROUP_SIZE.
 // Dims: N output elements; per output axis (RANK entries each): OUT_DIMS, IN_DIMS (extent of the input
 //       axis read), IN_STRIDES (elements), STARTS and STEPS (i32 bit patterns: pads and reversed
 //       slices are negative).
@@ -12,7 +14,10 @@ enable f16;
 #import onyxia::entry
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
-@group(0) @binding(1) var<storage, read_write> out_y: array<#{X_T}>;
+#if OUT_BINDING == 2
+@group(0) @binding(1) var<storage, read> in_pad: array<#{X_T}>;
+#endif
+@group(0) @binding(#{OUT_BINDING}) var<storage, read_write> out_y: array<#{X_T}>;
 
 fn element_count() -> u32 { return #{N}; }
 

@@ -90,7 +90,7 @@ _PadMode = Literal["constant", "reflect", "edge", "wrap"]
 _PAD_MODES: dict[str, _PadMode] = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
-def _pads(ctx: NodeCtx) -> tuple[list[int], list[int], _PadMode, float]:
+def _pads(ctx: NodeCtx) -> tuple[list[int], list[int], _PadMode, float | None]:
     rank = ctx.input_rank(0)
     legacy = ctx.node.opset < 11
     raw = ctx.attr_ints("pads") if legacy else [int(p) for p in ctx.require_value(1, "pads").reshape(-1)]
@@ -102,9 +102,10 @@ def _pads(ctx: NodeCtx) -> tuple[list[int], list[int], _PadMode, float]:
     begin, end = [0] * rank, [0] * rank
     for i, axis in enumerate(axes):
         begin[axis], end[axis] = raw[i], raw[i + len(axes)]
-    value = ctx.attr_float("value", 0.0) if legacy else 0.0
-    if not legacy and ctx.has_input(2):
-        value = ctx.require_value(2, "constant_value").reshape(-1)[0].item()
+    value: float | None = ctx.attr_float("value", 0.0) if legacy else 0.0
+    if not legacy and ctx.has_input(2):  # None: known only at run time, read from its buffer
+        known = ctx.input_value(2)
+        value = None if known is None else np.asarray(known).reshape(-1)[0].item()
     mode = _PAD_MODES.get(ctx.attr_str("mode", "constant"))
     if mode is None:
         raise ctx.error(f"Pad mode '{ctx.attr_str('mode')}' is not supported")
@@ -115,11 +116,18 @@ def _pad(ctx: NodeCtx) -> IndexMap:
     dims = list(ctx.input_dims(0))
     begin, end, mode, value = _pads(ctx)
     out = [d + b + e for d, b, e in zip(dims, begin, end)]
-    return IndexMap(out, dims, contiguous_strides(dims), [-b for b in begin], mode=mode, pad_value=value)
+    starts: list[SymbolicDim] = [-b for b in begin]
+    if value is None:  # constant_value comes at run time: the shader reads input 2 (unused by other modes)
+        return IndexMap(
+            out, dims, contiguous_strides(dims), starts, mode=mode, pad_input=2 if mode == "constant" else None
+        )
+    return IndexMap(out, dims, contiguous_strides(dims), starts, mode=mode, pad_value=value)
 
 
-def _fold_pad(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
+def _fold_pad(ctx: NodeCtx, data: np.ndarray) -> np.ndarray | None:
     begin, end, mode, value = _pads(ctx)
+    if value is None:
+        return None  # constant_value comes at run time (ignored by the other modes: the shader never reads it)
     cropped = data[tuple(slice(max(-b, 0), data.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(zip(begin, end)))]
     widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
     if mode == "constant":

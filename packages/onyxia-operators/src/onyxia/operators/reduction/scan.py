@@ -2,7 +2,10 @@
 
 Exporters emit CumSum for position ids (``cumsum(attention_mask) - 1``), usually on a tensor of
 symbolic shape, so the GPU plan walks each line serially (scan.wgsl) and the fold also runs on
-symbolic values (object arrays: `SymbolicExpr` supports ``+``).
+symbolic values (object arrays: `SymbolicExpr` supports ``+``). An axis known only at run time (a
+graph input) is read by the shader, which derives the line length and stride from it and the
+dims; an axis outside [-rank, rank) is reported through the node's error slot, as onnxruntime
+rejects it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from onyxia.core import (
     ceil_div,
     load_wgsl,
 )
+from onyxia.core.plan_ctx import ErrorSlotUse
+from onyxia.core.shader_dims import DimValue
 from onyxia.core.shapes import dims_product
 from onyxia.operators.gather_scatter.addressing import INDEX_TYPES
 from onyxia.operators.int64_checks import checked_defs, int64_errors
@@ -42,10 +47,9 @@ class CumSumOp:
         return [TensorType(ctx.input_dtype(0), ctx.input_shape(0))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        x = ctx.input_value(0)
-        if x is None:
+        x, axis = ctx.input_value(0), _axis(ctx)
+        if x is None or axis is None:
             return None
-        axis = _axis(ctx)
         work = x.astype(np.float32) if x.dtype == np.float16 else x
         if ctx.attr_int("reverse", 0):
             work = np.flip(work, axis)
@@ -63,29 +67,46 @@ class CumSumOp:
         n = dims_product(dims)
         if n == 0:
             return
-        lines = dims_product([*dims[:axis], *dims[axis + 1 :]])
         defs = {**type_defs(T=dtype), "ACC_T": "f32" if dtype == DataType.FLOAT16 else dtype.wgsl}
         defs["WORKGROUP_SIZE"] = WORKGROUP_SIZE
         defs.update({flag: True for flag in ("EXCLUSIVE", "REVERSE") if ctx.attr_int(flag.lower(), 0)})
-        errors = int64_errors(ctx, dtype)  # an int64 running sum can leave the i32 range: reported, not wrapped
-        defs.update(checked_defs(errors, 2))
-        sizes = {"LINES": lines, "AXIS_DIM": dims[axis], "INNER": dims_product(dims[axis + 1 :])}
+        reads = [ctx.input(0)]
+        errors: ErrorSlotUse | None = None
+        sizes: dict[str, DimValue]
+        if axis is None:  # read at run time: the shader checks it (the error slot) and derives the lines
+            errors = ctx.error_slot(f"axis (input 1) of a rank-{len(dims)} input")
+            defs.update(AXIS_INPUT=True, RANK=len(dims))
+            sizes = {"N": n, "DIMS": list(dims)}
+            reads.append(ctx.input(1))
+            lines = n  # an upper bound: the shader's element_count() is N / the axis's dim
+        else:
+            lines = dims_product([*dims[:axis], *dims[axis + 1 :]])
+            sizes = {"LINES": lines, "AXIS_DIM": dims[axis], "INNER": dims_product(dims[axis + 1 :])}
+        if dtype == DataType.INT64:  # an int64 running sum can leave the i32 range: reported, not wrapped
+            errors = int64_errors(ctx, dtype)
+            defs["CHECKED_SUM"] = True
+        defs.update(checked_defs(errors, len(reads) + 1))
         shader = ctx.compile_shader(
             "reduction/scan", _SOURCE, defs, sizes, None if errors is None else errors.immediates
         )
         writes = [ctx.output(0)] if errors is None else [ctx.output(0), errors.ref]
-        ctx.dispatch(shader, [ctx.input(0)], writes, ceil_div(lines, WORKGROUP_SIZE))
+        ctx.dispatch(shader, reads, writes, ceil_div(lines, WORKGROUP_SIZE))
 
 
-def _axis(ctx: NodeCtx) -> int:
+def _axis(ctx: NodeCtx) -> int | None:
+    """The normalised axis; None when it is known only at run time."""
     if ctx.input_dtype(1) not in INDEX_TYPES:
         raise ctx.error(f"axis (input 1) must be int32 or int64, found {ctx.input_dtype(1).name.lower()}")
-    value = ctx.require_value(1, "axis")
-    if value.size != 1 or value.dtype == object:
-        raise ctx.error(f"axis (input 1) must hold one integer, found {value.tolist()}")
     rank = ctx.input_rank(0)
     if rank == 0:
         raise ctx.error("x (input 0) must have rank >= 1")
+    value = ctx.input_value(1)
+    if value is None:
+        if dims_product(ctx.input_dims(1)) != 1:
+            raise ctx.error(f"axis (input 1) must hold one integer, found shape {ctx.input_shape(1)}")
+        return None
+    if value.size != 1 or value.dtype == object:
+        raise ctx.error(f"axis (input 1) must hold one integer, found {value.tolist()}")
     return ctx.normalize_axis(int(value.reshape(-1)[0]), rank)
 
 
