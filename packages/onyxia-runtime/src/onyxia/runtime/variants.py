@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from onyxia.core.errors import InputError
+from onyxia.core.errors import InputError, OnyxiaError
 from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, PlanTensor, TensorRole
 from onyxia.core.symbolic import SymbolicExpr
 from onyxia.runtime.buffers import BufferPool
@@ -40,7 +40,7 @@ class PlanVariants:
         self.replanner = compiled.replanner
         self._plans: dict[DimsKey, CompiledModel] = {_key(compiled.dims): compiled}
         self.current = compiled
-        self._watched: tuple[tuple[str, tuple[tuple[int, str], ...]], ...] = ()
+        self._watched: dict[str, tuple[int, tuple[tuple[int, str], ...]]] = {}  # input -> rank, (axis, dim)
         self.select(compiled)
 
     def select(self, compiled: CompiledModel) -> None:
@@ -48,7 +48,7 @@ class PlanVariants:
         `moved_by_inputs` costs a few comparisons per run (an LLM's decode step calls it every token)."""
         self.current = compiled
         declared = self.replanner.input_dims if self.replanner is not None else {}
-        watched = []
+        self._watched = {}
         for name, dims in declared.items():
             axes = tuple(
                 (axis, str(d))
@@ -56,8 +56,7 @@ class PlanVariants:
                 if isinstance(d, SymbolicExpr) and d.is_name and str(d) in compiled.dims
             )
             if axes:
-                watched.append((name, axes))
-        self._watched = tuple(watched)
+                self._watched[name] = (len(dims), axes)
 
     def moved(self, dims: Mapping[str, int]) -> dict[str, int]:
         """The compiled dims of the current plan that `dims` gives other values."""
@@ -69,12 +68,13 @@ class PlanVariants:
         input axes). Inputs of the wrong rank or type are left to the input checks, which name them."""
         moved: dict[str, int] = {}
         compiled = self.current.dims
-        for name, axes in self._watched:
-            shape = getattr(inputs.get(name), "shape", None)
-            if shape is None:
+        for name, array in inputs.items():  # the run's few inputs, not every input (KV caches stay resident)
+            watched = self._watched.get(name)
+            shape = getattr(array, "shape", None)
+            if watched is None or shape is None or len(shape) != watched[0]:
                 continue
-            for axis, dim in axes:
-                if axis < len(shape) and shape[axis] != compiled[dim]:
+            for axis, dim in watched[1]:
+                if shape[axis] != compiled[dim]:
                     moved.setdefault(dim, int(shape[axis]))
         return moved
 
@@ -92,7 +92,11 @@ class PlanVariants:
         key = _key(target)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self.replanner.replan(target)
+            try:
+                plan = self.replanner.replan(target)
+            except OnyxiaError as e:  # a compile error: the executor is left as it was
+                e.add_note(f"{caller}: while re-planning at compiled dims {target}")
+                raise
             if plan.dims != target:
                 raise InputError(f"{caller}: the replanner returned a plan for dims {plan.dims}; expected {target}")
             self._plans[key] = plan
