@@ -106,3 +106,21 @@ def test_without_a_replanner_a_compiled_dim_change_is_refused_where_it_is_asked(
         _check(executor, 5, rng)
     with pytest.raises(InputError, match=r"load_model\(\).*'k' compiled as 4, asked for 3"):
         runtime.load_model(by_hand, dims={"k": 3})
+
+
+def test_carried_state_is_carried_on_across_a_switch(runtime: Runtime) -> None:
+    """carry() pairs are registered by name, so the variant keeps copying the output into the input."""
+    rng = np.random.default_rng(13)
+    executor = runtime.load_model(_compile(4))
+    y, u = executor.output_names
+    w = np.linspace(0.5, 2.0, M, dtype=np.float32)
+    z = (0.1 * rng.standard_normal(M)).astype(np.float32)
+    executor.carry({"z": u})  # after each run, u becomes the next run's z on the GPU
+    first = executor.run({"x": rng.standard_normal((N, 4)).astype(np.float32), "z": z})[u]
+    x = rng.standard_normal((N, 8)).astype(np.float32)
+    out = executor.run({"x": x})  # k moves to 8, and z is what the last run left
+    assert executor.compiled.dims == {"k": 8} and executor.stats.plan_switches == 1
+    np.testing.assert_allclose(out[y], np.maximum(x, 0).sum(axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out[u], np.exp(first) * w, rtol=1e-4)
+    again = executor.run({"x": x})[u]  # the variant's own run carried its u into z
+    np.testing.assert_allclose(again, np.exp(out[u]) * w, rtol=1e-4)
