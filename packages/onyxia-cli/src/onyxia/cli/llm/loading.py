@@ -76,6 +76,7 @@ def build_session(
         pipeline.add_pass(MatchOnnxruntimeCpuFloat16())  # float32 where onnxruntime's CPU EP has no f16 kernel
     with override(**device_limits(runtime)):  # plan splits what this device cannot bind or hold
         compiled = pipeline.compile(graph, static)
+    compiled.replanner = None  # the session's compiled dims never change, so its graph need not outlive the load
     aliased = next(p.aliased for p in generation.passes if isinstance(p, AliasKvCache))
     progress("uploading weights")
     max_dims = {name: limit for name in compiled.symbols}
