@@ -212,7 +212,7 @@ def test_input_without_shape(tmp_path):
 def test_non_tensor_input(tmp_path):
     seq = helper.make_tensor_sequence_value_info("x", TensorProto.FLOAT, [4])
     model = make_model([helper.make_node("SequenceLength", ["x"], ["y"])], [seq], [Y])
-    _raises(save(model, tmp_path), "graph input 'x'", "has type 'sequence_type'; only tensor types")
+    _raises(save(model, tmp_path), "graph input 'x'", "has type sequence(tensor(float)); Onyxia runs tensors only")
 
 
 def test_local_function_call(tmp_path):

@@ -16,6 +16,7 @@ from onyxia.core.dtypes import DataType
 from onyxia.core.errors import ShapeInferenceError
 from onyxia.core.ir_graph import IrGraph
 from onyxia.core.ir_records import IrNode, TensorDef
+from onyxia.core.nibbles import host_values
 from onyxia.core.shapes import Absent, Static, Symbolic, TensorShape, shape_of
 from onyxia.core.symbolic import SymbolicDim
 
@@ -94,7 +95,7 @@ class NodeCtx:
             return None
         tensor = self.input_tensor(i)
         if tensor.value is None and tensor.initializer is not None and tensor.initializer.numel <= FOLD_ELEMENT_LIMIT:
-            tensor.value = np.asarray(tensor.initializer.numpy())
+            tensor.value = host_values(tensor.dtype, tensor.initializer.dims, tensor.initializer.numpy())
         return tensor.value
 
     def require_value(self, i: int, what: str) -> np.ndarray:

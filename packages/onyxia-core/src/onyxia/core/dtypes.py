@@ -2,9 +2,12 @@
 
 WGSL has 32-bit scalars and (with `shader-f16`) f16, nothing narrower or wider. So every dtype has
 a *storage* form on the GPU: int64 travels as i32 (range-checked when uploaded, never wrapped),
-bool and the 8/16-bit integers widen to 32 bits, and 4-bit types stay packed bytes that the
-operators that consume them unpack. Types with no WGSL form (float64, bfloat16, float8, string,
-complex) are rejected at compile time by `require_gpu_type`.
+bool and the 8/16-bit integers widen to 32 bits, and int4/uint4 stay packed two per byte, low
+nibble first, exactly as ONNX stores them (read as u32 words of 8 nibbles): the 4-bit weights
+MatMulNBits and GatherBlockQuantized stream keep their on-disk size, and the few ops that compute
+on 4-bit values (Cast, QuantizeLinear, DequantizeLinear) unpack or pack them themselves
+(`onyxia.core.nibbles` has the host side). Types with no WGSL form (float64, bfloat16, float8,
+string, complex) are rejected at compile time by `require_gpu_type`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 
 from onyxia.core.errors import PlanningError
 
-__all__ = ["FLOAT_TYPES", "INT_TYPES", "DataType", "require_gpu_type"]
+__all__ = ["FLOAT_TYPES", "INT_TYPES", "PACKED_4BIT", "DataType", "require_gpu_type"]
 
 
 class DataType(enum.IntEnum):
@@ -91,10 +94,17 @@ class DataType(enum.IntEnum):
         return np.dtype(_GPU[self][1])
 
     @property
+    def is_packed(self) -> bool:
+        """int4/uint4: stored two per byte (ONNX storage and the GPU form); values computed on the host are
+        unpacked, one per int8/uint8 (`onyxia.core.nibbles`)."""
+        return self in PACKED_4BIT
+
+    @property
     def short(self) -> str:
         return _SHORT.get(self, self.name.lower())
 
 
+PACKED_4BIT = frozenset({DataType.INT4, DataType.UINT4})
 FLOAT_TYPES = frozenset({DataType.FLOAT, DataType.FLOAT16, DataType.DOUBLE, DataType.BFLOAT16})
 INT_TYPES = frozenset(
     {
@@ -141,6 +151,8 @@ _GPU: dict[DataType, tuple[str, type]] = {
     DataType.INT16: ("i32", np.int32),
     DataType.UINT8: ("u32", np.uint32),
     DataType.UINT16: ("u32", np.uint32),
+    DataType.INT4: ("u32", np.uint8),  # packed bytes, bound as u32 words of 8 nibbles (see the docstring)
+    DataType.UINT4: ("u32", np.uint8),
 }
 
 _SHORT = {
@@ -153,6 +165,8 @@ _SHORT = {
     DataType.UINT8: "u8",
     DataType.INT8: "i8",
     DataType.BOOL: "bool",
+    DataType.INT4: "i4",
+    DataType.UINT4: "u4",
 }
 
 
@@ -161,5 +175,5 @@ def require_gpu_type(dtype: DataType, where: str) -> None:
     if not dtype.has_gpu_type:
         raise PlanningError(
             f"{where}: dtype {dtype.name} has no WebGPU storage type "
-            "(supported: float32, float16, int64 as i32, int32, uint32, int8/uint8/int16/uint16, bool)"
+            "(supported: float32, float16, int64 as i32, int32, uint32, int8/uint8/int16/uint16, bool, packed int4/uint4)"
         )

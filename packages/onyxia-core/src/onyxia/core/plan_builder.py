@@ -17,6 +17,7 @@ from onyxia.core.dtypes import DataType, require_gpu_type
 from onyxia.core.errors import PlanningError
 from onyxia.core.ir_graph import IrGraph
 from onyxia.core.ir_records import TensorDef, TensorKind
+from onyxia.core.nibbles import pack_4bit
 from onyxia.core.plan import (
     ERROR_SLOT_WORDS,
     BufferRef,
@@ -117,7 +118,10 @@ class PlanBuilder:
             return TensorRole.SYMBOLIC, tensor.value
         if tensor.value is not None:
             _check_int_range(tensor.name, tensor.dtype, tensor.value)
-            return (TensorRole.OUTPUT if tensor.id in self.graph.outputs else TensorRole.WEIGHT), tensor.value
+            role = TensorRole.OUTPUT if tensor.id in self.graph.outputs else TensorRole.WEIGHT
+            if tensor.dtype.is_packed:  # folded 4-bit values are logical: back to their storage form
+                return role, TensorValue(tensor.dtype, tensor.value.shape, pack_4bit(tensor.value), name=tensor.name)
+            return role, tensor.value
         if tensor.initializer is not None:
             if tensor.dtype == DataType.INT64:
                 _check_int_range(tensor.name, tensor.dtype, tensor.initializer.numpy())

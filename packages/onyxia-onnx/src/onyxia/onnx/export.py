@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 from onyxia.core.dtypes import DataType
 from onyxia.core.ir import IrGraph, IrNode, TensorDef, TensorKind
+from onyxia.core.nibbles import pack_4bit
 from onyxia.onnx.attributes import make_attribute, schema_attribute_types
 from onyxia.onnx.errors import OnnxError
 from onyxia.onnx.tensors import tensor_proto
@@ -79,7 +80,8 @@ def _initializers(graph: IrGraph, nodes: list[IrNode], produced: set[int]) -> li
             protos.append(tensor_proto(tensor.name, value.dtype, value.dims, value.numpy(), where))
         elif (array := _constant_value(tensor)) is not None:
             dtype = tensor.dtype if tensor.dtype is not DataType.UNDEFINED else DataType.from_numpy(array.dtype)
-            protos.append(tensor_proto(tensor.name, dtype, array.shape, array, where))
+            stored = pack_4bit(array) if dtype.is_packed else array  # folded 4-bit values are logical
+            protos.append(tensor_proto(tensor.name, dtype, array.shape, stored, where))
         else:
             raise OnnxError(f"{where}: is used but has no producer, initializer or constant value")
     return protos

@@ -26,7 +26,7 @@ from onyxia.onnx.external import ExternalDataStore
 from onyxia.onnx.tensors import read_tensor, to_datatype
 from onyxia.onnx.topology import topological_order
 from onyxia.onnx.validation import validate_model
-from onyxia.onnx.value_info import read_value_info
+from onyxia.onnx.value_info import read_value_info, type_text
 
 __all__ = ["load_and_parse_model", "read_model_proto"]
 
@@ -155,7 +155,7 @@ class _GraphReader:
         where = f"{self.path}: graph output '{info.name}'"
         tensor_type = info.type.tensor_type
         if info.type.WhichOneof("value") not in (None, "tensor_type"):
-            raise OnnxError(f"{where}: has type '{info.type.WhichOneof('value')}'; only tensor types are supported")
+            raise OnnxError(f"{where}: has type {type_text(info.type)}; Onyxia runs tensors only")
         if not tensor_type.HasField("shape"):
             dtype = to_datatype(tensor_type.elem_type, where) if tensor_type.elem_type else DataType.UNDEFINED
             return dtype, Absent()

@@ -1,14 +1,13 @@
 """Validation at load: every node against its operator schema, before anything is compiled.
 
-The rule it enforces: Onyxia accepts no model that onnxruntime rejects (the README lists the few
-deliberate differences). onnxruntime checks, at session creation, the IR and opset versions, each
-node's input/output counts and attribute names and types, type constraints, declared output
-dtypes, and the ops' shape inference; a model failing any of these ran here before, with
-undefined results. So this checks the same things, with onnx's own schemas (`check_node` per node,
-then strict type and shape inference on a copy without weights, so loading a 1 GB model never
-reads its external data), onnxruntime's contrib ops from `contrib_schemas`, a few attribute values
-the spec bounds, and the 32-bit index range Onyxia's kernels use. Every problem found is reported
-in one `ModelValidationError`. Ops of other domains (plugins' `com.example`) are left to the
+The rule it enforces: Onyxia accepts no model that onnxruntime rejects (the README lists the few deliberate
+differences). onnxruntime checks, at session creation, the IR and opset versions, each node's input/output
+counts and attribute names and types, type constraints, declared output dtypes, and the ops' shape inference; a
+model failing any of these ran here before, with undefined results. So this checks the same things, with onnx's
+own schemas (`check_node` per node, then strict type and shape inference on a copy without weights, so loading a
+1 GB model never reads its external data), onnxruntime's contrib ops from `contrib_schemas`, a few attribute
+values the spec bounds, the 32-bit index range Onyxia's kernels use, and that every value is a tensor. All
+problems go in one `ModelValidationError`. Ops of other domains (plugins' `com.example`) are left to the
 registry's operator, which checks them when it plans them.
 """
 
@@ -25,6 +24,7 @@ from onnx import AttributeProto, TensorProto
 from onyxia.onnx.contrib_schemas import ContribSchema, contrib_schema
 from onyxia.onnx.errors import ModelValidationError
 from onyxia.onnx.topology import topological_order
+from onyxia.onnx.value_info import non_tensor_values
 
 __all__ = ["INDEX_LIMIT", "validate_model"]
 
@@ -224,7 +224,7 @@ def _infer(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, list[int |
     except (ValueError, RuntimeError) as e:  # onnx raises these for values it cannot even represent
         inferred, problems = light, [f"type/shape inference: {type(e).__name__}: {_first_line(str(e))}"]
     else:
-        problems = []
+        problems = non_tensor_values(inferred.graph)  # sequences and optionals, named with their types
     types: dict[str, int] = {}
     shapes: dict[str, list[int | None]] = {}
     graph = inferred.graph

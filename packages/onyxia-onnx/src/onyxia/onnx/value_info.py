@@ -4,6 +4,8 @@ Exporters write dims as free strings (``past_sequence_length + 1``, ``Addpast_ke
 ``batch:0``). Ones that parse become expressions shape inference can combine; the rest stay one
 opaque name each, spelled exactly as in the file, so symbols still line up across inputs. A dim
 with neither a value nor a name still needs an identity: it gets a fresh ``unk__<tensor>_<axis>``.
+Onyxia plans tensors only: a sequence, optional or map value is refused at load, named with its type
+(`non_tensor_values`, run by validation on the inferred graph, and `read_value_info` for graph inputs).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 from onyxia.onnx.errors import OnnxError
 from onyxia.onnx.tensors import to_datatype
 
-__all__ = ["make_value_info", "parse_dim", "read_value_info"]
+__all__ = ["make_value_info", "non_tensor_values", "parse_dim", "read_value_info", "type_text"]
 
 
 def parse_dim(dim: onnx.TensorShapeProto.Dimension, tensor: str, axis: int) -> SymbolicDim:
@@ -32,9 +34,8 @@ def parse_dim(dim: onnx.TensorShapeProto.Dimension, tensor: str, axis: int) -> S
 
 def read_value_info(info: onnx.ValueInfoProto, where: str) -> tuple[DataType, TensorShape]:
     """dtype and shape of a tensor-typed value; a missing shape (unknown rank) is an error."""
-    kind = info.type.WhichOneof("value")
-    if kind != "tensor_type":
-        raise OnnxError(f"{where}: has type '{kind or 'none'}'; only tensor types are supported")
+    if info.type.WhichOneof("value") != "tensor_type":
+        raise OnnxError(f"{where}: has type {type_text(info.type)}; Onyxia runs tensors only")
     tensor_type = info.type.tensor_type
     dtype = to_datatype(tensor_type.elem_type, where)
     if not tensor_type.HasField("shape"):
@@ -54,3 +55,34 @@ def make_value_info(name: str, dtype: DataType, shape: TensorShape) -> onnx.Valu
     info = onnx.helper.make_tensor_value_info(name, int(dtype), dims)
     info.type.tensor_type.shape.SetInParent()  # a rank-0 shape must still be present, or it reads as unknown rank
     return info
+
+
+def type_text(type_proto: onnx.TypeProto) -> str:
+    """A value's type as ONNX writes it in schemas: ``tensor(float)``, ``sequence(tensor(int64))``, ..."""
+    kind = type_proto.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        code = getattr(type_proto, kind).elem_type
+        element = onnx.TensorProto.DataType.Name(code).lower() if code else "undefined"
+        return f"{kind.removesuffix('_type')}({element})"
+    if kind == "sequence_type":
+        return f"sequence({type_text(type_proto.sequence_type.elem_type)})"
+    if kind == "optional_type":
+        return f"optional({type_text(type_proto.optional_type.elem_type)})"
+    if kind == "map_type":
+        key = onnx.TensorProto.DataType.Name(type_proto.map_type.key_type).lower()
+        return f"map({key}, {type_text(type_proto.map_type.value_type)})"
+    return kind or "undefined"
+
+
+def non_tensor_values(graph: onnx.GraphProto) -> list[str]:
+    """One problem per value of `graph` (after type inference) that is a sequence, optional or map:
+    Onyxia plans tensors only, so such a model is refused at load, naming the value and its type."""
+    producers = {name: (index, node) for index, node in enumerate(graph.node) for name in node.output}
+    problems = []
+    for info in [*graph.input, *graph.value_info, *graph.output]:
+        if info.type.WhichOneof("value") in (None, "tensor_type"):
+            continue
+        index, node = producers.get(info.name, (-1, None))
+        where = "graph input" if node is None else f"node '{node.name or f'{node.op_type}_{index}'}' ({node.op_type})"
+        problems.append(f"value '{info.name}' of {where} has type {type_text(info.type)}; Onyxia runs tensors only")
+    return list(dict.fromkeys(problems))

@@ -2,17 +2,22 @@
 
 WGSL has no 64-bit or sub-32-bit integers, so int64 travels as i32, bool as u32 and the 8/16-bit
 integers widen to 32 bits. Narrowing int64 is checked, never wrapped: a token id or a shape value
-beyond i32 would silently compute garbage. 4-bit types stay packed bytes (operators unpack them).
+beyond i32 would silently compute garbage. int4/uint4 stay packed two per byte on the GPU
+(`onyxia.core.nibbles`): weights arrive packed already, while `run()` takes and returns logical
+values as `ml_dtypes.int4`/`uint4` arrays (what `onnx.numpy_helper` uses; plain int8/uint8 arrays
+in range are accepted too), packed on the way in and unpacked on the way out.
 """
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from onyxia.core.dtypes import DataType
 from onyxia.core.errors import OnyxiaError
+from onyxia.core.nibbles import pack_4bit, unpack_4bit
 
-__all__ = ["PACKED_TYPES", "from_gpu", "padded_nbytes", "storage_bytes", "to_gpu"]
+__all__ = ["PACKED_TYPES", "from_gpu", "pack_input", "padded_nbytes", "storage_bytes", "to_gpu"]
 
 PACKED_TYPES = frozenset({DataType.UINT4, DataType.INT4})
 _I32 = np.iinfo(np.int32)
@@ -24,10 +29,30 @@ def padded_nbytes(nbytes: int) -> int:
     return max(4, (nbytes + 3) // 4 * 4)
 
 
+_LOGICAL_4BIT = {DataType.INT4: np.dtype(ml_dtypes.int4), DataType.UINT4: np.dtype(ml_dtypes.uint4)}
+_RANGE_4BIT = {DataType.INT4: (-8, 7), DataType.UINT4: (0, 15)}
+
+
+def pack_input(where: str, dtype: DataType, array: np.ndarray, error: type[OnyxiaError]) -> np.ndarray:
+    """Packed storage bytes of a logical int4/uint4 input: `ml_dtypes` 4-bit values, or 8-bit integers
+    of the 4-bit range (checked, never wrapped, like int64 inputs)."""
+    plain = np.int8 if dtype is DataType.INT4 else np.uint8
+    if array.dtype not in (_LOGICAL_4BIT[dtype], np.dtype(plain)):
+        raise error(f"{where}: dtype is {array.dtype}; expected ml_dtypes.{dtype.name.lower()} (or {np.dtype(plain)})")
+    values = array.astype(np.int8 if dtype is DataType.INT4 else np.uint8)
+    lo, hi = _RANGE_4BIT[dtype]
+    if values.size and (int(values.min()) < lo or int(values.max()) > hi):
+        raise error(
+            f"{where}: values range over [{int(values.min())}, {int(values.max())}]; {dtype.name} holds [{lo}, {hi}]"
+        )
+    return pack_4bit(values)
+
+
 def to_gpu(where: str, dtype: DataType, array: np.ndarray, error: type[OnyxiaError]) -> np.ndarray:
-    """`array` in the GPU storage form of `dtype`, C-contiguous; `where` names the tensor in errors."""
+    """`array` in the GPU storage form of `dtype`, C-contiguous; `where` names the tensor in errors.
+    For int4/uint4, `array` is already that form (a weight's packed bytes; inputs go through `pack_input`)."""
     if dtype in PACKED_TYPES:
-        return np.ascontiguousarray(array).view(np.uint8)
+        return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
     target = dtype.gpu_numpy
     if dtype == DataType.INT64 and array.size:
         lo, hi = int(array.min()), int(array.max())
@@ -54,8 +79,8 @@ def from_gpu(dtype: DataType, raw: memoryview | bytes, offset: int, shape: tuple
     """The logical array for `shape` read at `offset` of a mapped staging copy."""
     numel = int(np.prod(shape, dtype=np.int64))
     if dtype in PACKED_TYPES:
-        packed = np.frombuffer(raw, np.uint8, (numel + 1) // 2, offset).copy()
-        return packed.view(dtype.numpy)  # 4-bit outputs stay packed, exactly as ONNX stores them
+        packed = np.frombuffer(raw, np.uint8, (numel + 1) // 2, offset)
+        return unpack_4bit(packed, dtype, shape).astype(_LOGICAL_4BIT[dtype])
     stored = np.frombuffer(raw, dtype.gpu_numpy, numel, offset)
     if dtype == DataType.BOOL:
         return stored.astype(np.bool_).reshape(shape)  # nonzero words are True

@@ -3,10 +3,12 @@
 On the GPU every dtype lives in a 32-bit (or f16) storage form, so a cast is a WGSL conversion
 between storage types plus, for 8/16-bit integer targets, the wrap-around ONNX (and numpy)
 give when a value does not fit (int32 300 -> int8 44). Casting float to an integer truncates
-toward zero, which WGSL's conversions already do; bool is ``x != 0``. Targets without a WebGPU
-form (float64, uint64) still fold on the host; float8, bfloat16, string and 4-bit targets are
-rejected outright, since Onyxia has no host form for them either (so `saturate`, which only
-matters for float8, is accepted and ignored).
+toward zero, which WGSL's conversions already do; bool is ``x != 0``. int4/uint4 stay packed on
+the GPU, so a cast from or to them is its own kernel (`cast_4bit`, which also says how values are
+rounded and wrapped into 4 bits) and never joins a fused elementwise chain. Targets without a WebGPU
+form (float64, uint64) still fold on the host; float8, bfloat16 and string are rejected outright,
+since Onyxia has no host form for them either (so `saturate`, which only matters for float8, is
+accepted and ignored).
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from onyxia.core import (
     UnsupportedOpError,
     is_symbolic_value,
 )
+from onyxia.core.dtypes import PACKED_4BIT
+from onyxia.core.nibbles import to_4bit
 from onyxia.core.shapes import dims_product
+from onyxia.operators.elementwise.cast_4bit import emit_cast_4bit, value_dtype
 from onyxia.operators.elementwise.unary import emit_unary
 from onyxia.operators.family import named_rows
 from onyxia.operators.int64_checks import checked_cast
@@ -34,7 +39,7 @@ from onyxia.operators.typesets import ALL_GPU, require_dtype
 
 __all__ = ["CAST", "CastOp", "conversion"]
 
-_HOST_TYPES = ALL_GPU | {DataType.DOUBLE, DataType.UINT64}
+_HOST_TYPES = ALL_GPU | PACKED_4BIT | {DataType.DOUBLE, DataType.UINT64}
 
 # 8/16-bit integers are stored in 32 bits: keep only the low bits (sign-extended for signed types).
 _NARROW: dict[DataType, str] = {
@@ -67,15 +72,20 @@ class CastOp:
             return None
         if is_symbolic_value(value):  # dims are integers: an integer cast keeps the symbolic value
             return [value] if to.is_integer else None
+        if to in PACKED_4BIT:  # values are logical int8/uint8 (`onyxia.core.nibbles`)
+            return [to_4bit(value, to)]
         with np.errstate(invalid="ignore", over="ignore"):
             return [value.astype(to.numpy)]
 
     def plan(self, ctx: PlanCtx) -> None:
         x, y = ctx.input_dtype(0), ctx.output_tensor(0).dtype
-        require_dtype(ctx, x, ALL_GPU, "input")
-        require_dtype(ctx, y, ALL_GPU, "target")
+        require_dtype(ctx, x, ALL_GPU | PACKED_4BIT, "input")
+        require_dtype(ctx, y, ALL_GPU | PACKED_4BIT, "target")
         n = dims_product(ctx.output_dims(0))
         if n == 0:
+            return
+        if x in PACKED_4BIT or y in PACKED_4BIT:
+            emit_cast_4bit(ctx, conversion(value_dtype(x), y))
             return
         checked = checked_cast(x, y)  # float32/uint32 -> int64 may leave the i32 range: reported, not saturated
         emit_unary(ctx, conversion(x, y) if checked is None else checked, None if checked is None else ctx.error_slot())
@@ -97,7 +107,7 @@ def _require_host_type(ctx: NodeCtx, dtype: DataType, what: str) -> DataType:
     if dtype not in _HOST_TYPES:
         raise UnsupportedOpError(
             f"node '{ctx.node.name}' ({ctx.node.op_type}): {what} dtype {dtype.name.lower()} is not supported "
-            "(Onyxia casts between float32/16/64, int8-64, uint8-64 and bool)"
+            "(Onyxia casts between float32/16/64, int4-64, uint4-64 and bool)"
         )
     return dtype
 

@@ -43,6 +43,8 @@ def _member(graph: IrGraph, node: IrNode) -> bool:
         return False
     if is_folded(graph, node) or isinstance(graph.tensor(out).shape, Absent) or _attributes(node) is None:
         return False
+    if any(graph.tensor(t).dtype.is_packed for t in (*node.inputs[:1], out) if t is not None):
+        return False  # int4/uint4 stay packed: their casts are a kernel of their own (`cast_4bit`)
     reads = gpu_reads(node.op_type)
     compile_time = [t for i, t in enumerate(node.inputs) if t is not None and i not in reads]
     return node.op_type in CAST or all(_known(graph, t) for t in compile_time)  # Clip's bounds become literals

@@ -1,6 +1,6 @@
 """Quantized operators: com.microsoft MatMulNBits and GatherBlockQuantized (4-bit, block-wise), and the
 com.onyxia MatMulNBitsGroup / GatedMatMulNBits (several MatMulNBits of one activation per dispatch);
-ONNX DynamicQuantizeLinear, DequantizeLinear and MatMulInteger, and com.microsoft MatMulIntegerToFloat
+ONNX DynamicQuantizeLinear, QuantizeLinear, DequantizeLinear and MatMulInteger, and com.microsoft MatMulIntegerToFloat
 (the 8-bit ops of onnxruntime's `quantize_dynamic`), with com.microsoft DynamicQuantizeMatMul and the
 com.onyxia DynamicQuantizeMatMulGroup / GatedDynamicQuantizeMatMul its fusions make.
 
@@ -17,12 +17,14 @@ from onyxia.operators.quantized.matmul_bnb4 import MatMulBnb4Op
 from onyxia.operators.quantized.matmul_integer import INTEGER_MATMUL, INTEGER_MATMUL_MS
 from onyxia.operators.quantized.matmul_nbits import MatMulNBitsOp
 from onyxia.operators.quantized.matmul_nbits_group import MATMUL_NBITS_GROUP
+from onyxia.operators.quantized.quantize_linear import QuantizeLinearOp
 
 __all__ = ["QUANTIZED", "QUANTIZED_MS", "QUANTIZED_ONYXIA"]
 
 QUANTIZED: dict[str, Operator] = {  # default domain
     "DynamicQuantizeLinear": DynamicQuantizeLinearOp(),
     "DequantizeLinear": DequantizeLinearOp(),
+    "QuantizeLinear": QuantizeLinearOp(),
     **INTEGER_MATMUL,
 }
 QUANTIZED_MS: dict[str, Operator] = {  # com.microsoft

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from onyxia.core import BufferRef, DataType, PlanCtx, TensorValue
+from onyxia.core.nibbles import pack_4bit
 
 __all__ = ["PackedInput", "bind_packed", "u32_words"]
 
@@ -62,5 +63,7 @@ def bind_packed(ctx: PlanCtx, i: int, columns: int = 0, pad: int = 4) -> PackedI
     source = tensor.initializer if tensor.initializer is not None else tensor.value
     if source is None or (isinstance(source, np.ndarray) and source.dtype == object):
         return PackedInput(ctx.input(i), tensor.dtype == DataType.UINT8, False)
+    if isinstance(source, np.ndarray) and tensor.dtype.is_packed:  # a folded int4/uint4 value holds logical values
+        source = pack_4bit(source)
     key = f"{tensor.name}:u32" + (f":panels-{pad}-of-{columns}" if columns else "")
     return PackedInput(ctx.constant(key, u32_words(source, key, columns, pad)), False, True)
