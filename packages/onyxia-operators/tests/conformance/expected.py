@@ -15,11 +15,6 @@ EXPECTED: dict[str, str] = {
     # Attention (expanded function bodies)
     "test_attention_local_window_gqa_rank4_mask_expanded": _F64_BODY,
     "test_reduce_log_sum_exp_empty_set_expanded": _F64_BODY,
-    # Quantization: the 8-bit paths quantize_dynamic writes (onnx-community _int8/_uint8) are built; 16-bit and
-    # blocked dequantization come with issue 16's integer paths
-    "test_dequantizelinear_int16": "not implemented: DequantizeLinear of int16 (8-bit and int32 inputs only)",
-    "test_dequantizelinear_uint16": "not implemented: DequantizeLinear of uint16 (8-bit and int32 inputs only)",
-    "test_dequantizelinear_blocked": "not implemented: DequantizeLinear block_size > 0 (per tensor and per axis only)",
     # Normalization
     "test_batchnorm_example_training_mode": "not implemented: BatchNormalization training_mode=1 (inference only)",
     "test_batchnorm_epsilon_training_mode": "not implemented: BatchNormalization training_mode=1 (inference only)",

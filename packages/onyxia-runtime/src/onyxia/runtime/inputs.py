@@ -17,7 +17,7 @@ from onyxia.core.dtypes import DataType
 from onyxia.core.errors import InputError, SymbolicError
 from onyxia.core.plan import BufferRef, CompiledModel
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
-from onyxia.runtime.convert import PACKED_TYPES, to_gpu
+from onyxia.runtime.convert import PACKED_TYPES, pack_input, to_gpu
 
 __all__ = ["InputBinder", "InputSpec", "checked_dims"]
 
@@ -47,8 +47,6 @@ class InputBinder:
         self.specs: list[InputSpec] = []
         for tid in plan.inputs:
             t = plan.tensors[tid]
-            if t.dtype in PACKED_TYPES:
-                raise InputError(f"input '{t.name}': {t.dtype.name} inputs are not supported; expected a byte dtype")
             self.specs.append(InputSpec(t.name, BufferRef(tensor=tid), t.dtype, tuple(t.dims)))
         self.names = [s.name for s in self.specs]
         self.resident: set[str] = set()  # inputs whose buffer persists across runs (KV cache state)
@@ -67,7 +65,7 @@ class InputBinder:
         merged = {**dims, **{k: v for k, (v, _) in bound.items()}}
         for spec in given:
             self._check_expressions(spec, inputs[spec.name].shape, merged)
-        uploads = [(s.ref, to_gpu(f"input '{s.name}'", s.dtype, inputs[s.name], InputError)) for s in given]
+        uploads = [(s.ref, _gpu_form(s, inputs[s.name])) for s in given]
         return {k: v for k, (v, _) in bound.items()}, uploads
 
     def _check_names(self, inputs: Mapping[str, np.ndarray]) -> None:
@@ -81,7 +79,7 @@ class InputBinder:
         where = f"input '{spec.name}'"
         if not isinstance(array, np.ndarray):
             raise InputError(f"{where}: expected a numpy array of {spec.dtype.numpy}, given {type(array).__name__}")
-        if array.dtype != spec.dtype.numpy:
+        if spec.dtype not in PACKED_TYPES and array.dtype != spec.dtype.numpy:  # 4-bit: `pack_input` checks
             raise InputError(
                 f"{where}: dtype is {array.dtype}; expected {spec.dtype.numpy} ({spec.dtype.name}), "
                 f"convert with .astype(np.{spec.dtype.numpy})"
@@ -117,3 +115,10 @@ class InputBinder:
                 ) from e
             if value != size:
                 raise InputError(f"{where} is {size}; the current dims {dict(dims)} make it {value}")
+
+
+def _gpu_form(spec: InputSpec, array: np.ndarray) -> np.ndarray:
+    where = f"input '{spec.name}'"
+    if spec.dtype in PACKED_TYPES:
+        return pack_input(where, spec.dtype, array, InputError)
+    return to_gpu(where, spec.dtype, array, InputError)
