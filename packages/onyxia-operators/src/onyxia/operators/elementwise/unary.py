@@ -184,6 +184,17 @@ UNARY: dict[str, UnaryElementwiseOp] = named_rows(
             attrs={"alpha": 0.01},
         ),
         "Softplus": UnaryElementwiseOp("select({T}(log(1.0 + exp(f32(x)))), x, x > {T}(20))", softplus),
+        # onnxruntime's order: alpha * x + beta, then min 1, then max 0 (MobileNetV3, PaddleOCR)
+        "HardSigmoid": UnaryElementwiseOp(
+            "max(min({alpha} * x + {beta}, {T}(1)), {T}(0))",
+            lambda x, alpha, beta: np.maximum(np.minimum(alpha * x + beta, 1), 0).astype(x.dtype),
+            attrs={"alpha": 0.2, "beta": 0.5},
+        ),
+        # x * HardSigmoid(x, 1/6, 1/2), the function body ONNX gives it
+        "HardSwish": UnaryElementwiseOp(
+            "x * max(min({T}(0.16666666666666666) * x + {T}(0.5), {T}(1)), {T}(0))",
+            lambda x: (x * np.maximum(np.minimum(np.float32(1 / 6) * x + np.float32(0.5), 1), 0)).astype(x.dtype),
+        ),
         "Clip": _ClipOp("", _clip, NUMERIC),
     }
 )
