@@ -17,7 +17,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from oracle import assert_close, compile_model, reference_outputs, runtime
 
-from onyxia.core import InputError
+from onyxia.core import DataType, InputError
+from onyxia.core.nibbles import pack_4bit, to_4bit, unpack_4bit
 
 RNG = np.random.default_rng(4)
 FOUR = {"int4": (TensorProto.INT4, ml_dtypes.int4, np.int8), "uint4": (TensorProto.UINT4, ml_dtypes.uint4, np.uint8)}
@@ -147,3 +148,23 @@ def test_constant_cast_into_4bit_folds_like_the_kernel() -> None:
     (expected,) = reference_outputs(model, {"g": g}, "ort")
     (got,) = _onyxia(model, {"g": g})
     assert_close(got, expected, "y")
+
+
+@pytest.mark.parametrize("four", list(FOUR))
+def test_host_packing_and_casts_match_onnx_and_onnxruntime(four: str) -> None:
+    """`onyxia.core.nibbles` (folding, uploads, readback) against onnx's own packing and onnxruntime's Cast."""
+    code, logical, plain = FOUR[four]
+    dtype = DataType(code)
+    for n in (0, 1, 2, 7, 16, 33):
+        values = RNG.integers(-8 if dtype is DataType.INT4 else 0, 8 if dtype is DataType.INT4 else 16, n)
+        packed = np.frombuffer(numpy_helper.from_array(values.astype(logical), "v").raw_data, np.uint8)
+        np.testing.assert_array_equal(pack_4bit(values), packed)
+        np.testing.assert_array_equal(unpack_4bit(packed, dtype, (n,)), values.astype(plain))
+    x = _values(np.dtype(np.float32), 400)
+    chain = _model(
+        [helper.make_node("Cast", ["x"], ["m"], to=code), helper.make_node("Cast", ["m"], ["y"], to=TensorProto.INT32)],
+        {"x": (TensorProto.FLOAT, [400])},
+        ["y"],
+    )
+    (expected,) = reference_outputs(chain, {"x": x}, "ort")
+    np.testing.assert_array_equal(to_4bit(x, dtype).astype(np.int32), expected)
