@@ -168,3 +168,34 @@ def test_host_packing_and_casts_match_onnx_and_onnxruntime(four: str) -> None:
     )
     (expected,) = reference_outputs(chain, {"x": x}, "ort")
     np.testing.assert_array_equal(to_4bit(x, dtype).astype(np.int32), expected)
+
+
+@pytest.mark.parametrize("four", list(FOUR))
+def test_4bit_graph_input_feeds_gather_block_quantized(four: str) -> None:
+    """A run-time int4/uint4 input reaches com.microsoft GatherBlockQuantized packed, as its initializer form does
+    (onnxruntime, which takes no 4-bit feeds, holds the table as an initializer)."""
+    code, logical, _ = FOUR[four]
+    lo, hi = (-8, 8) if code == TensorProto.INT4 else (0, 16)
+    data = RNG.integers(lo, hi, (9, 64)).astype(logical)
+    scales = numpy_helper.from_array((RNG.random((9, 2)) + 0.5).astype(np.float32), "scales")
+    indices = np.array([[4, 0, 8]], np.int64)
+    node = helper.make_node(
+        "GatherBlockQuantized",
+        ["data", "indices", "scales"],
+        ["y"],
+        domain="com.microsoft",
+        gather_axis=0,
+        quantize_axis=1,
+        block_size=32,
+        bits=4,
+    )
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+    index_input = {"indices": (TensorProto.INT64, [1, 3])}
+    table = _model([node], index_input, ["y"], [scales, numpy_helper.from_array(data, "data")])
+    fed = _model([node], {**index_input, "data": (code, [9, 64])}, ["y"], [scales])
+    for model in (table, fed):
+        del model.opset_import[:]
+        model.opset_import.extend(opsets)
+    (expected,) = reference_outputs(table, {"indices": indices}, "ort")
+    (got,) = _onyxia(fed, {"indices": indices, "data": data})
+    assert_close(got, expected, "y")

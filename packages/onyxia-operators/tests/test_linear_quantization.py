@@ -39,8 +39,12 @@ LAYOUTS = {
 }
 
 
-def _model(nodes: list[onnx.NodeProto], inputs: dict[str, tuple[int, tuple[int, ...]]], outputs: list[str],
-           initializers: list[onnx.TensorProto]) -> onnx.ModelProto:  # fmt: skip
+def _model(
+    nodes: list[onnx.NodeProto],
+    inputs: dict[str, tuple[int, tuple[int, ...]]],
+    outputs: list[str],
+    initializers: list[onnx.TensorProto],
+) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "quant",
