@@ -13,11 +13,17 @@ its local functions is registered at the model's opset. A selected case goes fil
   WebGPU storage type, on a case listed in `EXPECTED` (an unlisted rejection is a failure);
 - ``failed``: wrong values, or any other exception (its type and first line are kept).
 
-Onyxia compiles static shapes, so inputs that decide a shape or a shader literal (Reshape's shape,
-Reduce* axes, Clip bounds, Slice starts ...) must be known at compile time, as they are in exported
-models. The node cases feed them as graph inputs; when compiling says one must be known at compile
-time, the harness bakes graph inputs into initializers, last first, until it compiles, and records
-which (`Outcome.baked`). A case with every input baked folds on the host and runs no GPU step.
+Two modes. *Unbaked* (``run_case(case, bake=False)``) feeds every graph input at run time, exactly as
+`onnx.backend.test` does. *Baked* (the default) is how exported models look: when compiling says an
+input must be known at compile time (Reshape's shape, Reduce* axes, Slice starts ...), the harness
+bakes graph inputs into initializers, last first, until it compiles, and records which
+(`Outcome.baked`); a case with every input baked folds on the host and runs no GPU step. A case that
+bakes nothing has the same outcome in both modes (`run_unbaked` reuses it), so the unbaked figure
+costs only the baked cases' second compile.
+
+Pass rates are over the *storable* cases (`Case.storable`): every graph input and output has a WebGPU
+storage type, int4/uint4 counted as storable (they pack into u32 words, as MatMulNBits reads them),
+so an int4 case Onyxia rejects by dtype counts against the rate.
 """
 
 from __future__ import annotations
@@ -47,7 +53,9 @@ __all__ = [
     "Outcome",
     "all_cases",
     "registry",
+    "needs_constant",
     "run_case",
+    "run_unbaked",
     "selected_cases",
 ]
 
@@ -57,6 +65,9 @@ _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
 # How operators say an input must be a constant: `require_value`'s "must be known at compile time"
 # (ShapeInferenceError), or "expected a compile-time constant" (UnsupportedOpError).
 _NEEDS_CONSTANT = re.compile(r"compile[ -]time")
+# "node 'n' (Reshape, domain ai.onnx): input 1 (shape) must be known ..." -> Reshape, "1 (shape)"
+_NAMED_INPUT = re.compile(r"\((\w+)(?:, domain [\w.]+)?\): .*?input (\d+ \([^)]*\))")
+_PACKED = frozenset({DataType.INT4, DataType.UINT4})  # storable: packed into u32 words
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,7 @@ class Case:
     rtol: float
     atol: float
     no_gpu_type: str | None  # "input 'x' is DOUBLE" when a graph input/output has no WebGPU storage type
+    storable: bool  # every graph input/output has a WebGPU storage type, int4/uint4 counted as storable
 
 
 @dataclass(frozen=True)
@@ -102,17 +114,20 @@ def selected_cases(op: str | None = None, reg: OperatorRegistry | None = None) -
     for c in all_cases():
         case_op = base_op.get(_EXPANDED.sub("", c.name), c.model.graph.node[0].op_type)
         if (op is None or case_op == op) and _all_registered(c.model, reg):
-            selected.append(Case(c.name, case_op, c.model, c.data_sets, c.rtol, c.atol, _no_gpu_type(c.model)))
+            no_gpu = _no_gpu_type(c.model)
+            storable = _no_gpu_type(c.model, _PACKED) is None
+            selected.append(Case(c.name, case_op, c.model, c.data_sets, c.rtol, c.atol, no_gpu, storable))
     return selected
 
 
-def run_case(case: Case, expected: Mapping[str, str] | None = None) -> Outcome:
-    """Compile and run `case`; `expected` (default `EXPECTED`) decides whether a rejection is listed."""
+def run_case(case: Case, expected: Mapping[str, str] | None = None, *, bake: bool = True) -> Outcome:
+    """Compile and run `case`; `expected` (default `EXPECTED`) decides whether a rejection is listed.
+    With ``bake=False`` every graph input is fed at run time (the unbaked mode)."""
     if expected is None:
         from conformance.expected import EXPECTED as expected
     baked: list[str] = []
     try:
-        compiled = _compile_baking(case, baked)
+        compiled = _compile_baking(case, baked) if bake else _compile(case.model)
     except Exception as e:
         return _compile_failure(case, e, case.name in expected, tuple(baked))
     if case.no_gpu_type:
@@ -129,6 +144,22 @@ def run_case(case: Case, expected: Mapping[str, str] | None = None) -> Outcome:
     except Exception as e:
         return Outcome(FAILED, f"run: {type(e).__name__}: {_first_line(e)}", tuple(baked))
     return Outcome(PASSED, f"baked inputs {baked}" if baked else "", tuple(baked))
+
+
+def run_unbaked(case: Case, baked: Outcome | None = None) -> Outcome:
+    """`case`'s unbaked outcome; a baked-mode outcome that baked nothing is that outcome already."""
+    if baked is not None and not baked.baked:
+        return baked
+    return run_case(case, bake=False)
+
+
+def needs_constant(outcome: Outcome) -> str | None:
+    """For a compile failure because a run-time input had to be a constant: which op and input
+    ("Reshape input 1 (shape)"); None for any other outcome."""
+    if not outcome.detail.startswith("compile: ") or not _NEEDS_CONSTANT.search(outcome.detail):
+        return None
+    found = _NAMED_INPUT.search(outcome.detail)
+    return f"{found[1]} input {found[2]}" if found else outcome.detail.removeprefix("compile: ")
 
 
 # ----- selection ---------------------------------------------------------------------------------
@@ -160,8 +191,8 @@ def _canon(domain: str) -> str:
     return "" if domain in ("", "ai.onnx") else domain
 
 
-def _no_gpu_type(model: onnx.ModelProto) -> str | None:
-    """Describe the first graph input/output without a WebGPU storage type, or None."""
+def _no_gpu_type(model: onnx.ModelProto, storable: frozenset[DataType] = frozenset()) -> str | None:
+    """Describe the first graph input/output without a WebGPU storage type (nor one of `storable`), or None."""
     for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
         for value in values:
             which = value.type.WhichOneof("value")
@@ -169,7 +200,7 @@ def _no_gpu_type(model: onnx.ModelProto) -> str | None:
                 return f"{kind} '{value.name}' is a {which}"
             code = value.type.tensor_type.elem_type
             try:
-                if DataType(code).has_gpu_type:
+                if DataType(code).has_gpu_type or DataType(code) in storable:
                     continue
             except ValueError:  # a dtype newer than onyxia's DataType enum
                 pass

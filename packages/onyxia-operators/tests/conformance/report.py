@@ -1,6 +1,10 @@
-"""Run the selected ONNX node cases through Onyxia and print a per-op table and the failures.
+"""Run the selected ONNX node cases through Onyxia: a per-op table, the failures, both pass rates.
 
     python packages/onyxia-operators/tests/conformance/report.py [--op OPNAME] [--json out.json]
+
+The table and the failure list are the baked mode's (inputs Onyxia needs at compile time frozen into
+initializers); the unbaked mode (every graph input fed at run time, as `onnx.backend.test` does) is
+summarised after them, its failures grouped by cause: the op and the input it needs at compile time.
 
 Informational: it exits 0 whatever the results; `test_conformance.py` is the gate.
 """
@@ -17,7 +21,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests dir: `oracle`, `conformance`
 
 from conformance.expected import EXPECTED
-from conformance.harness import FAILED, PASSED, REJECTED, REJECTED_DTYPE, Case, Outcome, run_case, selected_cases
+from conformance.harness import (
+    FAILED,
+    PASSED,
+    REJECTED,
+    REJECTED_DTYPE,
+    Case,
+    Outcome,
+    needs_constant,
+    run_case,
+    run_unbaked,
+    selected_cases,
+)
 
 __all__ = ["main"]
 
@@ -31,14 +46,17 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     cases = selected_cases(args.op)
     results: list[tuple[Case, Outcome, float]] = []
+    unbaked: dict[str, Outcome] = {}
     for case in cases:
         t0 = time.perf_counter()
         outcome = run_case(case)
         results.append((case, outcome, time.perf_counter() - t0))
+        unbaked[case.name] = run_unbaked(case, outcome)
     elapsed = time.perf_counter() - start
 
     _print_table(results)
     _print_problems(results)
+    _print_unbaked(results, unbaked)
     print(f"\n{len(results)} cases in {elapsed:.1f} s (collection included)")
     if args.json:
         rows = [
@@ -49,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                 "detail": o.detail,
                 "baked": list(o.baked),
                 "expected": EXPECTED.get(c.name),
+                "unbaked_status": unbaked[c.name].status,
+                "unbaked_detail": unbaked[c.name].detail,
                 "seconds": round(t, 3),
             }
             for c, o, t in results
@@ -79,9 +99,6 @@ def _print_table(results: list[tuple[Case, Outcome, float]]) -> None:
             f"{counts[REJECTED_DTYPE]:>7}  {counts['baked']:>5}"
         )
     print("(dtype): rejected because an input/output has no WebGPU storage type; baked: inputs made initializers")
-    supported = total[PASSED] + total[FAILED] + total[REJECTED]
-    rate = 100.0 * total[PASSED] / supported if supported else 0.0
-    print(f"\npass rate over supported-dtype cases: {total[PASSED]}/{supported} = {rate:.1f}%")
 
 
 def _print_problems(results: list[tuple[Case, Outcome, float]]) -> None:
@@ -95,6 +112,28 @@ def _print_problems(results: list[tuple[Case, Outcome, float]]) -> None:
     stale = [c.name for c, o, _ in results if o.status == PASSED and c.name in EXPECTED]
     for name in stale:
         print(f"  {name}: passes now; remove it from EXPECTED")
+
+
+def _print_unbaked(results: list[tuple[Case, Outcome, float]], unbaked: dict[str, Outcome]) -> None:
+    storable = [c for c, _, _ in results if c.storable]
+    baked = sum(o.status == PASSED for c, o, _ in results if c.storable)
+    fed = sum(unbaked[c.name].status == PASSED for c in storable)
+    print(f"\npass rates over the {len(storable)} cases whose dtypes WebGPU can store (int4/uint4 counted):")
+    for mode, passed in (("baked", baked), ("unbaked", fed)):
+        rate = 100.0 * passed / len(storable) if storable else 0.0
+        print(f"  {mode:<8} {passed}/{len(storable)} = {rate:.1f}%")
+    causes: dict[str, list[str]] = defaultdict(list)
+    for case in storable:
+        outcome = unbaked[case.name]
+        if outcome.status != PASSED:
+            cause = needs_constant(outcome)
+            causes[f"needs at compile time: {cause}" if cause else f"{outcome.status}: {outcome.detail}"].append(
+                case.name
+            )
+    if causes:
+        print(f"\nunbaked failures by cause ({sum(map(len, causes.values()))}):")
+    for cause, names in sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        print(f"  {len(names):>3}  {cause}\n       {', '.join(names)}")
 
 
 if __name__ == "__main__":
