@@ -1,6 +1,7 @@
-"""Sequence, Optional and map values: Onyxia plans tensors only, so a model holding one is refused at load with
-an error naming each such value, the node that makes it and its full type; onnxruntime runs these models (its
-run shows they are valid), and tensor-only models next to them still load."""
+"""Sequence, Optional and map values that `onyxia.onnx.sequences` cannot turn into tensors at load (a position
+read at run time, an optional passed through another op, a sequence graph output) are refused at load with an
+error naming each such value, the node that makes it and its full type; onnxruntime runs these models (its run
+shows they are valid). The ones it resolves run: `onyxia-operators/tests/test_sequences.py`."""
 
 from __future__ import annotations
 
@@ -17,22 +18,25 @@ Z = tensor_input("z", TensorProto.FLOAT, [2, 3])
 
 
 def _sequence_model():
+    """A position read at run time: the sequence's element cannot be chosen at load."""
     nodes = [
         helper.make_node("SequenceConstruct", ["x", "x"], ["seq"], name="build"),
         helper.make_node("SequenceInsert", ["seq", "x"], ["longer"], name="insert"),
-        helper.make_node("ConcatFromSequence", ["longer"], ["y"], name="concat", axis=0),
+        helper.make_node("SequenceAt", ["longer", "pos"], ["y"], name="at"),
     ]
-    return make_model(nodes, [X], [tensor_input("y", TensorProto.FLOAT, [6, 3])])
+    pos = tensor_input("pos", TensorProto.INT64, [])
+    return make_model(nodes, [X, pos], [tensor_input("y", TensorProto.FLOAT, [2, 3])])
 
 
 def _optional_model():
+    """An optional passed through an op that is not an Optional op (Identity takes optionals from opset 16)."""
     nodes = [
         helper.make_node("Optional", ["x"], ["maybe"], name="wrap"),
-        helper.make_node("OptionalGetElement", ["maybe"], ["got"], name="unwrap"),
-        helper.make_node("OptionalHasElement", ["maybe"], ["has"], name="has"),
+        helper.make_node("Identity", ["maybe"], ["same"], name="copy"),
+        helper.make_node("OptionalGetElement", ["same"], ["got"], name="unwrap"),
         helper.make_node("Add", ["got", "x"], ["z"], name="add"),
     ]
-    return make_model(nodes, [X], [Z, tensor_input("has", TensorProto.BOOL, [])], opsets={"": 18})
+    return make_model(nodes, [X], [Z], opsets={"": 18})
 
 
 @pytest.mark.parametrize(
@@ -49,13 +53,17 @@ def _optional_model():
         ),
         (
             _optional_model,
-            ["value 'maybe' of node 'wrap' (Optional) has type optional(tensor(float)); Onyxia runs tensors only"],
+            [
+                "value 'maybe' of node 'wrap' (Optional) has type optional(tensor(float)); Onyxia runs tensors only",
+                "value 'same' of node 'copy' (Identity) has type optional(tensor(float)); Onyxia runs tensors only",
+            ],
         ),
     ],
 )
 def test_non_tensor_values_are_refused_at_load_by_name_and_type(tmp_path, make, expected):
     model = make()
-    run_ort(model, {"x": np.ones((2, 3), np.float32)})  # a valid model: onnxruntime runs it
+    feeds = {"x": np.ones((2, 3), np.float32), "pos": np.array(1, np.int64)}
+    run_ort(model, {i.name: feeds[i.name] for i in model.graph.input})  # a valid model: onnxruntime runs it
     path = save(model, tmp_path)
     with pytest.raises(ModelValidationError) as info:
         load_and_parse_model(path)

@@ -3,8 +3,9 @@
 What it guarantees to every later stage: tensor names exactly as in the file (each defined once),
 nodes in topological order with an opset each, initializers as lazy `TensorValue`s, graph inputs
 with Static/Symbolic shapes, and intermediates left UNDEFINED/Absent for shape inference (the
-file's value_info is not trusted; exporters leave stale or partial entries there). Anything Onyxia
-cannot represent (subgraphs, sparse tensors, local functions) fails here, naming the file and node.
+file's value_info is not trusted; exporters leave stale or partial entries there). Sequences and
+optionals the graph fixes become the tensors they hold first (`sequences`). Anything Onyxia cannot
+represent (subgraphs, sparse tensors, local functions, other sequences) fails here, naming the file and node.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from onyxia.onnx.attributes import read_attribute
 from onyxia.onnx.constant_if import select_constant_ifs
 from onyxia.onnx.errors import OnnxError
 from onyxia.onnx.external import ExternalDataStore
+from onyxia.onnx.sequences import resolve_sequences
 from onyxia.onnx.tensors import read_tensor, to_datatype
 from onyxia.onnx.topology import topological_order
 from onyxia.onnx.validation import validate_model
@@ -41,7 +43,7 @@ def load_and_parse_model(path: str | os.PathLike[str]) -> IrGraph:
     would reject; external data is never read for that.
     """
     model_path = Path(path)
-    model = select_constant_ifs(read_model_proto(model_path))
+    model = resolve_sequences(select_constant_ifs(read_model_proto(model_path)))
     graph = _GraphReader(model_path, model).read()
     validate_model(model, model_path)
     return graph

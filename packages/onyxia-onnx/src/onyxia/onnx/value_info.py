@@ -4,8 +4,9 @@ Exporters write dims as free strings (``past_sequence_length + 1``, ``Addpast_ke
 ``batch:0``). Ones that parse become expressions shape inference can combine; the rest stay one
 opaque name each, spelled exactly as in the file, so symbols still line up across inputs. A dim
 with neither a value nor a name still needs an identity: it gets a fresh ``unk__<tensor>_<axis>``.
-Onyxia plans tensors only: a sequence, optional or map value is refused at load, named with its type
-(`non_tensor_values`, run by validation on the inferred graph, and `read_value_info` for graph inputs).
+Onyxia plans tensors only: a sequence, optional or map value that `onyxia.onnx.sequences` cannot turn into
+tensors is refused at load, named with its type (`non_tensor_values`, run by validation on the inferred
+graph, and `read_value_info` for graph inputs).
 """
 
 from __future__ import annotations
