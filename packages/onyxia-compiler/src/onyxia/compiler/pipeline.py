@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from onyxia.compiler.passes import ConstantFoldingPass, PlanningPass, ShapeInferencePass, SymbolicResolutionPass
+from onyxia.compiler.passes.mark_value_inputs import MarkValueInputsPass
+from onyxia.compiler.passes.record_value_checks import RecordValueChecksPass, attach_value_inputs
 from onyxia.compiler.replanning import GraphReplanner
 from onyxia.compiler.stats import PassRun, PassStats, aggregate, format_stats
 from onyxia.core import CompiledModel, IrGraph, OnyxiaError, OperatorRegistry, Pass, PassSet, Stage
@@ -79,7 +81,9 @@ class CompilerPipeline:
     def passes(self, dims: Mapping[str, int]) -> list[Pass]:
         built_in: list[Pass] = [
             SymbolicResolutionPass(dims),
+            MarkValueInputsPass(),
             ShapeInferencePass(),
+            RecordValueChecksPass(),
             ConstantFoldingPass(),
         ]
         ordered = sorted([*built_in, *self._extra], key=lambda p: p.stage)  # stable: keeps registration order
@@ -102,6 +106,8 @@ class CompilerPipeline:
             if config.pass_stats:
                 log.warning("pass statistics:\n%s", format_stats(self.stats))
         assert planner.compiled is not None
+        checks = next(p for p in stages if isinstance(p, RecordValueChecksPass))
+        attach_value_inputs(planner.compiled, work, checks.checks, checks.fills)  # graph-input values that size outputs
         planner.compiled.replanner = GraphReplanner(self.compile, graph, dims, config)  # a compiled dim may change later
         return planner.compiled
 

@@ -32,6 +32,7 @@ from onyxia.core import (
     TensorRole,
     WriteBuffer,
 )
+from onyxia.core.plan import ReadValues
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, evaluate_dim
 
 __all__ = ["SAMPLE_DIM", "share_buffers"]
@@ -81,6 +82,8 @@ def _refs(op: PlannedOp) -> Iterator[BufferRef]:
             yield from (step.src, step.dst)
         elif isinstance(step, WriteBuffer):
             yield step.dst
+        elif isinstance(step, ReadValues):  # read back mid-run: the buffer lives until then
+            yield step.src
     yield from (BufferRef(scratch=s.id) for s in op.scratch)
 
 

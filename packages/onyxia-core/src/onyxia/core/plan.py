@@ -17,6 +17,7 @@ import numpy as np
 
 from onyxia.core.dtypes import DataType
 from onyxia.core.errors import PlanningError
+from onyxia.core.plan_values import ValueCheck, ValueFill, ValueSymbol
 from onyxia.core.shapes import dims_product
 from onyxia.core.symbolic import SymbolicDim
 from onyxia.core.values import TensorValue
@@ -34,6 +35,7 @@ __all__ = [
     "ImmediateField",
     "PlanTensor",
     "PlannedOp",
+    "ReadValues",
     "Replanner",
     "ScratchBufferDesc",
     "Step",
@@ -153,7 +155,17 @@ class WriteBuffer:
     offset: int = 0
 
 
-Step = Union[Dispatch, CopyBuffer, WriteBuffer]
+@dataclass
+class ReadValues:
+    """Read `len(symbols)` i32 words of `src` (from byte `offset`) back after the steps before this one,
+    and bind word i to the dim `symbols[i]` before the steps after it run (`onyxia.core.plan_values`)."""
+
+    src: BufferRef
+    symbols: tuple[str, ...]
+    offset: int = 0
+
+
+Step = Union[Dispatch, CopyBuffer, WriteBuffer, ReadValues]
 
 
 @dataclass
@@ -233,6 +245,11 @@ class CompiledModel:
     # run-time checks: slot i of the ERRORS tensor `error_tensor` (ERROR_SLOT_WORDS u32 each) is error_slots[i]'s
     error_slots: list[ErrorSlot] = field(default_factory=list)
     error_tensor: int | None = None
+    # dims bound from values at run time (graph-input elements on the host; `ReadValues` steps read the
+    # others back): where each input element goes, what the plan assumed of them, how raw values become sizes
+    value_symbols: list[ValueSymbol] = field(default_factory=list)
+    value_checks: list[ValueCheck] = field(default_factory=list)
+    value_fills: list[ValueFill] = field(default_factory=list)  # how raw values become sizes (-1, clamps)
     # re-plans at other values of `dims` (attached by the compiler; None for a plan built by hand)
     replanner: Replanner | None = field(default=None, repr=False, compare=False)
 

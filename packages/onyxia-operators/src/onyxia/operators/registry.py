@@ -17,7 +17,7 @@ from onyxia.operators.passes import default_passes
 from onyxia.operators.quantized import QUANTIZED, QUANTIZED_MS, QUANTIZED_ONYXIA
 from onyxia.operators.rearrange import REARRANGE
 from onyxia.operators.reduction import REDUCTION
-from onyxia.operators.shape import SHAPE
+from onyxia.operators.shape import READ_BACK, SHAPE
 from onyxia.operators.vision import VISION
 
 __all__ = ["core_operator_registry", "register_builtin"]
@@ -47,7 +47,14 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             GATHER_SCATTER,
         ),
         "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS),
-        ONYXIA_DOMAIN: (matmul_onyxia, QUANTIZED_ONYXIA, NORMALIZATION_ONYXIA, ATTENTION_ONYXIA, FUSED_ELEMENTWISE),
+        ONYXIA_DOMAIN: (
+            matmul_onyxia,
+            QUANTIZED_ONYXIA,
+            NORMALIZATION_ONYXIA,
+            ATTENTION_ONYXIA,
+            FUSED_ELEMENTWISE,
+            READ_BACK,
+        ),
     }
     for domain, family_tables in tables.items():
         for table in family_tables:

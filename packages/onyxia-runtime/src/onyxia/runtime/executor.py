@@ -51,6 +51,7 @@ from onyxia.runtime.program import (
     rebinds,
 )
 from onyxia.runtime.readback import OutputReadback
+from onyxia.runtime.segments import run_in_segments
 from onyxia.runtime.upload import upload_weights
 from onyxia.runtime.variants import PlanVariants, adopt_buffers, build_pipelines
 
@@ -187,6 +188,8 @@ class PlanExecutor:
 
         `outputs` limits what is read back (the rest stays on the GPU); by default all are."""
         wanted = self._prepare(inputs, outputs, "run()")
+        if self._inputs.values.read_back:  # dims read back mid-run (NonZero's count): runtime/segments.py
+            return run_in_segments(self, wanted)
         with wgpu_boundary(DeviceError, "run(): encoding or submitting the plan"):
             encoder = self.ctx.device.create_command_encoder()
             encode(encoder, self._program, self._calls)
@@ -261,6 +264,8 @@ class PlanExecutor:
 
         A separate path, so `run()` itself never pays for profiling; the device needs 'timestamp-query'
         (`Runtime(profiling=True)`). Same effects as `run()`; its outputs are in the profile."""
+        if self._inputs.values.read_back:
+            raise InputError("profile_run(): the plan reads dims back mid-run (NonZero & co.); use run()")
         started = time.perf_counter_ns()
         wanted = self._prepare(inputs, outputs, "profile_run()")
         assert self._layout is not None

@@ -18,6 +18,7 @@ from onyxia.core.errors import InputError, SymbolicError
 from onyxia.core.plan import BufferRef, CompiledModel
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 from onyxia.runtime.convert import PACKED_TYPES, pack_input, to_gpu
+from onyxia.runtime.value_binding import ValueBinder
 
 __all__ = ["InputBinder", "InputSpec", "checked_dims"]
 
@@ -50,6 +51,7 @@ class InputBinder:
             self.specs.append(InputSpec(t.name, BufferRef(tensor=tid), t.dtype, tuple(t.dims)))
         self.names = [s.name for s in self.specs]
         self.resident: set[str] = set()  # inputs whose buffer persists across runs (KV cache state)
+        self.values = ValueBinder(plan)  # dims bound from input values (a Reshape target given at run time)
 
     def bind(
         self, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int]
@@ -63,10 +65,13 @@ class InputBinder:
         for spec in given:
             self._check_array(spec, inputs[spec.name], bound)
         merged = {**dims, **{k: v for k, (v, _) in bound.items()}}
+        values = self.values.bind({s.name: inputs[s.name] for s in given}, merged)
+        merged.update(values)
         for spec in given:
             self._check_expressions(spec, inputs[spec.name].shape, merged)
+        given = [s for s in given if s.name not in self.values.unread]  # values only the host reads
         uploads = [(s.ref, _gpu_form(s, inputs[s.name])) for s in given]
-        return {k: v for k, (v, _) in bound.items()}, uploads
+        return {**{k: v for k, (v, _) in bound.items()}, **values}, uploads
 
     def _check_names(self, inputs: Mapping[str, np.ndarray]) -> None:
         missing = [n for n in self.names if n not in inputs and n not in self.resident]

@@ -23,8 +23,9 @@ import heapq
 import logging
 from collections.abc import Iterator
 
+from onyxia.compiler.segment_order import read_value_dependencies
 from onyxia.core import CompiledModel
-from onyxia.core.plan import BufferRef, CopyBuffer, Dispatch, PlannedOp, SymbolicBinding, WriteBuffer
+from onyxia.core.plan import BufferRef, CopyBuffer, Dispatch, PlannedOp, ReadValues, SymbolicBinding, WriteBuffer
 
 __all__ = ["ComputePassBatchingPass", "count_segments"]
 
@@ -75,6 +76,8 @@ def _accesses(op: PlannedOp, owners: dict[BufferRef, BufferRef]) -> tuple[set[Bu
             writes.add(owners.get(step.dst, step.dst))
         elif isinstance(step, WriteBuffer):
             writes.add(owners.get(step.dst, step.dst))
+        elif isinstance(step, ReadValues):  # read back mid-run: after its writer, before a later writer
+            reads.add(owners.get(step.src, step.src))
     return reads - writes, writes
 
 
@@ -96,6 +99,8 @@ def _dependencies(plan: CompiledModel) -> list[set[int]]:
             mine.add(index - 1)  # a view emits nothing: it keeps its place, so the plan still reads in order
         mine.discard(index)
         deps.append(mine)
+    for index, before in read_value_dependencies(plan).items():  # sized by a dim read back mid-run
+        deps[index] |= before
     return deps
 
 

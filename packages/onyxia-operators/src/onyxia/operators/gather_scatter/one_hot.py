@@ -1,8 +1,9 @@
 """`OneHotOp`: ONNX OneHot (indices, depth, values = [off, on]; axis attribute, default -1).
 
-The depth sets the output shape, so it must be known at compile time; the values may come at
-run time (they are read from their buffer). Indices outside ``[-depth, depth)`` give an all-off
-line, as the spec says, on the host and on the GPU alike.
+The depth sets the output shape: a constant, or a graph input whose value the runtime binds as a
+dim (`MarkValueInputsPass`); the values may come at run time (they are read from their buffer).
+Indices outside ``[-depth, depth)`` give an all-off line, as the spec says, on the host and on the
+GPU alike.
 """
 
 from __future__ import annotations
@@ -11,7 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, ceil_div, load_wgsl, shape_of
+from onyxia.core import (
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    PlanCtx,
+    SymbolicDim,
+    SymbolicExpr,
+    TensorType,
+    ceil_div,
+    load_wgsl,
+    shape_of,
+)
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import ALL_GPU, NUMERIC, require_dtype
@@ -37,6 +49,8 @@ class OneHotOp:
         if indices is None or values is None or indices.dtype == object:
             return None
         axis, depth = _axis(ctx), _depth(ctx)
+        if isinstance(depth, SymbolicExpr):
+            return None
         k = np.trunc(indices).astype(np.int64) if indices.dtype.kind == "f" else indices.astype(np.int64)
         k = np.where(k < 0, k + depth, k)
         positions = np.arange(depth).reshape([depth] + [1] * (indices.ndim - axis))
@@ -61,11 +75,14 @@ def _axis(ctx: NodeCtx) -> int:
     return ctx.normalize_axis(ctx.attr_int("axis", -1), rank)
 
 
-def _depth(ctx: NodeCtx) -> int:
+def _depth(ctx: NodeCtx) -> SymbolicDim:
     value = ctx.require_value(1, "depth")
-    if value.size != 1 or value.dtype == object:
+    element = value.reshape(-1)[0] if value.size == 1 else None
+    if isinstance(element, SymbolicExpr):  # a graph input, bound at run time (and checked >= 1 then)
+        return element
+    if element is None or value.dtype == object:
         raise ctx.error(f"depth (input 1) must hold one number, found {value.tolist()}")
-    depth = int(value.reshape(-1)[0])
+    depth = int(element)
     if depth < 1:
         raise ctx.error(f"depth (input 1) is {depth}; expected a positive number")
     return depth

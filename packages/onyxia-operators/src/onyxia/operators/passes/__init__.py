@@ -21,6 +21,7 @@ from onyxia.operators.passes.fusions import (
     FuseRotateHalf,
     GroupMatMuls,
 )
+from onyxia.operators.passes.insert_value_readbacks import InsertValueReadbacksPass
 from onyxia.operators.passes.match_onnxruntime_cpu_float16 import MatchOnnxruntimeCpuFloat16
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "FuseRmsNormIntoRotary",
     "FuseRotateHalf",
     "GroupMatMuls",
+    "InsertValueReadbacksPass",
     "MatchOnnxruntimeCpuFloat16",
     "cleanup_passes",
     "default_passes",
@@ -59,8 +61,10 @@ def default_passes() -> list[Pass]:
     the cleanup (a duplicated chain is merged before it is fused, a dead one removed) and after the
     rewrites that match single elementwise nodes (FuseMlpGate takes an MLP's Gelu and Mul into the
     gate/up group GroupMatMuls made; FuseAttention takes the attention's scaling Muls, mask Add and NaN
-    Where). Aliasing is PLANNING, after every rewrite."""
+    Where). Aliasing is PLANNING, after every rewrite. InsertValueReadbacks is RESOLUTION: values
+    that size outputs but come from data must be read back before inference needs them."""
     return [
+        InsertValueReadbacksPass(),
         CancelTransposes(),
         FoldTransposeIntoMatMul(),
         FuseMatMulBias(),

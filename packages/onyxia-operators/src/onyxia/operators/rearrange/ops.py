@@ -73,15 +73,16 @@ def _fold_expand(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
 
 def _tile(ctx: NodeCtx) -> IndexMap:
     dims = list(ctx.input_dims(0))
-    repeats = [int(r) for r in ctx.require_value(1, "repeats").reshape(-1)]
+    repeats = [_dim(r) for r in ctx.require_value(1, "repeats").reshape(-1)]  # symbolic: a run-time value
     if len(repeats) != len(dims):
         raise ctx.error(f"repeats has {len(repeats)} entries for rank {len(dims)}")
     out = [d * r for d, r in zip(dims, repeats)]
     return IndexMap(out, dims, contiguous_strides(dims), mode="tile")
 
 
-def _fold_tile(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
-    return np.tile(data, [int(r) for r in ctx.require_value(1, "repeats").reshape(-1)])
+def _fold_tile(ctx: NodeCtx, data: np.ndarray) -> np.ndarray | None:
+    repeats = static_dims([_dim(r) for r in ctx.require_value(1, "repeats").reshape(-1)])
+    return None if repeats is None else np.tile(data, repeats)  # None: repeats come at run time
 
 
 # ----- Pad ----------------------------------------------------------------------------------------

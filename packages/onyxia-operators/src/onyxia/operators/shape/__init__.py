@@ -7,13 +7,15 @@ never a GPU step). Ops that move elements to new positions go to `rearrange`, op
 tensor to `gather_scatter`, dtype conversion (Cast) to `elementwise`.
 
 Shape-computation chains (``Shape -> Gather -> Concat -> Reshape``) fold through all of them, symbolic dims
-included. Imports onyxia.core only (no onnx, wgpu or onyxia.runtime).
+included; a value computed from tensor data that sizes an output goes through com.onyxia ReadBack
+(`READ_BACK`), read back mid-run. Imports onyxia.core only (no onnx, wgpu or onyxia.runtime).
 """
 
 from onyxia.operators.shape.known import KNOWN, KnownValueOp
+from onyxia.operators.shape.read_back import READ_BACK, ReadBackOp
 from onyxia.operators.shape.reshape import RESHAPE, MovementOp
 
-__all__ = ["KNOWN", "RESHAPE", "SHAPE", "KnownValueOp", "MovementOp"]
+__all__ = ["KNOWN", "READ_BACK", "RESHAPE", "SHAPE", "KnownValueOp", "MovementOp", "ReadBackOp"]
 
 SHAPE: dict[str | tuple[str, int, int | None], KnownValueOp | MovementOp] = {
     key: row for table in (KNOWN, RESHAPE) for key, row in table.items()
