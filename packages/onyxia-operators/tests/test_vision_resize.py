@@ -177,7 +177,13 @@ def test_resizing_channels_is_refused() -> None:
         _compile(inputs, {})
 
 
-def test_scales_known_only_at_run_time_are_refused() -> None:
+def test_scales_known_only_at_run_time_get_a_plan_per_value() -> None:
+    """Scales from a graph input shape the kernel: the plan is compiled for each value on first use
+    (`compiler.deferred`) and cached, so a value seen before compiles nothing."""
     inputs = {"x": _r(1, 2, 4, 4), "roi": None, "scales": _scales(1, 1, 2, 2)}
-    with pytest.raises(UnsupportedOpError, match=r"node 'up_2' \(Resize.*input 2 \(scales\) is computed at run time"):
-        _compile(inputs, {}, ())
+    model = make_model("Resize", inputs, {"mode": "linear"}, opset=19)
+    executor = runtime().load_model(compile_model(model))
+    for run, scales in enumerate([(1, 1, 2, 2), (1, 1, 0.5, 1.5), (1, 1, 2, 2)], 1):
+        feeds = {"x": inputs["x"], "scales": _scales(*scales)}
+        assert_close(executor.run(feeds)["y0"], reference_outputs(model, feeds, "ort")[0])
+        assert executor.stats.replans == min(run, 2), "one plan per distinct value, the third run reuses the first"

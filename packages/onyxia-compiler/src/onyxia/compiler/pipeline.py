@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from onyxia.compiler.deferred import ValuesNeeded, deferred_plan
 from onyxia.compiler.passes import ConstantFoldingPass, PlanningPass, ShapeInferencePass, SymbolicResolutionPass
 from onyxia.compiler.passes.mark_value_inputs import MarkValueInputsPass
 from onyxia.compiler.passes.record_value_checks import RecordValueChecksPass, attach_value_inputs
@@ -81,7 +82,7 @@ class CompilerPipeline:
     def passes(self, dims: Mapping[str, int]) -> list[Pass]:
         built_in: list[Pass] = [
             SymbolicResolutionPass(dims),
-            MarkValueInputsPass(),
+            MarkValueInputsPass(dims),
             ShapeInferencePass(),
             RecordValueChecksPass(),
             ConstantFoldingPass(),
@@ -102,13 +103,17 @@ class CompilerPipeline:
             for stage in Stage:
                 self._run_stage(stage, [p for p in stages if p.stage == stage], work, observers)
             self._run_pass(planner, work, observers)  # once, after the PLANNING passes (view aliasing) settle
+        except ValuesNeeded as needed:  # an input that shapes kernels: planned per value at run time
+            deferred = deferred_plan(work, dims, needed)
+            deferred.replanner = GraphReplanner(self.compile, graph, deferred.dims, config)
+            return deferred
         finally:
             if config.pass_stats:
                 log.warning("pass statistics:\n%s", format_stats(self.stats))
         assert planner.compiled is not None
         checks = next(p for p in stages if isinstance(p, RecordValueChecksPass))
         attach_value_inputs(planner.compiled, work, checks.checks, checks.fills)  # graph-input values that size outputs
-        planner.compiled.replanner = GraphReplanner(self.compile, graph, dims, config)  # a compiled dim may change later
+        planner.compiled.replanner = GraphReplanner(self.compile, graph, dims, config)  # compiled dims may move
         return planner.compiled
 
     def _run_stage(self, stage: Stage, group: list[Pass], graph: IrGraph, observers: list[Observer]) -> None:

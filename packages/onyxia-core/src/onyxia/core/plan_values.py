@@ -16,6 +16,11 @@ the raw values become the sizes: the binder resolves a target's ``-1`` and ``0``
 as ONNX does, on the host (it has the raw values and the data's dims), so the symbols stand for
 the sizes, exactly as a constant target's -1 is solved at compile time.
 
+A value that shapes a kernel rather than a size (a Reduce axis from a graph input) cannot be a
+symbol: the plan is made for the value instead. The symbols of such an input are *compiled dims*
+(`SPECIALIZED_OFFSET`); the first compile, with no value, yields a deferred plan with no steps,
+and the runtime asks the plan's replanner for the plan of each value it meets (cached by value).
+
 `ValueCheck`s are the assumptions a shape rule made about such a value (a Reshape size is at
 least 1, a Slice bound lies inside its axis); the runtime checks them when the value is bound, so
 a value the plan cannot honour is an error naming the node and input, never a wrong shape.
@@ -27,10 +32,21 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from onyxia.core.errors import InputError
 from onyxia.core.symbolic import SymbolicDim
 
-__all__ = ["ValueCheck", "ValueFill", "ValueSymbol", "fill_values"]
+__all__ = [
+    "SPECIALIZED_OFFSET",
+    "UNSPECIALIZED",
+    "ValueCheck",
+    "ValueFill",
+    "ValueSymbol",
+    "fill_values",
+    "specialized_dim",
+    "specialized_value",
+]
 
 
 @dataclass(frozen=True)
@@ -106,3 +122,30 @@ def _bounds(raw: list[int], dims: Sequence[int], fill: ValueFill) -> list[int]:
     if end < start:  # an empty range: whichever bound is a symbol moves (a known one cannot)
         end, start = (start, start) if isinstance(fill.operands[1], str) else (end, end)
     return [start, end]
+
+
+SPECIALIZED_OFFSET = 2**31
+"""A value the plan is specialized for (an axis from a graph input) is kept among the compiled dims
+as ``value + SPECIALIZED_OFFSET``: dims are non-negative, values may not be (axis -1)."""
+
+UNSPECIALIZED = -1
+"""The compiled-dim value of a structural input no plan was made for yet (a deferred plan)."""
+
+
+def specialized_dim(value: object, dtype: np.dtype) -> int:
+    """The compiled dim that stands for one element a plan is specialized for: an integer plus
+    `SPECIALIZED_OFFSET`, a float as its bit pattern (dims are non-negative integers)."""
+    if dtype.kind == "f":
+        bits = np.asarray(value, dtype=dtype).view(np.uint16 if dtype.itemsize == 2 else np.uint32)
+        return int(bits)
+    dim: int = int(value) + SPECIALIZED_OFFSET  # type: ignore[call-overload]
+    if not 0 <= dim < 2 * SPECIALIZED_OFFSET:
+        raise InputError(f"value {value} is outside the 32-bit range a plan can be specialized for")
+    return dim
+
+
+def specialized_value(dim: int, dtype: np.dtype) -> object:
+    """The element a compiled dim from `specialized_dim` stands for."""
+    if dtype.kind == "f":
+        return np.asarray(dim, dtype=np.uint16 if dtype.itemsize == 2 else np.uint32).view(dtype).item()
+    return dim - SPECIALIZED_OFFSET

@@ -44,6 +44,9 @@ STRUCTURAL_SLOTS: dict[tuple[str, int], str] = {
     ("Pad", 3): "axes",
     ("Split", 1): "split",
     ("Range", 2): "delta",
+    ("Resize", 1): "roi",
+    ("Resize", 2): "scales",
+    ("Resize", 3): "sizes",
     **{(op, 1): "axes" for op in REDUCE_OPS},
 }
 

@@ -204,6 +204,9 @@ class PlanExecutor:
         moved = self._variants.moved_by_inputs(inputs)
         if moved:  # an input of a new shape along a compiled dim: the same switch as update_dimensions()
             self.update_dimensions(moved)
+        moved = self._inputs.values.specialized(inputs)  # a value the plan is made for (compiler/deferred.py)
+        if moved:
+            self.update_dimensions(moved)
         bound, uploads = self._inputs.bind(inputs, self._dims)
         changed = {k: v for k, v in bound.items() if self._dims.get(k) != v}
         if changed or self._layout is None:

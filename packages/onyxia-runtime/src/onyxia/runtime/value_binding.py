@@ -21,7 +21,7 @@ import numpy as np
 
 from onyxia.core.errors import InputError, SymbolicError
 from onyxia.core.plan import BufferRef, CompiledModel, CopyBuffer, Dispatch, ReadValues, WriteBuffer
-from onyxia.core.plan_values import ValueCheck, ValueSymbol, fill_values
+from onyxia.core.plan_values import ValueCheck, ValueSymbol, fill_values, specialized_dim
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, evaluate_dim
 from onyxia.runtime.layout import flatten_steps, referenced_symbols
 
@@ -38,6 +38,8 @@ class ValueBinder:
             self._by_input.setdefault(names[vs.input], []).append(vs)
         self._checks = list(plan.value_checks)
         self._fills = list(plan.value_fills)
+        self._compiled = {vs.symbol: plan.dims[vs.symbol] for vs in plan.value_symbols if vs.symbol in plan.dims}
+        self._dtypes = {plan.tensors[vs.input].name: plan.tensors[vs.input].dtype.numpy for vs in plan.value_symbols}
         # a symbol no size, immediate or count uses is only checked, never handed to the layout
         self._used = referenced_symbols(plan, flatten_steps(plan)) if plan.value_symbols else set()
         self.read_back = {
@@ -60,6 +62,24 @@ class ValueBinder:
         bound = {k: v for k, v in values.items() if k in self._used}
         bound.update({s: 1 for s in self.read_back if s not in dims})  # a size that divides, until read
         return bound
+
+    def specialized(self, inputs: Mapping[str, np.ndarray]) -> dict[str, int]:
+        """Compiled dims that `inputs`' values move: inputs the plan is specialized for (a Reduce axis
+        given at run time). The executor switches to the plan for the new values (`compiler.deferred`)."""
+        moved: dict[str, int] = {}
+        for name, symbols in self._by_input.items():
+            if name not in inputs:
+                continue
+            raw = np.asarray(inputs[name]).reshape(-1)
+            for vs in symbols:
+                if vs.symbol in self._compiled and vs.index < raw.size:
+                    try:
+                        dim = specialized_dim(raw[vs.index], self._dtypes[name])
+                    except InputError as e:
+                        raise InputError(f"input '{name}' element {vs.index}: {e}") from e
+                    if dim != self._compiled[vs.symbol]:
+                        moved[vs.symbol] = dim
+        return moved
 
     def resolve_read(self, dims: Mapping[str, int], read: Mapping[str, int]) -> dict[str, int]:
         """Dims just read back (`runtime/segments.py`) as the sizes they stand for, checked under all

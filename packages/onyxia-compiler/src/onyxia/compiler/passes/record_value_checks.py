@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from onyxia.compiler.passes.mark_value_inputs import value_symbol_names
+from onyxia.compiler.passes.mark_value_inputs import MAX_VALUE_ELEMENTS, value_symbol_names
 from onyxia.core import Absent, CompiledModel, IrGraph, IrNode, OperatorRegistry, Stage, SymbolicDim, SymbolicExpr
 from onyxia.core.plan import ReadValues
 from onyxia.core.plan_values import ValueCheck, ValueFill, ValueSymbol
@@ -66,6 +66,10 @@ def attach_value_inputs(
     static dim), so only the value binder, which binds every symbol, can evaluate it."""
     symbols = value_symbol_names(graph)
     compiled.value_symbols = [ValueSymbol(tid, index, name) for name, (tid, index) in symbols.items()]
+    for tid in graph.inputs:  # inputs the plan was specialized for: the runtime watches their values
+        name = graph.tensor(tid).name
+        specialized = [(i, f"{name}[{i}]") for i in range(MAX_VALUE_ELEMENTS) if f"{name}[{i}]" in compiled.dims]
+        compiled.value_symbols += [ValueSymbol(tid, i, symbol) for i, symbol in specialized]
     compiled.value_fills = list(dict.fromkeys(fills))
     runtime = set(symbols) | {
         s for op in compiled.operations for st in op.steps if isinstance(st, ReadValues) for s in st.symbols
