@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 from oracle import assert_close, compile_model, make_model, reference_outputs, runtime
 
-from onyxia.core import InputError
+from onyxia.core import InputError, OnyxiaError
 
 RNG = np.random.default_rng(10)
 
@@ -190,3 +190,17 @@ def test_range_bounds_from_graph_inputs() -> None:
     bounds = [(2, 9), (0, 20), (5, 6), (4, 4)]
     feeds = [{"start": np.array(s, np.int64), "limit": np.array(lim, np.int64)} for s, lim in bounds]
     _runs_without_recompiling(model, feeds)
+
+
+def test_a_structural_value_the_op_refuses_fails_at_run_naming_the_node() -> None:
+    """The plan for an out-of-range axis cannot be made: that run raises the op's own error, and the
+    executor keeps serving the values it has plans for."""
+    x = _x(2, 3, 4)
+    model = make_model("ReduceSum", {"x": x, "axes": _i64(1)}, opset=18)
+    model.graph.node[0].name = "node"
+    executor = runtime().load_model(compile_model(model))
+    executor.run({"x": x, "axes": _i64(1)})
+    with pytest.raises(OnyxiaError, match=r"node 'node' \(ReduceSum.*axis 5 is out of range for rank 3"):
+        executor.run({"x": x, "axes": _i64(5)})
+    feed = {"x": x, "axes": _i64(2)}
+    assert_close(executor.run(feed)["y0"], reference_outputs(model, feed, "ort")[0])
