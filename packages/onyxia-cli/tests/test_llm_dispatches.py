@@ -1,4 +1,5 @@
-"""Dispatches per decode layer: no family, exporter or precision may cost more than Gemma 3's 13.
+"""Dispatches per decode layer: no family, exporter or precision may cost more than Gemma 3's 13; and a
+decode step is one submit with one read-back (the token id), no mid-run value read-back, no plan switch.
 
 Counted from the decode step the runtime actually encodes (`PlanExecutor.live_dispatches()`, 0-size
 dispatches left out) and attributed to a layer by the node names the exporters give (``layers.N``;
@@ -35,7 +36,13 @@ def _layer_count(directory: str) -> int:
 def test_a_decode_layer_costs_at_most_gemma3s_dispatches(case: Fixture) -> None:
     llm = case_session(case)
     llm.reset()
-    list(llm.generate_ids([5, 6, 7, 8], 2))  # prefill, then one decode step: the dims a decode step binds
+    list(llm.generate_ids([5, 6, 7, 8], 1))
+    stats = llm.executor.stats
+    before = (stats.runs, stats.staging_maps, stats.value_readbacks, stats.plan_switches)
+    list(llm.generate_ids([9], 1))  # one decode step: the dims a decode step binds
+    after = (stats.runs, stats.staging_maps, stats.value_readbacks, stats.plan_switches)
+    # one submit, one map of the staging buffer (the token id), no mid-run read-back, no plan switch
+    assert [b - a for a, b in zip(before, after)] == [1, 1, 0, 0]
     layers = _layer_count(case.directory)
     per_layer: Counter[int] = Counter()
     ops: dict[int, Counter[str]] = {}
