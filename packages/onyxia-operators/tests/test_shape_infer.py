@@ -144,7 +144,9 @@ def test_gather_fold_rejects_out_of_range_index() -> None:
         ShapeInferencePass().run(b.graph, REGISTRY)
 
 
-@pytest.mark.parametrize("to", [DataType.FLOAT8E4M3FN, DataType.BFLOAT16, DataType.STRING, DataType.INT4])
+@pytest.mark.parametrize(
+    "to", [DataType.FLOAT8E4M3FN, DataType.BFLOAT16, DataType.STRING]
+)  # int4 casts: test_int4_cast.py
 def test_cast_rejects_targets_without_a_host_form(to: DataType) -> None:
     with pytest.raises(UnsupportedOpError, match=rf"node 'node0' \(Cast\): target dtype {to.name.lower()}"):
         run("Cast", [2], to=int(to), saturate=1)
