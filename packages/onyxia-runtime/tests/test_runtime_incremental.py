@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from runtime_plans import SCALE_WGSL, ElementwiseSpec, build_plan
 
-import onyxia.runtime.executor as executor_module
+import onyxia.runtime.dims_commit as dims_commit
 from onyxia.core import BufferRef, CompiledModel, DataType, OnyxiaError, PlanCtx, SymbolicExpr, ceil_div
 from onyxia.core.settings import override
 from onyxia.core.symbolic import SymbolicDim, evaluate_dim
@@ -101,7 +101,7 @@ def test_incremental_updates_match_a_full_relayout(any_runtime: Runtime, monkeyp
         full_layouts.append(args)
         return evaluate_layout(*args)
 
-    monkeypatch.setattr(executor_module, "evaluate_layout", spy)
+    monkeypatch.setattr(dims_commit, "evaluate_layout", spy)
     executor = any_runtime.load_model(_decode_like_plan(), dims={"p": 0})
     modules, pipelines = executor.stats.shader_modules_created, executor.stats.pipelines_created
     rng = np.random.default_rng(0)
@@ -130,7 +130,7 @@ def test_preallocated_executor_never_takes_the_full_path(runtime: Runtime, monke
     def refuse(*args: object) -> None:
         raise AssertionError("full re-layout on a decode step")
 
-    monkeypatch.setattr(executor_module, "evaluate_layout", refuse)
+    monkeypatch.setattr(dims_commit, "evaluate_layout", refuse)
     for p in range(8, 40):
         executor.update_dimensions({"p": p})
         out = executor.run({"x": np.full(1, p, np.float32)})
@@ -150,7 +150,7 @@ def test_incremental_failures_fall_back_counted_and_logged_once(
     def broken(base: object, dims: object) -> None:
         raise ZeroDivisionError("integer division or modulo by zero")
 
-    with caplog.at_level(logging.WARNING, logger=executor_module.__name__):
+    with caplog.at_level(logging.WARNING, logger=dims_commit.__name__):
         for p, update in [(1, lambda base, dims: None), (2, lambda base, dims: None), (3, broken)]:
             monkeypatch.setattr(executor._incremental, "update", update)
             executor.update_dimensions({"p": p})

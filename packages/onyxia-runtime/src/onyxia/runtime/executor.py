@@ -3,18 +3,18 @@
 Load creates every shader module and pipeline (so a WGSL error surfaces at load, naming the node)
 and uploads weights. A dims change, explicit or bound from input shapes in `run()`, re-evaluates
 the expressions that depend on the dims that moved (`IncrementalLayout`; everything on the first
-run or when a buffer must grow) and commits them: buffers grow, affected bind groups are rebuilt
-and the moved commands are patched in the program; shader modules and pipelines never are
-(`stats` proves it). A dim the plan was compiled with (`CompiledModel.dims`) is baked into it: moving
-one switches to the plan variant for the new value (`runtime/variants.py`), compiling only the
-pipelines whose WGSL changed, or is refused right there when the plan has no replanner. Each
-`run()` is one command buffer: the program, carried state (`Carries`) and the output copies
-(`OutputReadback`) into one staging buffer mapped once. The public methods are serialised by the
-executor (one lock): threads may share it, each call sees the plan as the previous call left it."""
+run or when a buffer must grow) and commits them (`runtime/dims_commit.py`): buffers grow,
+affected bind groups are rebuilt and the moved commands are patched in the program; shader
+modules and pipelines never are (`stats` proves it). A dim the plan was compiled with
+(`CompiledModel.dims`) is baked into it: moving one switches to the plan variant for the new
+value (`runtime/variants.py`), compiling only the pipelines whose WGSL changed, or is refused
+right there when the plan has no replanner. Each `run()` is one command buffer: the program,
+carried state (`Carries`) and the output copies (`OutputReadback`) into one staging buffer mapped
+once. The public methods are serialised by the executor (one lock): threads may share it, each
+call sees the plan as the previous call left it."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Collection, Mapping
@@ -22,42 +22,27 @@ from collections.abc import Collection, Mapping
 import numpy as np
 import wgpu
 
-from onyxia.core.errors import DeviceError, InputError, OnyxiaError
-from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, WriteBuffer
+from onyxia.core.errors import DeviceError, InputError
+from onyxia.core.plan import BufferRef, CompiledModel, Dispatch
 from onyxia.runtime.buffers import BufferPool, buffer_names
 from onyxia.runtime.carries import Carries
 from onyxia.runtime.commands import PUBLIC_CALLS, PassCalls, Program, encode
-from onyxia.runtime.convert import storage_bytes, to_gpu
+from onyxia.runtime.convert import to_gpu
 from onyxia.runtime.device import DeviceContext, ExecutorStats, check_features, serialized, wgpu_boundary
-from onyxia.runtime.incremental import Delta, IncrementalLayout
+from onyxia.runtime.dims_commit import apply_dims
+from onyxia.runtime.incremental import IncrementalLayout
 from onyxia.runtime.inputs import InputBinder, checked_dims
-from onyxia.runtime.layout import (
-    DimsLayout,
-    DispatchValues,
-    buffer_sizes,
-    evaluate_layout,
-    flatten_steps,
-    referenced_symbols,
-)
+from onyxia.runtime.layout import DimsLayout, buffer_sizes, flatten_steps, referenced_symbols
 from onyxia.runtime.native_encode import native_calls
 from onyxia.runtime.pipelines import PipelineCache
 from onyxia.runtime.profiling import DispatchTime, DispatchTimer, RunProfile, dispatch_labels
-from onyxia.runtime.program import (
-    DispatchState,
-    build_program,
-    commit_dispatch,
-    patch_program,
-    prepare_dispatch,
-    rebinds,
-)
+from onyxia.runtime.program import DispatchState, prepare_dispatch
 from onyxia.runtime.readback import OutputReadback
 from onyxia.runtime.segments import run_in_segments
 from onyxia.runtime.upload import upload_weights
 from onyxia.runtime.variants import PlanVariants, adopt_buffers, build_pipelines
 
 __all__ = ["PlanExecutor"]
-
-log = logging.getLogger(__name__)
 
 
 class PlanExecutor:
@@ -122,7 +107,7 @@ class PlanExecutor:
             self._pool.ensure_all(sizes)
             self._readback.preallocate(sizes)
         if self._symbols <= self._dims.keys():
-            self._apply(self._dims)
+            apply_dims(self, self._dims)
 
     # ----- public API ------------------------------------------------------------------------
     @property
@@ -249,7 +234,7 @@ class PlanExecutor:
             return
         merged = {**self._dims, **checked}
         if self._symbols <= merged.keys():
-            self._apply(merged)
+            apply_dims(self, merged)
         else:
             self._dims, self._layout = merged, None
 
@@ -302,68 +287,3 @@ class PlanExecutor:
         build_pipelines(self._pipelines, compiled)
         self._layout = None  # a load that fails half way must not leave a stale program in use
         self._load(compiled, dims, self._pool)
-
-    def _apply(self, dims: dict[str, int]) -> None:
-        """Commit `dims`: incrementally from the current layout where it can, else in full. Where the
-        incremental update declines or raises, the full path must raise too (naming node and tensor);
-        if it accepts the dims, the two disagree: counted in `stats.layout_fallbacks`, logged once."""
-        declined = ""
-        if self._layout is not None:
-            try:
-                delta = self._incremental.update(self._layout, dims)
-            except (OnyxiaError, ArithmeticError) as e:
-                delta, declined = None, f"raised {type(e).__name__} ({e}) on"
-            if delta is not None and self._commit_delta(delta, self._layout):
-                self._dims = dims
-                self.stats.dimension_updates += 1
-                return
-            declined = declined or ("" if delta is not None else "declined")  # a Delta here: a buffer grew
-        self._apply_full(dims)
-        if declined:
-            self.stats.layout_fallbacks += 1
-            if self.stats.layout_fallbacks == 1:
-                log.warning("incremental layout %s dims %s, which the full re-layout accepted", declined, dims)
-
-    def _commit_delta(self, delta: Delta, before: DimsLayout) -> bool:
-        """Commit what `delta` moved from `before`; False when a buffer had to grow, since reallocation
-        rebinds every dispatch bound to it: the full path does that."""
-        layout, pool = delta.layout, self._pool
-        self._layout = None  # a commit that fails half way must not leave a stale program in use
-        if any(pool.ensure(ref, layout.buffer_bytes[ref]) for ref in delta.grown):
-            return False
-        for ref in delta.symbolic:
-            pool.write(ref, layout.symbolic[ref])
-        rebuild = False
-        for index in delta.steps:
-            state, values = self._states[index], layout.steps[index]
-            if state is not None and isinstance(values, DispatchValues) and rebinds(state, values, before.steps[index]):
-                commit_dispatch(state, values, pool, self.ctx, self.stats)
-            rebuild |= not patch_program(self._program, index, self._flat[index], state, values, pool)
-        if rebuild:
-            self._program = build_program(self._flat, self._states, layout, pool)
-        if delta.buffers:
-            self._carries.plan(layout)
-        self._readback.plan(layout)
-        self._layout = layout
-        return True
-
-    def _apply_full(self, dims: dict[str, int]) -> None:
-        layout = evaluate_layout(self.compiled, self._flat, dims, self.ctx, self._names)
-        self._layout = None  # a commit that fails half way must not leave a stale program in use
-        self._pool.ensure_all(layout.buffer_bytes)
-        for ref, array in layout.symbolic.items():
-            self._pool.write(ref, array)
-        for state, values in zip(self._states, layout.steps):
-            if state is not None and isinstance(values, DispatchValues):
-                commit_dispatch(state, values, self._pool, self.ctx, self.stats)
-        self._program = build_program(self._flat, self._states, layout, self._pool)
-        self._carries.plan(layout)
-        self._writes = [
-            (self._pool.get(fs.step.dst), fs.step.offset, storage_bytes(np.frombuffer(fs.step.data, np.uint8)))
-            for fs in self._flat
-            if isinstance(fs.step, WriteBuffer) and fs.step.data
-        ]
-        self._readback.plan(layout)
-        self._dims, self._layout = dims, layout
-        self.stats.dimension_updates += 1
-        log.debug("dims set to %s: %d dispatches", dims, self._program.dispatches)
