@@ -94,3 +94,25 @@ def test_values_that_fold_are_never_read_back() -> None:
         x = RNG.standard_normal((n, 4, 3)).astype(np.float32)
         assert_close(executor.run({"x": x})["y"], reference_outputs(model, {"x": x}, "ort")[0])
     assert (executor.stats.value_readbacks, executor.stats.staging_maps) == (0, 2)
+
+
+def test_float_range_limit_cast_from_an_integer_computed_from_data() -> None:
+    """VITS' upsampler: Range(2.0, Cast<float>(Cast<int64>(sum(durations))), 3.0). The float limit is
+    a Cast of an integer computed on the GPU: that integer is read back, once per run."""
+    nodes = [
+        helper.make_node("ReduceSum", ["durations"], ["total"], keepdims=0),
+        helper.make_node("Cast", ["total"], ["frames"], to=TensorProto.INT64),
+        helper.make_node("Cast", ["frames"], ["limit"], to=TensorProto.FLOAT),
+        helper.make_node("Range", ["start", "limit", "delta"], ["positions"]),
+        helper.make_node("Mul", ["positions", "scale"], ["y"]),
+    ]
+    inits = {
+        "start": np.array(2.0, np.float32),
+        "delta": np.array(3.0, np.float32),
+        "scale": np.array(0.5, np.float32),
+    }
+    model = _model(nodes, [("durations", TensorProto.FLOAT, [80])], inits)  # past MAX_VALUE_ELEMENTS: data
+    assert _read_backs(model) == 1
+    rounded = RNG.integers(0, 3, 80).astype(np.float32)
+    feeds = [{"durations": rounded}, {"durations": rounded * 2.5 + 0.25}, {"durations": rounded}]
+    _runs(model, feeds)

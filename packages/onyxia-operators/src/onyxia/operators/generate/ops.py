@@ -104,6 +104,8 @@ def _range_type(ctx: NodeCtx) -> TensorType:
     if isinstance(limit, SymbolicExpr) or isinstance(start, SymbolicExpr):
         if int(delta) <= 0:
             raise ctx.error("Range over a symbolic limit needs a constant positive delta")
+        if any(not isinstance(v, SymbolicExpr) and float(v) != int(v) for v in (start, delta)):
+            raise ctx.error(f"Range over a symbolic bound needs integral start and delta, found {start} and {delta}")
         count = (_as_dim(limit) - _as_dim(start) + (int(delta) - 1)) // int(delta)
     else:
         count = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)

@@ -8,6 +8,12 @@ than from shapes or constants. Its output's value is one fresh dim symbol per el
 `ReadValues` step: the runtime submits what came before, reads these few words back, binds the
 symbols and patches the rest of the plan (no recompilation; `onyxia.runtime.segments`). When the
 value turns out to be known at compile time, the node folds to it and plans nothing.
+
+A float value that is exactly ``Cast<float>`` of an integer (VITS' ``Range(0.0, Cast<float>(Cast<int64>
+(CumSum(durations)[-1])), 1.0)``) is read back as that integer: the node then carries the Cast's
+``to`` attribute, reads the integer and presents the symbols as that float type. Its consumer sees
+integral float bounds, which is what onnxruntime computes from them while the integer stays within
+float32's exact range (2**24), far above any length a read-back sizes.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ MAX_READ_BACK = 64
 """Most elements a read-back moves: a shape or a few bounds, never activations."""
 
 _INTEGERS = (DataType.INT64, DataType.INT32)
+_FLOATS = (DataType.FLOAT, DataType.DOUBLE)  # a Cast of the integer read back (`to`): exact to 2**24
 
 
 @dataclass(frozen=True)
@@ -45,12 +52,17 @@ class ReadBackOp:
                 f"a value that sizes an output is computed on the GPU with shape {shape}; Onyxia reads back "
                 f"static shapes of at most {MAX_READ_BACK} elements, else it must be known at compile time"
             )
-        return [TensorType(dtype, shape)]
+        to = ctx.attr("to")
+        if to is not None and DataType(int(to)) not in _FLOATS:
+            raise ctx.error(f"attribute 'to' is {DataType(int(to)).name.lower()}; expected float or double")
+        return [TensorType(dtype if to is None else DataType(int(to)), shape)]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
         value = ctx.input_value(0)
-        if value is not None:
+        if value is not None and (ctx.attr("to") is None or value.dtype == object):
             return [value]
+        if value is not None:
+            return [value.astype(ctx.output_tensor(0).dtype.numpy)]
         return None if ctx.output_tensor(0).value is not None else [_symbols(ctx)]
 
     def plan(self, ctx: PlanCtx) -> None:
