@@ -77,3 +77,21 @@ def test_validate_accepts_an_infinite_attribute(cli, tmp_path: Path) -> None:
     """LeakyRelu alpha=inf (onnxruntime computes it) compiles to a bit-pattern literal, not `inf`."""
     result = cli("validate", str(_relu_model(tmp_path / "inf.onnx", ["n", 4], alpha=float("inf"))), "--dim", "n=2")
     assert result.code == 0, result.err
+
+
+def test_a_plan_waiting_for_run_time_values_says_so(cli, tmp_path: Path) -> None:
+    """ReduceSum's axes fed at run time set the kernel's structure: the plan is made per value at run(), so
+    validate and compile say why they report no dispatches instead of a bare "0 dispatches"."""
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+        helper.make_tensor_value_info("axes", TensorProto.INT64, [1]),
+    ]
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "reduce_axes.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    for command in ("validate", "compile"):
+        result = cli(command, str(path))
+        assert result.code == 0, result.err
+        assert "deferred: planning needs run-time values" in result.out
+        assert "node 'ReduceSum_0' (ReduceSum) input 1 (axes) from graph input 'axes'" in result.out

@@ -14,19 +14,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from rich.markup import escape
 
 from onyxia.cli.arguments import DimAction, dim_binding
 from onyxia.cli.data.make_demo_model import DEMO_INPUTS, DEMO_MODEL
 from onyxia.core import InputError, IrGraph, ModelLoadError, OperatorRegistry, Symbolic, SymbolicExpr
 
 if TYPE_CHECKING:
-    from onyxia.core import SymbolicDim
+    from onyxia.core import CompiledModel, SymbolicDim
 
 __all__ = [
     "BUILTIN_MODEL_NAME",
     "add_dim_argument",
     "add_model_argument",
     "builtin_inputs",
+    "deferred_note",
     "dim_names",
     "format_bytes",
     "graph_symbols",
@@ -37,6 +39,13 @@ __all__ = [
 ]
 
 BUILTIN_MODEL_NAME = "built-in demo (tiny_attention.onnx)"
+
+
+def deferred_note(model: CompiledModel) -> str:
+    """A second summary line saying why a plan has no steps yet: its kernels wait for graph-input values
+    that set their structure (a Reduce axis ...), which `run()` gives; "0 dispatches" alone would mislead."""
+    reason = model.metadata.get("deferred")
+    return f"\n[yellow]deferred[/]: {escape(reason)}" if reason else ""
 
 
 def add_model_argument(parser: argparse.ArgumentParser) -> None:

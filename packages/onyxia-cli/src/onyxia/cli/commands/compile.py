@@ -29,6 +29,7 @@ from onyxia.cli.common import (
     BUILTIN_MODEL_NAME,
     add_dim_argument,
     add_model_argument,
+    deferred_note,
     format_bytes,
     load_graph,
     model_path,
@@ -125,6 +126,7 @@ def _summary(title: str, graph: IrGraph, model: CompiledModel, runs: list[PassRu
         f"[bold]{escape(title)}[/]: {len(graph)} nodes -> {after} after {len(runs)} pass runs; "
         f"{len(model.operations)} GPU ops, {model.dispatch_count} dispatches, {len(model.shaders)} shaders, "
         f"{len(model.tensors)} buffers, {format_bytes(weights)} of weights (compiled in {ms:.0f} ms)"
+        + deferred_note(model)
     )
 
 
