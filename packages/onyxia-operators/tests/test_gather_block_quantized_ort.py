@@ -8,9 +8,17 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from oracle import check_model, check_op, make_model, onyxia_outputs
+from oracle import check_model, check_op, compile_model, make_model, onyxia_outputs
 
-from onyxia.core import ShapeInferenceError, UnsupportedOpError
+from onyxia.core import (
+    FOLD_ELEMENT_LIMIT,
+    DataType,
+    Dispatch,
+    ShapeInferenceError,
+    TensorRole,
+    TensorValue,
+    UnsupportedOpError,
+)
 
 FIXTURE = Path(__file__).parent / "data" / "gemma3-tiny-genai-int4" / "model.onnx"
 
@@ -144,3 +152,43 @@ def test_genai_int4_tied_embedding() -> None:
         "scales": scales,
     }
     check_op("GatherBlockQuantized", inputs, attrs, domain="com.microsoft", initializers=["data", "scales"])
+
+
+def test_reshaped_large_uint8_initializer_folds_lazily() -> None:
+    """The genai builder's tied embedding: Reshape([N, K/32, 16] uint8 lm head weight, [N, K/2]) feeding the
+    gather, over the fold element limit. The Reshape folds into a lazy initializer (nothing read at compile
+    time), so the gather binds the packed bytes as u32 words rather than a run-time tensor of one byte per u32."""
+    rows, cols = 4160, 512  # 4160 x 256 bytes: just over FOLD_ELEMENT_LIMIT
+    inputs = _uint8_inputs(rows, cols, 32, np.float32, False, seed=3)
+    assert inputs["data"].size > FOLD_ELEMENT_LIMIT
+    weight = inputs["data"].reshape(rows, cols // 32, 16)
+    nodes = [
+        helper.make_node("Reshape", ["weight_Q4", "packed_shape"], ["packed"]),
+        helper.make_node(
+            "GatherBlockQuantized", ["packed", "indices", "scales"], ["y"], domain="com.microsoft", block_size=32
+        ),
+    ]
+    initializers = [
+        numpy_helper.from_array(weight, "weight_Q4"),
+        numpy_helper.from_array(np.array([rows, cols // 2], np.int64), "packed_shape"),
+        numpy_helper.from_array(inputs["scales"], "scales"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tied",
+        [helper.make_tensor_value_info("indices", TensorProto.INT64, [2, 4])],
+        [helper.make_empty_tensor_value_info("y")],
+        initializers,
+    )
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+    plan = compile_model(model)
+    assert [op.op_type for op in plan.operations] == ["GatherBlockQuantized"]  # the Reshape emits no step
+    (step,) = [s for s in plan.operations[0].steps if isinstance(s, Dispatch)]
+    data = plan.tensors[step.bindings[0].buffer.tensor]
+    assert data.role is TensorRole.WEIGHT and data.dtype == DataType.UINT32
+    assert data.numel == inputs["data"].size // 4  # the packed bytes, 4 to a word
+    assert isinstance(data.data, TensorValue) and not data.data.is_loaded
+    assert not any(t.dtype == DataType.UINT8 and t.numel == inputs["data"].size for t in plan.tensors.values())
+    check_model(model, {"indices": inputs["indices"]})

@@ -2,7 +2,10 @@
 
 Values come from Constants, small initializers and earlier folds; folded outputs get a `value`
 and their nodes emit no GPU step. Large results (over `FOLD_ELEMENT_LIMIT` elements) are left to
-the GPU rather than held in host memory.
+the GPU rather than held in host memory, except a view (`folds_as_view`: Reshape and its family) of an
+initializer: that folds at any size into a new lazy initializer sharing the source's data, so a
+consumer that repacks known weights (GatherBlockQuantized on the genai builder's Reshape of the tied
+lm head) sees packed bytes rather than a run-time uint8 tensor bound at one byte per u32.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from onyxia.core import (
     ShapeInferenceError,
     Stage,
     SymbolicDim,
+    TensorKind,
+    TensorValue,
     as_output_value,
     static_dims,
 )
@@ -53,7 +58,7 @@ def fold_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> bool:
         return False
     # a Constant's value already exists whatever its size; anything else big stays on the GPU
     if not getattr(operator, "always_fold", False) and any(_numel(t.dims) > FOLD_ELEMENT_LIMIT for t in outputs):
-        return False
+        return getattr(operator, "folds_as_view", False) and _fold_view(graph, node)
     ctx = FoldCtx(graph, node)
     try:
         values = operator.try_fold(ctx)
@@ -72,6 +77,23 @@ def fold_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> bool:
                 f"{list(value.shape)}, but inference said {list(expected)}"
             )
         tensor.value = as_output_value(value, tensor.dtype.numpy)
+    return True
+
+
+def _fold_view(graph: IrGraph, node: IrNode) -> bool:
+    """Replace a view op of an initializer by a lazy initializer with the output's dims; nothing is
+    loaded or copied now (the loader reshapes the source's array when the weight is read)."""
+    source = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
+    output = graph.tensor(node.outputs[0])
+    dims = static_dims(output.dims)
+    if source is None or source.initializer is None or source.dtype.is_packed or dims is None:
+        return False  # 4-bit initializers hold packed bytes, whose array shape is not the logical one
+    if len(node.outputs) != 1 or graph.is_graph_output(output):
+        return False
+    weight = source.initializer
+    graph.remove_node(node, safe=False)
+    output.kind = TensorKind.INITIALIZER
+    output.initializer = TensorValue(output.dtype, dims, lambda: weight.numpy().reshape(dims), name=output.name)
     return True
 
 

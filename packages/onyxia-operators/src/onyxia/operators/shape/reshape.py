@@ -35,6 +35,7 @@ __all__ = ["RESHAPE", "MovementOp"]
 class MovementOp:
     rule: ShapeRule
     name: str = "movement"
+    folds_as_view = True  # of an initializer, at any size: a lazy reshape of its data (`ConstantFoldingPass`)
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         return [TensorType(ctx.input_dtype(0), shape_of(self.rule(ctx, ctx.input_dims(0))))]
