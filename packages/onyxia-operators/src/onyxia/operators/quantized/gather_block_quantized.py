@@ -9,8 +9,9 @@ row of zeros, as onnxruntime's CPU kernel does. The output dtype is the scales' 
 
 A table over the storage-binding limit is gathered in row ranges, one dispatch each (`split_rows` with
 the data's, the scales' and the zero points' row sizes, so every range is within the limit and aligned
-in all three): Qwen2.5-0.5B's tied 151936 x 896 table, bound as the genai builder's Reshape of the lm
-head's 4-bit weight, is 272 MB (a run-time uint8 tensor holds one byte per u32).
+in all three): Qwen2.5-0.5B's tied 151936 x 896 table (the genai builder's Reshape of the lm head's 4-bit
+weight, folded into a lazy initializer and bound packed) is 68 MB; a table only known at run time is bound
+at one byte per u32, four times that.
 """
 
 from __future__ import annotations
