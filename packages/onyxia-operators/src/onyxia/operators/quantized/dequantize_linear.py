@@ -16,7 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, OperatorBase, PlanCtx, TensorType
-from onyxia.operators.quantized.linear_quant import dtype_attribute, emit_linear_quant, expand_params, param_layout
+from onyxia.operators.quantized.linear_quant import (
+    dtype_attribute,
+    emit_linear_quant,
+    expand_params,
+    known_params,
+    param_layout,
+)
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = ["DequantizeLinearOp"]
@@ -48,13 +54,11 @@ class DequantizeLinearOp(OperatorBase):
         return [TensorType(out, ctx.input_shape(0))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        known = [ctx.input_value(i) for i in range(ctx.num_inputs) if ctx.has_input(i)]
-        values = [v for v in known if v is not None and v.dtype != object]
-        if len(values) < len(known):
+        params = known_params(ctx)
+        if params is None:
             return None
-        x, scale = values[0], values[1]
-        layout = param_layout(ctx)
-        zero = expand_params(values[2], layout, x.shape).astype(np.int64) if len(values) > 2 else 0
+        x, scale, zero_point, layout = params
+        zero = expand_params(zero_point, layout, x.shape).astype(np.int64) if zero_point is not None else 0
         difference = (x.astype(np.int64) - zero).astype(np.float32)
         y = difference * expand_params(scale, layout, x.shape).astype(np.float32)
         return [y.astype(_check(ctx).numpy)]

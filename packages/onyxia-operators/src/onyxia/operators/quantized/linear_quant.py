@@ -14,12 +14,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-from onyxia.core import DataType, NodeCtx, PlanCtx, SymbolicDim, ceil_div, load_wgsl
+from onyxia.core import DataType, FoldCtx, NodeCtx, PlanCtx, SymbolicDim, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.cast_4bit import nibble_defs, value_dtype
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 
-__all__ = ["QUANTIZED_RANGE", "ParamLayout", "dtype_attribute", "emit_linear_quant", "expand_params", "param_layout"]
+__all__ = [
+    "QUANTIZED_RANGE",
+    "ParamLayout",
+    "dtype_attribute",
+    "emit_linear_quant",
+    "expand_params",
+    "known_params",
+    "param_layout",
+]
 
 _SOURCE = load_wgsl(__package__, "linear_quant.wgsl")
 
@@ -74,6 +82,16 @@ def param_layout(ctx: NodeCtx, x: int = 0, scale: int = 1, zero: int = 2) -> Par
             f"input {scale} (scale) has dims {s_dims}; with block_size {block} along axis {axis} expected {expected}"
         )
     return ParamLayout("block", axis, block)
+
+
+def known_params(ctx: FoldCtx) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, ParamLayout] | None:
+    """x, scale, zero point (None when absent) and their layout, when every given input is known as numbers:
+    what Quantize- and DequantizeLinear fold from (symbolic values are not)."""
+    known = [ctx.input_value(i) for i in range(ctx.num_inputs) if ctx.has_input(i)]
+    values = [v for v in known if v is not None and v.dtype != object]
+    if len(values) < len(known):
+        return None
+    return values[0], values[1], values[2] if len(values) > 2 else None, param_layout(ctx)
 
 
 def _per_tensor(dims: list[SymbolicDim]) -> bool:

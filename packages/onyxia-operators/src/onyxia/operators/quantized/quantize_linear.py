@@ -20,6 +20,7 @@ from onyxia.operators.quantized.linear_quant import (
     dtype_attribute,
     emit_linear_quant,
     expand_params,
+    known_params,
     param_layout,
 )
 from onyxia.operators.typesets import FLOATS, require_dtype
@@ -66,13 +67,11 @@ class QuantizeLinearOp(OperatorBase):
         return [TensorType(out, ctx.input_shape(0))]
 
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
-        known = [ctx.input_value(i) for i in range(ctx.num_inputs) if ctx.has_input(i)]
-        values = [v for v in known if v is not None and v.dtype != object]
-        if len(values) < len(known):
+        params = known_params(ctx)
+        if params is None:
             return None
-        x, scale = values[0], values[1]
-        layout = param_layout(ctx)
-        zero = expand_params(values[2], layout, x.shape) if len(values) > 2 else 0
+        x, scale, zero_point, layout = params
+        zero = expand_params(zero_point, layout, x.shape) if zero_point is not None else 0
         return [quantize(x, expand_params(scale, layout, x.shape), zero, _output_dtype(ctx))]
 
     def plan(self, ctx: PlanCtx) -> None:
