@@ -2,7 +2,10 @@
 
 Its output is ``[rank, count]`` where ``count`` is only known once the input's values are: a
 constant input folds on the host (count known); otherwise the count is a fresh dim symbol
-(``<output>:count``) bound at run time. The plan counts on the GPU, then a `ReadValues` step has
+(``NonZero(<input>):count``) bound at run time. The symbol is named after the input, not the output:
+two NonZeros of one tensor (SSD repeats the score mask's per box and per score) count the same, and
+common-subexpression elimination merges them after inference has put the count into downstream
+shapes, so both names must be the one the surviving node's read-back binds. The plan counts on the GPU, then a `ReadValues` step has
 the runtime read those 4 bytes back and bind the symbol (one extra submit, no recompilation:
 every consumer sized by the count is patched like a sequence length), then a second dispatch
 writes the coordinates into a buffer sized for that count.
@@ -37,9 +40,10 @@ _SOURCE = load_wgsl(__package__, "nonzero.wgsl")
 
 
 def count_symbol(ctx: InferenceCtx | PlanCtx) -> SymbolicExpr:
-    """The dim that counts the non-zeros: named after the output tensor, unique in the graph, and the
-    same at every inference round, so the fixed point settles."""
-    return SymbolicExpr.name(f"{ctx.output_tensor(0).name}:count")
+    """The dim that counts the non-zeros: named after the input tensor (unique in the graph; equal
+    NonZeros share it, so merging them keeps every shape bound) and the same at every inference
+    round, so the fixed point settles."""
+    return SymbolicExpr.name(f"NonZero({ctx.input_tensor(0).name}):count")
 
 
 @dataclass(frozen=True)

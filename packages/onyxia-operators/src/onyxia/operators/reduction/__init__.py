@@ -2,7 +2,8 @@
 
 Membership: an op belongs here when each output element combines a line (or set of lines) of input
 elements: the Reduce* family (one shader, one row per op), Softmax / LogSoftmax, ArgMax / ArgMin (a
-reduction to the winner's index, `arg_reduce`) and CumSum (running sums along an axis, `scan`).
+reduction to the winner's index, `arg_reduce`), TopK (the k best of each line and their indices,
+`top_k`) and CumSum (running sums along an axis, `scan`).
 
 Keys carry opset ranges where ONNX changed the op: Reduce* take `axes` as an input from opset 13
 (ReduceSum) or 18 (the rest), and Softmax stopped coercing to 2-D at opset 13.
@@ -12,11 +13,22 @@ from onyxia.operators.reduction.arg_reduce import ARG_REDUCE, ArgReduceOp
 from onyxia.operators.reduction.reduce import REDUCTION_OPS, ReductionOp
 from onyxia.operators.reduction.scan import CUMSUM, CumSumOp
 from onyxia.operators.reduction.softmax import SOFTMAX_OPS, SoftmaxOp
+from onyxia.operators.reduction.top_k import TOP_K, TopKOp
 
-__all__ = ["ARG_REDUCE", "CUMSUM", "REDUCTION", "ArgReduceOp", "CumSumOp", "ReductionOp", "SoftmaxOp"]
+__all__ = [
+    "ARG_REDUCE",
+    "CUMSUM",
+    "REDUCTION",
+    "ArgReduceOp",
+    "CumSumOp",
+    "ReductionOp",
+    "SoftmaxOp",
+    "TOP_K",
+    "TopKOp",
+]
 
-ReductionRow = ReductionOp | SoftmaxOp | ArgReduceOp | CumSumOp
+ReductionRow = ReductionOp | SoftmaxOp | ArgReduceOp | CumSumOp | TopKOp
 
 REDUCTION: dict[str | tuple[str, int, int | None], ReductionRow] = {
-    key: row for table in (REDUCTION_OPS, SOFTMAX_OPS, ARG_REDUCE, CUMSUM) for key, row in table.items()
+    key: row for table in (REDUCTION_OPS, SOFTMAX_OPS, ARG_REDUCE, CUMSUM, TOP_K) for key, row in table.items()
 }
