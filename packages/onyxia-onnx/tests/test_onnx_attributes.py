@@ -70,8 +70,7 @@ def test_every_attribute_type_round_trips(tmp_path):
 @pytest.mark.parametrize(
     ("attribute", "message"),
     [
-        (helper.make_attribute("body", helper.make_graph([], "g", [], [])), "GRAPH; subgraphs"),
-        (helper.make_attribute("bodies", [helper.make_graph([], "g", [], [])]), "GRAPHS; subgraphs"),
+        (helper.make_attribute("bodies", [helper.make_graph([], "g", [], [])]), "GRAPHS; lists of subgraphs"),
         (
             helper.make_attribute(
                 "sparse_value",

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onyxia.onnx import OnnxError, load_and_parse_model
+from onyxia.core.ir import IrGraph
+from onyxia.onnx import load_and_parse_model
 
 
 def _branch(name: str, value: np.ndarray) -> onnx.GraphProto:
@@ -46,6 +46,12 @@ def test_constant_branches_become_a_where(tmp_path: Path) -> None:
     assert not graph.nodes_of("If")
 
 
-def test_branches_of_different_shapes_read_generally_stay_refused(tmp_path: Path) -> None:
-    with pytest.raises(OnnxError, match="node 'switch' \\(If\\).*subgraphs"):
-        load_and_parse_model(_model(tmp_path, np.ones((8, 3), np.float32), np.ones((4, 3), np.float32)))
+def test_branches_of_different_shapes_read_generally_stay_an_if(tmp_path: Path) -> None:
+    """Not a position-indexed cache: the `If` stays, its branches become subgraphs (a run-time switch)."""
+    graph = load_and_parse_model(_model(tmp_path, np.ones((8, 3), np.float32), np.ones((4, 3), np.float32)))
+    (node,) = graph.nodes_of("If")
+    assert node.name == "switch"
+    assert {name for name, value in node.attributes.items() if isinstance(value, IrGraph)} == {
+        "then_branch",
+        "else_branch",
+    }

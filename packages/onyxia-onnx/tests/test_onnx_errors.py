@@ -141,12 +141,13 @@ def test_sparse_initializer(tmp_path):
 
 
 # ----- graph structure ------------------------------------------------------------------------
-def test_if_subgraph_is_unsupported(tmp_path):
+def test_subgraph_reading_its_own_nodes_output_is_a_cycle(tmp_path):
+    """A branch returns 'y', which only the If itself defines: an outer read of the node's own output."""
     branch = helper.make_graph([helper.make_node("Identity", ["x"], ["b"])], "branch", [], [Y])
     cond = numpy_helper.from_array(np.array(True), "cond")
     node = helper.make_node("If", ["cond"], ["y"], name="the_if", then_branch=branch, else_branch=branch)
     model = make_model([node], [X], [Y], [cond])
-    _raises(save(model, tmp_path), "node 'the_if' (If)", "subgraphs (If/Loop/Scan bodies) are not supported")
+    _raises(save(model, tmp_path), "the nodes form a cycle", "the_if")
 
 
 def test_duplicate_initializers(tmp_path):

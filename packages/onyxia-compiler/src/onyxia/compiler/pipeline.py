@@ -27,6 +27,7 @@ from onyxia.compiler.replanning import GraphReplanner
 from onyxia.compiler.stats import PassRun, PassStats, aggregate, format_stats
 from onyxia.core import CompiledModel, IrGraph, OnyxiaError, OperatorRegistry, Pass, PassSet, Stage
 from onyxia.core.settings import Settings, settings
+from onyxia.core.subgraphs import compiling_subgraphs
 
 __all__ = ["CompilerPipeline", "Observer", "PassError", "compile"]
 
@@ -99,6 +100,20 @@ class CompilerPipeline:
         observers = [*self._observers, *_settings_observers(config)]
         planner = PlanningPass(dims)
         stages = self.passes(dims)
+        subgraphs = _SubgraphCompiles(self, dims)
+        with compiling_subgraphs(subgraphs):
+            return self._compile_stages(graph, work, dims, planner, stages, observers, config)
+
+    def _compile_stages(
+        self,
+        graph: IrGraph,
+        work: IrGraph,
+        dims: dict[str, int],
+        planner: PlanningPass,
+        stages: list[Pass],
+        observers: list[Observer],
+        config: Settings,
+    ) -> CompiledModel:
         try:
             for stage in Stage:
                 self._run_stage(stage, [p for p in stages if p.stage == stage], work, observers)
@@ -163,6 +178,24 @@ class CompilerPipeline:
         for observer in observers:
             observer(run, graph)
         return changed
+
+
+class _SubgraphCompiles:
+    """The active `SubgraphCompiler` of one compile: If branches and Loop bodies compiled by a pipeline
+    with the same passes (no observers: a dump shows the outer graph), at the outer compile's dims,
+    each once per key (shape inference asks again every round)."""
+
+    def __init__(self, outer: CompilerPipeline, dims: Mapping[str, int]) -> None:
+        self.outer = outer
+        self.dims = dict(dims)
+        self.plans: dict[str, CompiledModel] = {}
+
+    def compile_subgraph(self, graph: IrGraph, key: str) -> CompiledModel:
+        if key not in self.plans:
+            inner = CompilerPipeline(OperatorRegistry())
+            inner.registry, inner._extra = self.outer.registry, list(self.outer._extra)
+            self.plans[key] = inner.compile(graph, self.dims)
+        return self.plans[key]
 
 
 def _rewrites(p: Pass, changed: bool) -> int:

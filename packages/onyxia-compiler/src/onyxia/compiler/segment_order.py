@@ -10,7 +10,8 @@ edges to the storage ones before it reorders, so no step ever runs under a count
 from __future__ import annotations
 
 from onyxia.core import CompiledModel, SymbolicExpr
-from onyxia.core.plan import CopyBuffer, Dispatch, PlannedOp, ReadValues
+from onyxia.core.plan import CopyBuffer, Dispatch, PlannedOp
+from onyxia.core.plan_control import HOST_STEPS, RunSubplan
 
 __all__ = ["read_value_dependencies"]
 
@@ -20,7 +21,7 @@ def read_value_dependencies(plan: CompiledModel) -> dict[int, set[int]]:
     binder: dict[str, int] = {}
     for index, op in enumerate(plan.operations):
         for step in op.steps:
-            if isinstance(step, ReadValues):
+            if isinstance(step, HOST_STEPS):
                 binder.update({symbol: index for symbol in step.symbols})
     if not binder:
         return {}
@@ -40,4 +41,6 @@ def _names(op: PlannedOp) -> set[str]:
             dims += [x for b in step.bindings for x in (b.offset, b.size)]
         elif isinstance(step, CopyBuffer):
             dims += [step.size, step.src_offset, step.dst_offset]
+        elif isinstance(step, RunSubplan):  # its inputs' dims, the If condition and the trip count
+            dims += [d for shape in step.input_dims for d in shape] + [step.condition, step.trip_count]
     return set().union(*(d.names() for d in dims if isinstance(d, SymbolicExpr)))

@@ -32,7 +32,7 @@ from onyxia.core import (
     TensorRole,
     WriteBuffer,
 )
-from onyxia.core.plan import ReadValues
+from onyxia.core.plan_control import HOST_STEPS
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, evaluate_dim
 
 __all__ = ["SAMPLE_DIM", "share_buffers"]
@@ -82,8 +82,8 @@ def _refs(op: PlannedOp) -> Iterator[BufferRef]:
             yield from (step.src, step.dst)
         elif isinstance(step, WriteBuffer):
             yield step.dst
-        elif isinstance(step, ReadValues):  # read back mid-run: the buffer lives until then
-            yield step.src
+        elif isinstance(step, HOST_STEPS):  # read back or run by the host mid-run: the buffers live until then
+            yield from (*step.reads(), *step.writes())
     yield from (BufferRef(scratch=s.id) for s in op.scratch)
 
 

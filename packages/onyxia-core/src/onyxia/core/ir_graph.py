@@ -59,9 +59,17 @@ class IrGraph(GraphEditor):
         self.topological_order()
 
     def copy(self) -> IrGraph:
-        """A deep copy of the structure; weight data (`TensorValue`) is shared, not copied."""
-        memo = {id(t.initializer): t.initializer for t in self._tensors.values() if t.initializer is not None}
+        """A deep copy of the structure (subgraph attributes too); weight data (`TensorValue`) is shared."""
+        memo: dict[int, object] = {}
+        self._share_weights(memo)
         return copy.deepcopy(self, memo)
+
+    def _share_weights(self, memo: dict[int, object]) -> None:
+        memo.update({id(t.initializer): t.initializer for t in self._tensors.values() if t.initializer is not None})
+        for node in self._nodes.values():
+            for value in node.attributes.values():
+                if isinstance(value, IrGraph):
+                    value._share_weights(memo)
 
     # ----- display -----------------------------------------------------------------------
     def format_node(self, node: IrNode) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, Union
+from typing import TYPE_CHECKING, Protocol, Union
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from onyxia.core.plan_values import ValueCheck, ValueFill, ValueSymbol
 from onyxia.core.shapes import dims_product
 from onyxia.core.symbolic import SymbolicDim
 from onyxia.core.values import TensorValue
+
+if TYPE_CHECKING:
+    from onyxia.core.plan_control import RunSubplan
 
 __all__ = [
     "BindingDesc",
@@ -164,8 +167,14 @@ class ReadValues:
     symbols: tuple[str, ...]
     offset: int = 0
 
+    def reads(self) -> tuple[BufferRef, ...]:
+        return (self.src,)
 
-Step = Union[Dispatch, CopyBuffer, WriteBuffer, ReadValues]
+    def writes(self) -> tuple[BufferRef, ...]:
+        return ()
+
+
+Step = Union[Dispatch, CopyBuffer, WriteBuffer, ReadValues, "RunSubplan"]
 
 
 @dataclass

@@ -25,10 +25,10 @@ from onyxia.onnx.tensors import tensor_proto
 __all__ = ["make_attribute", "read_attribute", "schema_attribute_types"]
 
 TensorReader = Callable[[onnx.TensorProto, str], TensorValue]
+GraphReader = Callable[[onnx.GraphProto, str], Any]  # a subgraph (If branch, Loop body) -> its IrGraph
 
 _UNSUPPORTED = {
-    AttributeProto.GRAPH: "subgraphs (If/Loop/Scan bodies) are not supported",
-    AttributeProto.GRAPHS: "subgraphs (If/Loop/Scan bodies) are not supported",
+    AttributeProto.GRAPHS: "lists of subgraphs are not supported (no standard op takes one)",
     AttributeProto.SPARSE_TENSOR: "sparse tensors are not supported",
     AttributeProto.SPARSE_TENSORS: "sparse tensors are not supported",
     AttributeProto.TYPE_PROTO: "type-proto attributes are not supported",
@@ -36,9 +36,16 @@ _UNSUPPORTED = {
 }
 
 
-def read_attribute(attr: AttributeProto, where: str, read_tensor: TensorReader) -> Any:
-    """The Python value of `attr`; `read_tensor` turns TENSOR payloads (maybe external) into values."""
+def read_attribute(
+    attr: AttributeProto, where: str, read_tensor: TensorReader, read_graph: GraphReader | None = None
+) -> Any:
+    """The Python value of `attr`; `read_tensor` turns TENSOR payloads (maybe external) into values,
+    `read_graph` GRAPH payloads into IR graphs (without it a subgraph is refused)."""
     kind = attr.type
+    if kind == AttributeProto.GRAPH and read_graph is not None:
+        return read_graph(attr.g, f"{where}: attribute '{attr.name}'")
+    if kind == AttributeProto.GRAPH:
+        raise OnnxError(f"{where}: attribute '{attr.name}' is GRAPH; subgraphs are not supported here")
     if kind in _UNSUPPORTED:
         raise OnnxError(
             f"{where}: attribute '{attr.name}' is {AttributeProto.AttributeType.Name(kind)}; {_UNSUPPORTED[kind]}"

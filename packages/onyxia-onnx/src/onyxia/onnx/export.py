@@ -15,6 +15,7 @@ import onnx
 from onyxia.core.dtypes import DataType
 from onyxia.core.ir import IrGraph, IrNode, TensorDef, TensorKind
 from onyxia.core.nibbles import pack_4bit
+from onyxia.core.subgraphs import CAPTURED_INPUTS, captured_inputs, own_inputs
 from onyxia.onnx.attributes import make_attribute, schema_attribute_types
 from onyxia.onnx.errors import OnnxError
 from onyxia.onnx.tensors import tensor_proto
@@ -30,12 +31,19 @@ _MODEL_KEYS = frozenset(
 
 def to_onnx(graph: IrGraph, *, drop_folded: bool = False) -> onnx.ModelProto:
     """A model that `onnx.checker` accepts and onnxruntime runs with the graph's semantics."""
+    return _model(graph, _graph_proto(graph, drop_folded))
+
+
+def _graph_proto(graph: IrGraph, drop_folded: bool, captured: dict[int, str] | None = None) -> onnx.GraphProto:
+    """`graph` as a GraphProto; `captured` (a subgraph's outer-scope inputs -> the outer names) are
+    left out of the inputs and read by those names, as ONNX subgraphs read their outer scope."""
+    captured = captured or {}
     nodes = _kept_nodes(graph, drop_folded)
     produced = {t for node in nodes for t in node.outputs if t is not None}
-    graph_proto = onnx.helper.make_graph(
+    proto = onnx.helper.make_graph(
         nodes=[_node_proto(graph, node) for node in nodes],
         name=graph.name,
-        inputs=[_io_info(graph, t, "input") for t in graph.inputs],
+        inputs=[_io_info(graph, t, "input", bool(captured)) for t in graph.inputs if t not in captured],
         outputs=[_io_info(graph, t, "output") for t in graph.outputs],
         initializer=_initializers(graph, nodes, produced),
         value_info=[
@@ -44,7 +52,12 @@ def to_onnx(graph: IrGraph, *, drop_folded: bool = False) -> onnx.ModelProto:
             if t.id in produced and t.id not in graph.outputs and t.dtype is not DataType.UNDEFINED
         ],
     )
-    return _model(graph, graph_proto)
+    renames = {graph.tensor(t).name: name for t, name in captured.items()}
+    for node in proto.node:
+        node.input[:] = [renames.get(x, x) for x in node.input]
+    for output in proto.output:
+        output.name = renames.get(output.name, output.name)
+    return proto
 
 
 def _constant_value(tensor: TensorDef) -> np.ndarray | None:
@@ -87,8 +100,10 @@ def _initializers(graph: IrGraph, nodes: list[IrNode], produced: set[int]) -> li
     return protos
 
 
-def _io_info(graph: IrGraph, tensor_id: int, role: str) -> onnx.ValueInfoProto:
+def _io_info(graph: IrGraph, tensor_id: int, role: str, subgraph: bool = False) -> onnx.ValueInfoProto:
     tensor = graph.tensor(tensor_id)
+    if tensor.dtype is DataType.UNDEFINED and subgraph:  # typed by its node when compiled: onnx infers it too
+        return onnx.helper.make_value_info(tensor.name, onnx.TypeProto())
     if tensor.dtype is DataType.UNDEFINED:
         raise OnnxError(
             f"graph '{graph.name}': {role} '{tensor.name}' has no dtype yet; ONNX requires a type on graph "
@@ -101,14 +116,21 @@ def _node_proto(graph: IrGraph, node: IrNode) -> onnx.NodeProto:
     where = f"graph '{graph.name}': node '{node.name}' ({node.qualified_op})"
     opset = node.opset or graph.opset_imports.get(node.domain, 0)
     schema = schema_attribute_types(node.op_type, node.domain, opset) if opset else {}
+    own = own_inputs(node)
     proto = onnx.helper.make_node(
         node.op_type,
-        inputs=["" if t is None else graph.tensor(t).name for t in node.inputs],
+        inputs=["" if t is None else graph.tensor(t).name for t in own],
         outputs=["" if t is None else graph.tensor(t).name for t in node.outputs],
         name=node.name,
         domain=node.domain or None,
     )
-    proto.attribute.extend(make_attribute(k, v, schema.get(k), where) for k, v in node.attributes.items())
+    outer = ["" if t is None else graph.tensor(t).name for t in captured_inputs(node)]
+    for key, value in node.attributes.items():
+        if isinstance(value, IrGraph):  # its last inputs are the captured reads, in the node's order
+            reads = dict(zip(value.inputs[len(value.inputs) - len(outer) :], outer))
+            proto.attribute.append(onnx.helper.make_attribute(key, _graph_proto(value, False, reads)))
+        elif key != CAPTURED_INPUTS:
+            proto.attribute.append(make_attribute(key, value, schema.get(key), where))
     return proto
 
 

@@ -4,8 +4,10 @@ What it guarantees to every later stage: tensor names exactly as in the file (ea
 nodes in topological order with an opset each, initializers as lazy `TensorValue`s, graph inputs
 with Static/Symbolic shapes, and intermediates left UNDEFINED/Absent for shape inference (the
 file's value_info is not trusted; exporters leave stale or partial entries there). Sequences and
-optionals the graph fixes become the tensors they hold first (`sequences`). Anything Onyxia cannot
-represent (subgraphs, sparse tensors, local functions, other sequences) fails here, naming the file and node.
+optionals the graph fixes become the tensors they hold first (`sequences`). Subgraphs (If branches,
+Loop bodies) become `IrGraph` attributes whose outer-scope reads are explicit inputs
+(`onyxia.core.subgraphs`). Anything Onyxia cannot represent (sparse tensors, local functions, other
+sequences) fails here, naming the file and node.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import onnx
 from onyxia.core.dtypes import DataType
 from onyxia.core.ir import IrGraph, TensorDef, TensorKind
 from onyxia.core.shapes import Absent, Static, TensorShape
+from onyxia.core.subgraphs import CAPTURED_INPUTS
 from onyxia.core.values import TensorValue
 from onyxia.onnx.attributes import read_attribute
 from onyxia.onnx.constant_if import select_constant_ifs
 from onyxia.onnx.errors import OnnxError
 from onyxia.onnx.external import ExternalDataStore
+from onyxia.onnx.outer_reads import implicit_inputs
 from onyxia.onnx.sequences import resolve_sequences
 from onyxia.onnx.tensors import read_tensor, to_datatype
 from onyxia.onnx.topology import topological_order
@@ -69,14 +73,27 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
 
 
 class _GraphReader:
-    """One conversion; `origin` remembers where each name was defined, for duplicate errors."""
+    """One conversion; `origin` remembers where each name was defined, for duplicate errors.
 
-    def __init__(self, path: Path, model: onnx.ModelProto) -> None:
+    With a `parent` it reads subgraph `proto` of one of the parent's nodes: its own inputs get their
+    types from the outer node when compiled (a Loop body's declared ones are often partial), and each
+    of `captures` (the outer names the node's subgraphs read) becomes one more graph input."""
+
+    def __init__(
+        self,
+        path: Path,
+        model: onnx.ModelProto,
+        proto: onnx.GraphProto | None = None,
+        parent: _GraphReader | None = None,
+        captures: list[str] | None = None,
+    ) -> None:
         self.path = path
         self.model = model
-        self.proto = model.graph
-        self.graph = IrGraph(model.graph.name or path.stem)
-        self.store = ExternalDataStore(path)
+        self.proto = model.graph if proto is None else proto
+        self.parent = parent
+        self.captures = captures or []
+        self.graph = IrGraph(self.proto.name or path.stem)
+        self.store: ExternalDataStore = ExternalDataStore(path) if parent is None else parent.store
         self.tensors: dict[str, TensorDef] = {}
         self.origin: dict[str, str] = {}
         self.node_names: set[str] = set()
@@ -84,7 +101,8 @@ class _GraphReader:
 
     def read(self) -> IrGraph:
         self._read_opsets()
-        self._read_metadata()
+        if self.parent is None:
+            self._read_metadata()
         self._read_initializers()
         self._read_inputs()
         self._declare_node_outputs()
@@ -96,6 +114,9 @@ class _GraphReader:
 
     # ----- model level -----------------------------------------------------------------------
     def _read_opsets(self) -> None:
+        if self.parent is not None:
+            self.graph.opset_imports.update(self.parent.graph.opset_imports)
+            return
         for opset in self.model.opset_import:
             self.graph.opset_imports[_domain(opset.domain)] = int(opset.version)
 
@@ -136,8 +157,13 @@ class _GraphReader:
         for info in self.proto.input:
             if info.name in initializers:
                 continue
+            if self.parent is not None:  # shaped by the outer node when compiled (declared shapes are often partial)
+                self._define(info.name, "a subgraph input", *_declared_type(info), TensorKind.INPUT)
+                continue
             dtype, shape = read_value_info(info, f"{self.path}: graph input '{info.name}'")
             self._define(info.name, "a graph input", dtype, shape, TensorKind.INPUT)
+        for name in self.captures:
+            self._define(name, "an outer-scope value", DataType.UNDEFINED, Absent(), TensorKind.INPUT)
 
     def _declare_node_outputs(self) -> None:
         """Create every node output before any node, so names stay exact and node order may vary."""
@@ -178,9 +204,16 @@ class _GraphReader:
                 f"{where}: calls a model-local function; functions are not supported "
                 "(inline them first with onnx.inliner.inline_local_functions)"
             )
-        inputs = [self._node_input(where, i, x) for i, x in enumerate(node.input)]
+        captures = implicit_inputs(node)
+        inputs = [self._node_input(where, i, x) for i, x in enumerate([*node.input, *captures])]
         outputs = [self.tensors[x] if x else None for x in node.output]
-        attributes = {a.name: read_attribute(a, where, self._read_tensor) for a in node.attribute}
+
+        def read_graph(proto: onnx.GraphProto, _where: str) -> IrGraph:
+            return _GraphReader(self.path, self.model, proto, self, captures).read()
+
+        attributes = {a.name: read_attribute(a, where, self._read_tensor, read_graph) for a in node.attribute}
+        if captures:
+            attributes[CAPTURED_INPUTS] = len(captures)
         added = self.graph.add_node(node.op_type, inputs, outputs, attributes, domain=domain, name=name)
         self.node_names.add(added.name)
 
@@ -200,6 +233,19 @@ class _GraphReader:
                     f"{self.path}: graph output '{info.name}' is not produced by any node, input or initializer"
                 )
             self.graph.mark_output(self.tensors[info.name])
+
+
+def _declared_type(info: onnx.ValueInfoProto) -> tuple[DataType, TensorShape]:
+    """A subgraph input's declared dtype, and its shape when fully static (else Absent: the compiler
+    shapes it from the outer node, and exporters often declare partial or stale ones)."""
+    tensor_type = info.type.tensor_type
+    if not info.type.HasField("tensor_type") or not tensor_type.elem_type:
+        return DataType.UNDEFINED, Absent()
+    dtype = to_datatype(tensor_type.elem_type, f"subgraph input '{info.name}'")
+    dims = tensor_type.shape.dim if tensor_type.HasField("shape") else None
+    if dims is None or not all(d.HasField("dim_value") for d in dims):
+        return dtype, Absent()
+    return dtype, Static(tuple(int(d.dim_value) for d in dims))
 
 
 def _domain(domain: str) -> str:

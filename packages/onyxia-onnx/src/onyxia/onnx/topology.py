@@ -12,17 +12,19 @@ from collections.abc import Sequence
 
 import onnx
 from onyxia.onnx.errors import OnnxError
+from onyxia.onnx.outer_reads import implicit_inputs
 
 __all__ = ["topological_order"]
 
 
 def topological_order(nodes: Sequence[onnx.NodeProto], where: str) -> list[int]:
-    """Indices of `nodes`, producers before consumers; a cycle raises naming some of its nodes."""
+    """Indices of `nodes`, producers before consumers (also of what a node's subgraphs read); a cycle
+    raises naming some of its nodes."""
     producer = {name: i for i, node in enumerate(nodes) for name in node.output if name}
     users: list[list[int]] = [[] for _ in nodes]
     waiting = [0] * len(nodes)
     for i, node in enumerate(nodes):
-        for j in {producer[name] for name in node.input if name in producer}:
+        for j in {producer[name] for name in [*node.input, *implicit_inputs(node)] if name in producer}:
             users[j].append(i)
             waiting[i] += 1
     ready = [i for i, count in enumerate(waiting) if count == 0]

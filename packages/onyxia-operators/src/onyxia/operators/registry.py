@@ -6,6 +6,7 @@ from typing import cast
 
 from onyxia.core import FamilyTable, OperatorRegistry
 from onyxia.operators.attention import ATTENTION_ONYXIA, MICROSOFT
+from onyxia.operators.control import CONTROL
 from onyxia.operators.elementwise import BINARY, CAST, UNARY, VARIADIC
 from onyxia.operators.elementwise.fused import FUSED_ELEMENTWISE
 from onyxia.operators.family import ONYXIA_DOMAIN
@@ -45,6 +46,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             QUANTIZED,
             VISION,
             GATHER_SCATTER,
+            CONTROL,
         ),
         "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS),
         ONYXIA_DOMAIN: (

@@ -77,6 +77,8 @@ class ExecutorStats:
     staging_maps: int = 0  # maps of the staging buffer: at most one per run
     layout_fallbacks: int = 0  # dims changes the incremental layout got wrong (declined, yet valid)
     value_readbacks: int = 0  # mid-run reads of dims computed on the GPU (NonZero's count): one submit each
+    subplan_runs: int = 0  # If branches and Loop iterations run as subplans (runtime/control_flow.py)
+    loop_iterations: int = 0  # of which Loop iterations
     value_bytes_read_back: int = 0  # their bytes, over all runs (runtime/segments.py)
     plan_switches: int = 0  # moves to another plan variant because a compiled (static) dim changed
     replans: int = 0  # variants the plan's replanner compiled (the rest of the switches found theirs cached)

@@ -24,6 +24,7 @@ import wgpu
 
 from onyxia.core.errors import DeviceError, InputError
 from onyxia.core.plan import BufferRef, CompiledModel, Dispatch
+from onyxia.core.plan_control import HOST_STEPS
 from onyxia.runtime.buffers import BufferPool, buffer_names
 from onyxia.runtime.carries import Carries
 from onyxia.runtime.commands import PUBLIC_CALLS, PassCalls, Program, encode
@@ -99,6 +100,8 @@ class PlanExecutor:
         self._program = Program()
         self._writes: list[tuple[wgpu.GPUBuffer, int, np.ndarray]] = []
         self._readback = OutputReadback(compiled, self._pool)
+        self._host_steps = any(isinstance(fs.step, HOST_STEPS) for fs in self._flat)
+        self._children: dict[tuple[int, int], PlanExecutor] = {}  # subplans (If, Loop) by (flat step, plan)
         if resident or self._carried:  # before any growth, which keeps only registered state's contents
             self.keep_resident(resident & set(self._inputs.names))
             self.carry(self._carried)
@@ -172,8 +175,11 @@ class PlanExecutor:
         """Outputs by name, in their logical dtypes and the current dims' shapes.
 
         `outputs` limits what is read back (the rest stays on the GPU); by default all are."""
-        wanted = self._prepare(inputs, outputs, "run()")
-        if self._inputs.values.read_back:  # dims read back mid-run (NonZero's count): runtime/segments.py
+        return self._execute(self._prepare(inputs, outputs, "run()"))
+
+    def _execute(self, wanted: set[str]) -> dict[str, np.ndarray]:
+        """Encode, submit and read back one run whose inputs `_prepare` queued."""
+        if self._host_steps:  # dims read back or subplans run mid-run (NonZero's count, If): runtime/segments.py
             return run_in_segments(self, wanted)
         with wgpu_boundary(DeviceError, "run(): encoding or submitting the plan"):
             encoder = self.ctx.device.create_command_encoder()
@@ -184,15 +190,18 @@ class PlanExecutor:
         self.stats.dispatches_encoded = self._program.dispatches
         return self._readback.read()
 
-    def _prepare(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None, caller: str) -> set[str]:
-        """Bind dims from the input shapes, queue the input writes; the outputs to read back."""
+    def _prepare(
+        self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None, caller: str, fed: Collection[str] = ()
+    ) -> set[str]:
+        """Bind dims from the input shapes, queue the input writes (not of `fed` ones, copied in on the
+        GPU by a subplan's driver); the outputs to read back."""
         moved = self._variants.moved_by_inputs(inputs)
         if moved:  # an input of a new shape along a compiled dim: the same switch as update_dimensions()
             self.update_dimensions(moved)
         moved = self._inputs.values.specialized(inputs)  # a value the plan is made for (compiler/deferred.py)
         if moved:
             self.update_dimensions(moved)
-        bound, uploads = self._inputs.bind(inputs, self._dims)
+        bound, uploads = self._inputs.bind(inputs, self._dims, fed)
         changed = {k: v for k, v in bound.items() if self._dims.get(k) != v}
         if changed or self._layout is None:
             self.update_dimensions(changed)
@@ -212,6 +221,13 @@ class PlanExecutor:
         """What follows the program in a run's command buffer: carried state, then the output copies."""
         self._carries.encode(encoder)
         self.stats.bytes_read_back += self._readback.encode(encoder, wanted)
+
+    def _child(self, key: tuple[int, int], plan: CompiledModel) -> PlanExecutor:
+        """The executor of subplan `key` (made on first use, with this one's device and pipelines)."""
+        if key not in self._children:
+            self._children[key] = PlanExecutor(self.ctx, plan)
+        self.stats.subplan_runs += 1
+        return self._children[key]
 
     def _ref(self, name: str) -> BufferRef:
         return BufferRef(tensor=self.compiled.tensor_by_name(name).id)
@@ -252,8 +268,10 @@ class PlanExecutor:
 
         A separate path, so `run()` itself never pays for profiling; the device needs 'timestamp-query'
         (`Runtime(profiling=True)`). Same effects as `run()`; its outputs are in the profile."""
-        if self._inputs.values.read_back:
-            raise InputError("profile_run(): the plan reads dims back mid-run (NonZero & co.); use run()")
+        if self._host_steps:
+            raise InputError(
+                "profile_run(): the plan reads dims back or runs subplans mid-run (NonZero, If); use run()"
+            )
         started = time.perf_counter_ns()
         wanted = self._prepare(inputs, outputs, "profile_run()")
         assert self._layout is not None

@@ -8,7 +8,7 @@ only checked, since its names must come from another input or from `update_dimen
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,11 +54,12 @@ class InputBinder:
         self.values = ValueBinder(plan)  # dims bound from input values (a Reshape target given at run time)
 
     def bind(
-        self, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int]
+        self, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int], fed: Collection[str] = ()
     ) -> tuple[dict[str, int], list[tuple[BufferRef, np.ndarray]]]:
         """(dims bound from plain-name input dims, [(buffer, GPU-form array)]) for one run.
 
-        A resident input may be left out: its buffer keeps what the previous run left there."""
+        A resident input may be left out: its buffer keeps what the previous run left there. Inputs
+        in `fed` are copied in on the GPU (`runtime/control_flow.py`): only their shapes are read."""
         self._check_names(inputs)
         given = [s for s in self.specs if s.name in inputs]
         bound: dict[str, tuple[int, str]] = {}
@@ -69,7 +70,7 @@ class InputBinder:
         merged.update(values)
         for spec in given:
             self._check_expressions(spec, inputs[spec.name].shape, merged)
-        given = [s for s in given if s.name not in self.values.unread]  # values only the host reads
+        given = [s for s in given if s.name not in self.values.unread and s.name not in fed]  # host-only values
         uploads = [(s.ref, _gpu_form(s, inputs[s.name])) for s in given]
         return {**{k: v for k, (v, _) in bound.items()}, **values}, uploads
 

@@ -23,9 +23,11 @@ import numpy as np
 import wgpu
 
 from onyxia.core.errors import DeviceError
-from onyxia.core.plan import ReadValues
+from onyxia.core.plan import CompiledModel, ReadValues
+from onyxia.core.plan_control import HOST_STEPS, RunSubplan
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.commands import ComputePass, PassCalls, Program, encode
+from onyxia.runtime.control_flow import ChildExecutor, run_subplan
 from onyxia.runtime.device import DeviceContext, ExecutorStats, wgpu_boundary
 from onyxia.runtime.inputs import InputBinder
 from onyxia.runtime.layout import FlatStep
@@ -51,6 +53,8 @@ class SegmentedExecutor(Protocol):
 
     def _encode_tail(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str]) -> None: ...
 
+    def _child(self, key: tuple[int, int], plan: CompiledModel) -> ChildExecutor: ...
+
 
 def program_range(program: Program, start: int, stop: int) -> Program:
     """The commands of flat steps [start, stop) of `program`, compute passes cut where the range cuts them."""
@@ -73,17 +77,17 @@ def program_range(program: Program, start: int, stop: int) -> Program:
 
 def run_in_segments(executor: SegmentedExecutor, wanted: set[str]) -> dict[str, np.ndarray]:
     """One `run()` of a plan with `ReadValues` steps, after `_prepare` queued its inputs."""
-    points = [(i, fs.step) for i, fs in enumerate(executor._flat) if isinstance(fs.step, ReadValues)]
+    points = [(i, fs.step) for i, fs in enumerate(executor._flat) if isinstance(fs.step, HOST_STEPS)]
     start, dispatches = 0, 0
     for index, step in points:
         part = program_range(executor._program, start, index)
-        words = _read_words(executor, part, step)
         dispatches += part.dispatches
-        raw = {s: int(v) for s, v in zip(step.symbols, words)}
-        read = executor._inputs.values.resolve_read(executor._dims, raw)  # fills applied, checks run
-        moved = {s: v for s, v in read.items() if executor._dims.get(s) != v}
-        if moved:
-            _update_keeping_contents(executor, moved)
+        if isinstance(step, RunSubplan):
+            _submit(executor, part, step.node)
+            run_subplan(executor, index, step, lambda raw: _bind(executor, raw))
+        else:
+            words = _read_words(executor, part, step)
+            _bind(executor, {s: int(v) for s, v in zip(step.symbols, words)})
         start = index + 1
     part = program_range(executor._program, start, len(executor._flat))
     with wgpu_boundary(DeviceError, "run(): encoding or submitting the plan's last segment"):
@@ -94,6 +98,21 @@ def run_in_segments(executor: SegmentedExecutor, wanted: set[str]) -> dict[str, 
     executor.stats.runs += 1
     executor.stats.dispatches_encoded = dispatches + part.dispatches
     return executor._readback.read()
+
+
+def _bind(executor: SegmentedExecutor, raw: dict[str, int]) -> None:
+    """Commit dims just read back or decided by a subplan (fills applied, checks run)."""
+    read = executor._inputs.values.resolve_read(executor._dims, raw)
+    moved = {s: v for s, v in read.items() if executor._dims.get(s) != v}
+    if moved:
+        _update_keeping_contents(executor, moved)
+
+
+def _submit(executor: SegmentedExecutor, part: Program, node: str) -> None:
+    with wgpu_boundary(DeviceError, f"run(): encoding or submitting the steps before node '{node}'"):
+        encoder = executor.ctx.device.create_command_encoder()
+        encode(encoder, part, executor._calls)
+        executor.ctx.queue.submit([encoder.finish()])
 
 
 def _read_words(executor: SegmentedExecutor, part: Program, step: ReadValues) -> np.ndarray:

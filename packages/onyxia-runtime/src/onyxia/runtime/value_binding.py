@@ -20,7 +20,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from onyxia.core.errors import InputError, SymbolicError
-from onyxia.core.plan import BufferRef, CompiledModel, CopyBuffer, Dispatch, ReadValues, WriteBuffer
+from onyxia.core.plan import BufferRef, CompiledModel, CopyBuffer, Dispatch, WriteBuffer
+from onyxia.core.plan_control import HOST_STEPS
 from onyxia.core.plan_values import ValueCheck, ValueSymbol, fill_values, specialized_dim
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, evaluate_dim
 from onyxia.runtime.layout import flatten_steps, referenced_symbols
@@ -43,9 +44,10 @@ class ValueBinder:
         # a symbol no size, immediate or count uses is only checked, never handed to the layout
         self._used = referenced_symbols(plan, flatten_steps(plan)) if plan.value_symbols else set()
         self.read_back = {
-            symbol for op in plan.operations for s in op.steps if isinstance(s, ReadValues) for symbol in s.symbols
+            symbol for op in plan.operations for s in op.steps if isinstance(s, HOST_STEPS) for symbol in s.symbols
         }
         self.unread = _unread_inputs(plan) if plan.value_symbols else set()  # values only the host reads
+        self.host_inputs = set(self._by_input)  # inputs whose values bind dims: a subplan's driver reads them
 
     def bind(self, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int]) -> dict[str, int]:
         """Dims from the values of `inputs` (already checked for dtype and shape), checked against the
@@ -139,8 +141,8 @@ def _unread_inputs(plan: CompiledModel) -> set[str]:
                 refs.update((step.src, step.dst))
             elif isinstance(step, WriteBuffer):
                 refs.add(step.dst)
-            elif isinstance(step, ReadValues):
-                refs.add(step.src)
+            elif isinstance(step, HOST_STEPS):
+                refs.update(step.reads())
     read = {owners.get(r, r) for r in refs}
     inputs = {vs.input for vs in plan.value_symbols}
     return {plan.tensors[t].name for t in inputs if BufferRef(tensor=t) not in read}

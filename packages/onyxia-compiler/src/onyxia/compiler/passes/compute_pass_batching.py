@@ -25,7 +25,8 @@ from collections.abc import Iterator
 
 from onyxia.compiler.segment_order import read_value_dependencies
 from onyxia.core import CompiledModel
-from onyxia.core.plan import BufferRef, CopyBuffer, Dispatch, PlannedOp, ReadValues, SymbolicBinding, WriteBuffer
+from onyxia.core.plan import BufferRef, CopyBuffer, Dispatch, PlannedOp, SymbolicBinding, WriteBuffer
+from onyxia.core.plan_control import HOST_STEPS
 
 __all__ = ["ComputePassBatchingPass", "count_segments"]
 
@@ -76,8 +77,9 @@ def _accesses(op: PlannedOp, owners: dict[BufferRef, BufferRef]) -> tuple[set[Bu
             writes.add(owners.get(step.dst, step.dst))
         elif isinstance(step, WriteBuffer):
             writes.add(owners.get(step.dst, step.dst))
-        elif isinstance(step, ReadValues):  # read back mid-run: after its writer, before a later writer
-            reads.add(owners.get(step.src, step.src))
+        elif isinstance(step, HOST_STEPS):  # read back or run by the host mid-run: ordered like a dispatch
+            reads.update(owners.get(ref, ref) for ref in step.reads())
+            writes.update(owners.get(ref, ref) for ref in step.writes())
     return reads - writes, writes
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from onyxia.compiler.passes.mark_value_inputs import MAX_VALUE_ELEMENTS, value_symbol_names
 from onyxia.core import Absent, CompiledModel, IrGraph, IrNode, OperatorRegistry, Stage, SymbolicDim, SymbolicExpr
-from onyxia.core.plan import ReadValues
+from onyxia.core.plan_control import HOST_STEPS
 from onyxia.core.plan_values import ValueCheck, ValueFill, ValueSymbol
 
 __all__ = ["RecordValueChecksPass", "attach_value_inputs"]
@@ -72,7 +72,7 @@ def attach_value_inputs(
         compiled.value_symbols += [ValueSymbol(tid, i, symbol) for i, symbol in specialized]
     compiled.value_fills = list(dict.fromkeys(fills))
     runtime = set(symbols) | {
-        s for op in compiled.operations for st in op.steps if isinstance(st, ReadValues) for s in st.symbols
+        s for op in compiled.operations for st in op.steps if isinstance(st, HOST_STEPS) for s in st.symbols
     }
     kept, moved = [], list(checks)
     for a, b, where in compiled.constraints:
