@@ -108,10 +108,10 @@ def renamed_graph(graph: onnx.GraphProto, outer: Mapping[str, str], fresh: Calla
     local = dict(outer)
     copy = onnx.GraphProto()
     copy.CopyFrom(graph)
-    for value in copy.input:
-        value.name = local[value.name] = fresh(value.name)
-    for tensor in copy.initializer:
-        tensor.name = local[tensor.name] = fresh(tensor.name)
+    for defined in (*copy.input, *copy.initializer):
+        new = fresh(defined.name)
+        local[defined.name] = new
+        defined.name = new
     for node in copy.node:
         rename_node(node, local, fresh)
     for value in copy.output:
