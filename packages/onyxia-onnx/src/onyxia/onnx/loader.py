@@ -6,7 +6,8 @@ with Static/Symbolic shapes, and intermediates left UNDEFINED/Absent for shape i
 file's value_info is not trusted; exporters leave stale or partial entries there). Sequences and
 optionals the graph fixes become the tensors they hold first (`sequences`). Subgraphs (If branches,
 Loop bodies) become `IrGraph` attributes whose outer-scope reads are explicit inputs
-(`onyxia.core.subgraphs`). Anything Onyxia cannot represent (sparse tensors, local functions, other
+(`onyxia.core.subgraphs`); a `Scan` is read as the `Loop` it lowers to (`scan_as_loop`) and a `Loop` with
+a small constant trip count as its unrolled body (`unroll_loops`). Anything Onyxia cannot represent (sparse tensors, local functions, other
 sequences) fails here, naming the file and node.
 """
 
@@ -28,9 +29,11 @@ from onyxia.onnx.constant_if import select_constant_ifs
 from onyxia.onnx.errors import OnnxError
 from onyxia.onnx.external import ExternalDataStore
 from onyxia.onnx.outer_reads import implicit_inputs
+from onyxia.onnx.scan_as_loop import lower_scans
 from onyxia.onnx.sequences import resolve_sequences
 from onyxia.onnx.tensors import read_tensor, to_datatype
 from onyxia.onnx.topology import topological_order
+from onyxia.onnx.unroll_loops import unroll_small_loops
 from onyxia.onnx.validation import validate_model
 from onyxia.onnx.value_info import read_value_info, type_text
 
@@ -47,7 +50,7 @@ def load_and_parse_model(path: str | os.PathLike[str]) -> IrGraph:
     would reject; external data is never read for that.
     """
     model_path = Path(path)
-    model = resolve_sequences(select_constant_ifs(read_model_proto(model_path)))
+    model = unroll_small_loops(lower_scans(resolve_sequences(select_constant_ifs(read_model_proto(model_path)))))
     graph = _GraphReader(model_path, model).read()
     validate_model(model, model_path)
     return graph

@@ -43,11 +43,11 @@ def _slice(ctx: NodeCtx) -> IndexMap:
     return IndexMap(out, dims, contiguous_strides(dims), starts, steps)
 
 
-def _fold_slice(ctx: NodeCtx, data: np.ndarray) -> np.ndarray:
+def _fold_slice(ctx: NodeCtx, data: np.ndarray) -> np.ndarray | None:
     index = [slice(None)] * data.ndim
     for axis, start, end, step in zip(*slice_inputs(ctx, data.ndim)):
-        if not (isinstance(start, int) and isinstance(end, int)):  # then the output is symbolic: never folded
-            raise ctx.error(f"cannot fold a Slice with symbolic bounds {start}:{end}")
+        if not (isinstance(start, int) and isinstance(end, int)):  # bounds bound at run time (a loop's
+            return None  # iteration number): the constant is sliced on the GPU, at a size that may be static
         index[axis] = slice(start, end, step)
     return data[tuple(index)]
 
