@@ -17,6 +17,7 @@ import numpy as np
 
 from onyxia.core.dtypes import DataType
 from onyxia.core.errors import PlanningError
+from onyxia.core.plan_errors import ERROR_SLOT_WORDS, ErrorCode, ErrorSlot
 from onyxia.core.plan_values import ValueCheck, ValueFill, ValueSymbol
 from onyxia.core.shapes import dims_product
 from onyxia.core.symbolic import SymbolicDim
@@ -55,28 +56,6 @@ class TensorRole(enum.Enum):
     INTERMEDIATE = "intermediate"
     SYMBOLIC = "symbolic"  # a folded value holding dim expressions: re-written when dims change
     ERRORS = "errors"  # the run-time error word: kernels report into it, the runtime reads it with the outputs
-
-
-ERROR_SLOT_WORDS = 2  # u32 words per error slot: the code (atomicMax), then the offending value
-
-
-class ErrorCode(enum.IntEnum):
-    """What a kernel reports in its error slot; a larger code wins when one slot sees several."""
-
-    NONE = 0
-    INDEX_OUT_OF_RANGE = 1  # the slot's value word holds the index (i32 bits)
-    INT64_OUT_OF_RANGE = 2  # an int64 result left the i32 range the GPU computes in
-
-
-@dataclass(frozen=True)
-class ErrorSlot:
-    """One checking node's slot in the error word: who reports there, for the error message.
-
-    `detail` says what was checked (``"axis 0 of size 1024"``); it may name symbolic dims."""
-
-    node: str
-    op_type: str
-    detail: str = ""
 
 
 @dataclass

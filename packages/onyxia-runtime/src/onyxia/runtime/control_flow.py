@@ -26,7 +26,7 @@ from onyxia.runtime.convert import from_gpu
 from onyxia.runtime.device import DeviceContext, ExecutorStats, wgpu_boundary
 from onyxia.runtime.inputs import InputBinder
 
-__all__ = ["ChildExecutor", "DeviceTensor", "OuterExecutor", "run_subplan"]
+__all__ = ["ChildExecutor", "DeviceTensor", "OuterExecutor", "Subplans", "feed_and_run", "run_subplan"]
 
 _STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 
@@ -56,13 +56,26 @@ class ChildExecutor(Protocol):
     def _execute(self, wanted: set[str]) -> dict[str, np.ndarray]: ...
 
 
+class Subplans:
+    """An executor's child executors, by (flat step index, plan index), each made on first use."""
+
+    def __init__(self, make: Callable[[CompiledModel], ChildExecutor], stats: ExecutorStats) -> None:
+        self._make, self._stats = make, stats
+        self._children: dict[tuple[int, int], ChildExecutor] = {}
+
+    def get(self, key: tuple[int, int], plan: CompiledModel) -> ChildExecutor:
+        if key not in self._children:
+            self._children[key] = self._make(plan)
+        self._stats.subplan_runs += 1
+        return self._children[key]
+
+
 class OuterExecutor(Protocol):
     ctx: DeviceContext
     stats: ExecutorStats
     _pool: BufferPool
     _dims: dict[str, int]
-
-    def _child(self, key: tuple[int, int], plan: CompiledModel) -> ChildExecutor: ...
+    _children: Subplans
 
 
 def run_subplan(outer: OuterExecutor, index: int, step: RunSubplan, bind: Callable[[dict[str, int]], None]) -> None:
@@ -97,7 +110,7 @@ class _Driver:
         if condition is None:
             condition = int(self._read_scalar(0, "its condition"))
         branch = 0 if condition else 1
-        child = self.outer._child((self.index, branch), step.plans[branch])
+        child = self.outer._children.get((self.index, branch), step.plans[branch])
         results = self._run_child(child, branch, {}, {})
         return [self._keep(results[name]) for name in step.results[branch]]
 
@@ -111,7 +124,7 @@ class _Driver:
         going = self._known(step.condition)
         if going is None:
             going = int(self._read_scalar(1, "its condition"))
-        child = self.outer._child((self.index, 0), step.plans[0])
+        child = self.outer._children.get((self.index, 0), step.plans[0])
         carried: dict[str, DeviceTensor] = {}
         for k, name in enumerate(roles.carried_in):
             if name is not None:

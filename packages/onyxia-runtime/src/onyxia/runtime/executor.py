@@ -28,6 +28,7 @@ from onyxia.core.plan_control import HOST_STEPS
 from onyxia.runtime.buffers import BufferPool, buffer_names
 from onyxia.runtime.carries import Carries
 from onyxia.runtime.commands import PUBLIC_CALLS, PassCalls, Program, encode
+from onyxia.runtime.control_flow import Subplans
 from onyxia.runtime.convert import to_gpu
 from onyxia.runtime.device import DeviceContext, ExecutorStats, check_features, serialized, wgpu_boundary
 from onyxia.runtime.dims_commit import apply_dims
@@ -101,7 +102,7 @@ class PlanExecutor:
         self._writes: list[tuple[wgpu.GPUBuffer, int, np.ndarray]] = []
         self._readback = OutputReadback(compiled, self._pool)
         self._host_steps = any(isinstance(fs.step, HOST_STEPS) for fs in self._flat)
-        self._children: dict[tuple[int, int], PlanExecutor] = {}  # subplans (If, Loop) by (flat step, plan)
+        self._children = Subplans(lambda plan: PlanExecutor(self.ctx, plan), self.stats)  # If, Loop
         if resident or self._carried:  # before any growth, which keeps only registered state's contents
             self.keep_resident(resident & set(self._inputs.names))
             self.carry(self._carried)
@@ -193,8 +194,7 @@ class PlanExecutor:
     def _prepare(
         self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None, caller: str, fed: Collection[str] = ()
     ) -> set[str]:
-        """Bind dims from the input shapes, queue the input writes (not of `fed` ones, copied in on the
-        GPU by a subplan's driver); the outputs to read back."""
+        """Bind dims from the input shapes, queue the input writes (but `fed` ones: runtime/control_flow.py)."""
         moved = self._variants.moved_by_inputs(inputs)
         if moved:  # an input of a new shape along a compiled dim: the same switch as update_dimensions()
             self.update_dimensions(moved)
@@ -221,13 +221,6 @@ class PlanExecutor:
         """What follows the program in a run's command buffer: carried state, then the output copies."""
         self._carries.encode(encoder)
         self.stats.bytes_read_back += self._readback.encode(encoder, wanted)
-
-    def _child(self, key: tuple[int, int], plan: CompiledModel) -> PlanExecutor:
-        """The executor of subplan `key` (made on first use, with this one's device and pipelines)."""
-        if key not in self._children:
-            self._children[key] = PlanExecutor(self.ctx, plan)
-        self.stats.subplan_runs += 1
-        return self._children[key]
 
     def _ref(self, name: str) -> BufferRef:
         return BufferRef(tensor=self.compiled.tensor_by_name(name).id)

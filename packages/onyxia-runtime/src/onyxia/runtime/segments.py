@@ -23,11 +23,11 @@ import numpy as np
 import wgpu
 
 from onyxia.core.errors import DeviceError
-from onyxia.core.plan import CompiledModel, ReadValues
+from onyxia.core.plan import ReadValues
 from onyxia.core.plan_control import HOST_STEPS, RunSubplan
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.commands import ComputePass, PassCalls, Program, encode
-from onyxia.runtime.control_flow import ChildExecutor, run_subplan
+from onyxia.runtime.control_flow import Subplans, run_subplan
 from onyxia.runtime.device import DeviceContext, ExecutorStats, wgpu_boundary
 from onyxia.runtime.inputs import InputBinder
 from onyxia.runtime.layout import FlatStep
@@ -51,9 +51,9 @@ class SegmentedExecutor(Protocol):
 
     def update_dimensions(self, dims: Mapping[str, int]) -> None: ...
 
-    def _encode_tail(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str]) -> None: ...
+    _children: Subplans
 
-    def _child(self, key: tuple[int, int], plan: CompiledModel) -> ChildExecutor: ...
+    def _encode_tail(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str]) -> None: ...
 
 
 def program_range(program: Program, start: int, stop: int) -> Program:
