@@ -19,7 +19,7 @@ BOOL, INT64 = TensorProto.BOOL, TensorProto.INT64
 @dataclass(frozen=True)
 class LoopCase:
     trips: int = 4
-    trip_source: str = "initializer"  # or "constant", "input"
+    trip_source: str = "initializer"  # or "constant", "input", "input_default" (an overridable initializer)
     cond_source: str = "empty"  # or "true", "input"
     body_cond: str = "passthrough"  # or "identity", "true", "computed"
     opset: int = 21
@@ -59,11 +59,13 @@ def _loop_body(case: LoopCase) -> onnx.GraphProto:
 def _loop_model(case: LoopCase) -> onnx.ModelProto:
     nodes, inputs, inits = [], [f32("a0", [3]), f32("b0", [3])], []
     trips = numpy_helper.from_array(np.array(case.trips, np.int64), "M")
-    if case.trip_source == "initializer":
+    if case.trip_source in ("initializer", "input_default"):
         inits.append(trips)
-    elif case.trip_source == "constant":
+    if case.trip_source == "input_default":
+        inputs.append(helper.make_tensor_value_info("M", INT64, []))
+    if case.trip_source == "constant":
         nodes.append(helper.make_node("Constant", [], ["M"], value=trips))
-    else:
+    elif case.trip_source == "input":
         inputs.append(helper.make_tensor_value_info("M", INT64, []))
     cond = "" if case.cond_source == "empty" else "go"
     if case.cond_source == "true":
@@ -105,6 +107,9 @@ def test_qualifying_loops_are_inlined(name: str) -> None:
     original = _loop_model(QUALIFYING[name])
     flat = unroll_small_loops(original)
     assert "Loop" not in op_types(flat.graph)
+    read = {name for node in flat.graph.node for name in node.input} | {v.name for v in flat.graph.output}
+    read |= {"M", "go", "b_final"}  # the Loop's constant inputs stay; b_final is unread in the original too
+    assert all(name in read for node in flat.graph.node for name in node.output)  # no dead copies left
     assert_same_outputs(original, flat, _feeds(original))
 
 
@@ -120,6 +125,7 @@ NOT_QUALIFYING = {
     "zero_trips": LoopCase(trips=0),
     "too_many_trips": LoopCase(trips=MAX_UNROLLED_TRIPS + 1),
     "trips_from_input": LoopCase(trip_source="input"),
+    "trips_from_an_input_default": LoopCase(trip_source="input_default"),
     "cond_from_input": LoopCase(cond_source="input"),
     "body_cond_computed": LoopCase(body_cond="computed"),
     "over_the_budget": LoopCase(trips=16, padding=MAX_UNROLLED_NODES // 16 - 4),

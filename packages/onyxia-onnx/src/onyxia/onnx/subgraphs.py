@@ -24,6 +24,7 @@ __all__ = [
     "default_opset",
     "graph_attributes",
     "is_onnx_op",
+    "reads",
     "rename_node",
     "renamed_graph",
     "scalar_constant",
@@ -84,8 +85,13 @@ class Names:
 def constant_values(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     """Small constants `graph` defines: initializers and `Constant` nodes (`value` or `value_int`)."""
     values: dict[str, np.ndarray] = {}
+    overridable = {value.name for value in graph.input}  # an initializer that is also an input: a default
     for tensor in graph.initializer:
-        if tensor.data_location != onnx.TensorProto.EXTERNAL and _size(tensor.dims) <= _SMALL:
+        if (
+            tensor.name not in overridable
+            and tensor.data_location != onnx.TensorProto.EXTERNAL
+            and _size(tensor.dims) <= _SMALL
+        ):
             values[tensor.name] = numpy_helper.to_array(tensor)
     for node in graph.node:
         if not is_onnx_op(node, "Constant") or len(node.attribute) != 1:
@@ -96,6 +102,17 @@ def constant_values(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
         elif attr.name == "value_int":
             values[node.output[0]] = np.array(attr.i, np.int64)
     return values
+
+
+def reads(node: onnx.NodeProto) -> set[str]:
+    """Every name `node` reads: its inputs and any name its subgraphs mention (a superset of their
+    enclosing-scope reads)."""
+    names = set(node.input)
+    for sub in graph_attributes(node):
+        for g in all_graphs(sub):
+            names |= {value.name for value in g.output}
+            names |= {name for inner in g.node for name in inner.input}
+    return names
 
 
 def _size(dims: object) -> int:

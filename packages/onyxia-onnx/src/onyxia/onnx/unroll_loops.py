@@ -32,6 +32,7 @@ from onyxia.onnx.subgraphs import (
     default_opset,
     graph_attributes,
     is_onnx_op,
+    reads,
     rename_node,
     scalar_constant,
 )
@@ -111,7 +112,7 @@ class _Unroller:
         for k, out in enumerate(node.output[n:]):
             if out:
                 nodes.append(helper.make_node("Concat", pieces[k], [out], name=fresh(f"{out}/stack"), axis=0))
-        return nodes
+        return _live(nodes, set(node.output))
 
     def _suffixed(self, t: int) -> Callable[[str], str]:
         """Fresh names for iteration `t`'s copies: the body's name with ``/iter_t``."""
@@ -127,6 +128,17 @@ class _Unroller:
         else:
             nodes.append(helper.make_node("Unsqueeze", [value], [out], name=out, axes=[0]))
         return out
+
+
+def _live(nodes: list[onnx.NodeProto], wanted: set[str]) -> list[onnx.NodeProto]:
+    """The inlined `nodes` that lead to the Loop's outputs (`wanted`): each copy's cond computation and
+    unread iteration numbers go. Every other name they define is fresh, so nothing else reads them."""
+    kept: list[onnx.NodeProto] = []
+    for node in reversed(nodes):
+        if any(name in wanted for name in node.output):
+            kept.append(node)
+            wanted |= reads(node)
+    return kept[::-1]
 
 
 def _trip_count(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> int | None:
