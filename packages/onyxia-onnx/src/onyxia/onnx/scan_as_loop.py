@@ -70,6 +70,8 @@ class _Lowering:
     def scan(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
         """The nodes replacing one Scan: trip count, the Loop, and each scan output's reverse/transpose."""
         attrs = {a.name: a for a in node.attribute}
+        if "body" not in attrs or "num_scan_inputs" not in attrs:
+            return [node]  # malformed: validation names what is wrong with it
         body, m = attrs["body"].g, attrs["num_scan_inputs"].i
         n, k = len(node.input) - m, len(attrs["body"].g.output) - (len(node.input) - m)
         in_axes, in_dirs = _ints(attrs, "scan_input_axes", m), _ints(attrs, "scan_input_directions", m)
