@@ -29,7 +29,7 @@ PASSING: dict[str, int] = {
     "whisper_decoder_with_past": 1,
     "mobilenet_v3_small": 1,
     "duration_upsampler": 2,  # its frame count (a float Range limit, Cast of an integer) is read back mid-run
-    "whisper_decoder_merged": 2,  # its If on use_cache_branch: the condition is read back, then one branch runs
+    "whisper_decoder_merged": 1,  # its If on the use_cache_branch input: a plan per value, only that branch
 }
 
 # file -> first line of the error Onyxia raises today (data folder dropped from paths)

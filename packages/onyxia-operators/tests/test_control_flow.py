@@ -10,6 +10,7 @@ between runs, whatever the branch or the iteration count.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -39,11 +40,12 @@ def _model(
     return model
 
 
-def _check_runs(model: onnx.ModelProto, feeds: Sequence[dict[str, np.ndarray]], readbacks: Sequence[int]) -> None:
-    """Every feed matches onnxruntime, with `readbacks[i]` value read-backs in run i and no pipeline built
-    after the first run of each subplan."""
+def _check_runs(
+    model: onnx.ModelProto, feeds: Sequence[dict[str, np.ndarray]], readbacks: Sequence[int], *, subplans: bool = True
+) -> Any:
+    """Every feed matches onnxruntime, with `readbacks[i]` value read-backs in run i; the executor."""
     compiled = compile_model(model)
-    assert any(isinstance(s, RunSubplan) for op in compiled.operations for s in op.steps)
+    assert any(isinstance(s, RunSubplan) for op in compiled.operations for s in op.steps) == subplans
     executor = runtime().load_model(compiled)
     before = 0
     for feed, expected_reads in zip(feeds, readbacks, strict=True):
@@ -53,6 +55,7 @@ def _check_runs(model: onnx.ModelProto, feeds: Sequence[dict[str, np.ndarray]], 
             assert_close(got[output.name], expected, output.name)
         assert executor.stats.value_readbacks - before == expected_reads
         before = executor.stats.value_readbacks
+    return executor
 
 
 def _if_model() -> onnx.ModelProto:
@@ -89,13 +92,16 @@ def test_if_on_data_runs_the_chosen_branch_with_its_own_shape() -> None:
     _check_runs(_if_model(), feeds, [1, 1, 1, 1])
 
 
-def test_if_on_a_graph_input_and_on_a_constant() -> None:
+def test_if_on_a_graph_input_or_a_constant_reads_nothing_back() -> None:
     then_branch = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [], [_info("t", F, [5])])
     else_branch = helper.make_graph([helper.make_node("Abs", ["x"], ["e"])], "else", [], [_info("e", F, [5])])
     node = helper.make_node("If", ["c"], ["out"], then_branch=then_branch, else_branch=else_branch)
     on_input = _model([node], [_info("c", TensorProto.BOOL, []), _info("x", F, [5])], [_info("out", F, [5])], {})
     x = RNG.standard_normal(5).astype(np.float32)
-    _check_runs(on_input, [{"c": np.array(v), "x": x} for v in (True, False, True)], [1, 1, 1])
+    # a graph-input condition is known on the host: a plan per value (compiler.deferred), nothing read back
+    feeds = [{"c": np.array(v), "x": x} for v in (True, False, True, False)]
+    executor = _check_runs(on_input, feeds, [0, 0, 0, 0], subplans=False)
+    assert executor.stats.replans == 2, "one plan per condition value, the second switch back reuses it"
     for value in (True, False):
         constant = _model([node], [_info("x", F, [5])], [_info("out", F, [5])], {"c": np.array(value)})
         _check_runs(constant, [{"x": x}], [0])

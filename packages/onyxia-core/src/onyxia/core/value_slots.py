@@ -47,6 +47,7 @@ STRUCTURAL_SLOTS: dict[tuple[str, int], str] = {
     ("Resize", 1): "roi",
     ("Resize", 2): "scales",
     ("Resize", 3): "sizes",
+    ("If", 0): "condition",  # a graph input condition: the plan is made per value, with only its branch
     **{(op, 1): "axes" for op in REDUCE_OPS},
 }
 

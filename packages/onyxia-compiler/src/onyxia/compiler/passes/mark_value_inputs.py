@@ -107,7 +107,11 @@ def _empty(tensor: TensorDef) -> bool:
 
 def _candidate(tensor: TensorDef) -> bool:
     shape = tensor.shape
-    if tensor.dtype not in (*_INTEGERS, *_FLOATS) or not isinstance(shape, Static) or len(shape.dims) > 1:
+    if (
+        tensor.dtype not in (*_INTEGERS, *_FLOATS, DataType.BOOL)
+        or not isinstance(shape, Static)
+        or len(shape.dims) > 1
+    ):
         return False
     return 0 < int(np.prod(shape.dims, dtype=np.int64)) <= MAX_VALUE_ELEMENTS
 
