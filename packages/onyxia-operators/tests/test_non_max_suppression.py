@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pytest
-from oracle import assert_close, check_op, compile_model, make_model, reference_outputs, runtime
+from oracle import assert_close, check_op, check_rebinding, compile_model, make_model, reference_outputs, runtime
 
 from onyxia.core.errors import ShapeInferenceError
 from onyxia.core.plan import ReadValues
@@ -114,3 +114,14 @@ def test_nms_count_is_read_back_once_per_run_and_one_plan_serves_every_count() -
         assert executor.stats.value_readbacks == run, "one read-back of the count per run"
         pipelines = pipelines or executor.stats.pipelines_created
         assert executor.stats.pipelines_created == pipelines, f"run {run} built a pipeline"
+
+
+def test_nms_one_plan_serves_every_batch_class_and_box_count() -> None:
+    """Symbolic batches, classes and boxes (none at all included): rebound per run, never recompiled."""
+    inputs = _inputs(_boxes(1, 10, 0), RNG.random((1, 2, 10)).astype(np.float32), 5, 0.3, None)
+    model = make_model(
+        "NonMaxSuppression", inputs, opset=11, dim_params={"boxes": ["b", "n", 4], "scores": ["b", "c", "n"]}
+    )
+    sizes = [(1, 2, 10), (2, 3, 40), (1, 1, 1), (2, 2, 0), (1, 2, 7)]
+    feeds = [_inputs(_boxes(b, n, 0), RNG.random((b, c, n)).astype(np.float32), 5, 0.3, None) for b, c, n in sizes]
+    check_rebinding(model, [{k: v for k, v in f.items() if v is not None} for f in feeds])

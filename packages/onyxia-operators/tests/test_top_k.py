@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from oracle import assert_close, check_op, compile_model, make_model, reference_outputs, runtime
+from oracle import assert_close, check_op, check_rebinding, compile_model, make_model, reference_outputs, runtime
 
 from onyxia.core.errors import InputError, ShapeInferenceError
 from onyxia.core.plan import ReadValues
@@ -128,3 +128,17 @@ def test_top_k_of_a_data_dependent_count(density: float) -> None:
     got = runtime().load_model(compile_model(model)).run(feeds)
     for name, expected in zip(("values", "indices", "picked"), reference_outputs(model, feeds, "ort")):
         assert_close(got[name], expected, f"{name} at density {density}")
+
+
+def test_top_k_one_plan_serves_every_shape() -> None:
+    """Symbolic rows and axis length (no rows at all included), k constant: rebound, never recompiled."""
+    model = make_model(
+        "TopK",
+        {"x": np.zeros((3, 10), np.float32), "k": _k(2)},
+        opset=11,
+        num_outputs=2,
+        initializers=["k"],
+        dim_params={"x": ["rows", "n"]},
+    )
+    shapes = [(3, 10), (5, 2), (0, 4), (2, 300)]
+    check_rebinding(model, [{"x": RNG.standard_normal(s).astype(np.float32)} for s in shapes])
