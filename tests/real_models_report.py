@@ -2,7 +2,7 @@
 
 Per passing file: nodes and op types (with the notable ones named), readbacks per run, compile
 (parse + passes + plan) and load (buffers, weights, pipelines) time, Onyxia's median run after the
-first, onnxruntime CPU's median run. Per pending file: the first line of the error Onyxia gives today.
+first, onnxruntime CPU's median run.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from real_model_suite import DATA, NOTABLE_OPS, error_line, op_summary, ort_seconds, run_onyxia
-from test_e2e_real_models import PASSING, PENDING
+from real_model_suite import DATA, NOTABLE_OPS, op_summary, ort_seconds, run_onyxia
+from test_e2e_real_models import PASSING
 
-from onyxia.core.errors import OnyxiaError
 from onyxia.runtime import Runtime
 
 __all__ = ["main"]
@@ -27,15 +26,6 @@ def _ops(name: str) -> str:
     nodes, ops = op_summary(name)
     notable = ", ".join(f"{op}" + (f" x{ops[op]}" if ops[op] > 1 else "") for op in NOTABLE_OPS if op in ops)
     return f"{nodes} nodes, {len(ops)} op types" + (f" ({notable})" if notable else "")
-
-
-def _error(e: OnyxiaError) -> str:
-    """The first line; when it announces a list ("2 unsupported op type(s), 28 node(s):"), each item's head."""
-    line = error_line(e)
-    if line.endswith(":"):
-        items = [": ".join(item.strip().split(": ")[:2]) for item in str(e).splitlines()[1:] if "::" in item]
-        line += " " + "; ".join(items)
-    return line
 
 
 def _size(name: str) -> str:
@@ -61,17 +51,6 @@ def main() -> int:
             f"| {m.compile_s:.2f} / {m.load_s:.2f} / {m.first_run_s:.2f} | {init:.2f} | {m.run_s * 1e3:.1f} "
             f"| {ort * 1e3:.2f} |"
         )
-    print()
-    print("| model | exporter | ops | MB | ORT CPU run (ms) | Onyxia today (first line of the error) |")
-    print("|---|---|---|---|---|---|")
-    for name in PENDING:
-        try:
-            run_onyxia(runtime, name, runs=1)
-            error = "runs: move it to PASSING"
-        except OnyxiaError as e:
-            error = _error(e).replace("|", "\\|")
-        _, ort = ort_seconds(name, args.runs)
-        print(f"| {name} | {sources[name]['exporter']} | {_ops(name)} | {_size(name)} | {ort * 1e3:.2f} | `{error}` |")
     return 0
 
 

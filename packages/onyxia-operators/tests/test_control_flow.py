@@ -104,7 +104,7 @@ def test_if_on_a_graph_input_or_a_constant_reads_nothing_back() -> None:
     assert executor.stats.replans == 2, "one plan per condition value, the second switch back reuses it"
     for value in (True, False):
         constant = _model([node], [_info("x", F, [5])], [_info("out", F, [5])], {"c": np.array(value)})
-        _check_runs(constant, [{"x": x}], [0])
+        _check_runs(constant, [{"x": x}], [0], subplans=False)  # the known branch is inlined
 
 
 def _loop_model(condition_from_data: bool) -> onnx.ModelProto:
@@ -202,3 +202,27 @@ def test_branches_of_different_dtypes_are_refused_naming_the_if_node() -> None:
     )
     with pytest.raises(OnyxiaError, match="node name: pick.*Mismatched tensor element type"):
         compile_model(model)
+
+
+def test_if_whose_condition_folds_from_shapes_is_inlined() -> None:
+    """torch.onnx's ``if x.numel() == 0`` over a static shape: the condition folds during inference and
+    the else branch's nodes join the outer graph (no subplan), reading an outer initializer."""
+    then_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [], [_info("t", F, [2, 3])])
+    else_branch = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["e"])],
+        "else",
+        [],
+        [_info("e", F, [2, 3])],
+    )
+    nodes = [
+        helper.make_node("Size", ["x"], ["n"]),
+        helper.make_node("Equal", ["n", "zero"], ["empty"]),
+        helper.make_node("If", ["empty"], ["out"], then_branch=then_branch, else_branch=else_branch),
+    ]
+    model = _model(
+        nodes,
+        [_info("x", F, [2, 3])],
+        [_info("out", F, [2, 3])],
+        {"zero": np.array(0, np.int64), "w": RNG.standard_normal((2, 3)).astype(np.float32)},
+    )
+    _check_runs(model, [{"x": RNG.standard_normal((2, 3)).astype(np.float32)}], [0], subplans=False)

@@ -28,6 +28,7 @@ from onyxia.runtime.inputs import InputBinder
 
 __all__ = ["ChildExecutor", "DeviceTensor", "OuterExecutor", "Subplans", "feed_and_run", "run_subplan"]
 
+_COUNTED = ("value_readbacks", "value_bytes_read_back", "staging_maps")  # a child's, added to its outer run's
 _STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 
 
@@ -45,9 +46,13 @@ class ChildExecutor(Protocol):
 
     compiled: CompiledModel
     ctx: DeviceContext
+    stats: ExecutorStats
     _pool: BufferPool
     _inputs: InputBinder
     _dims: dict[str, int]
+    _symbols: set[str]
+
+    def update_dimensions(self, dims: Mapping[str, int]) -> None: ...
 
     def _prepare(
         self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None, caller: str, fed: Collection[str] = ()
@@ -179,7 +184,12 @@ class _Driver:
             tensor = feeds.pop(name)
             spec = child.compiled.tensor_by_name(name)
             host[name] = from_gpu(spec.dtype, self._read(tensor.buffer, tensor.nbytes, name), 0, tensor.shape)
-        return feed_and_run(child, host, feeds, self.step.node)
+        shared = {k: v for k, v in self.outer._dims.items() if k in child._symbols}  # outer dims its inputs name
+        before = [getattr(child.stats, k) for k in _COUNTED]
+        results = feed_and_run(child, host, feeds, self.step.node, shared)
+        for key, was in zip(_COUNTED, before):  # the child's reads are this run's reads
+            setattr(self.outer.stats, key, getattr(self.outer.stats, key) + getattr(child.stats, key) - was)
+        return results
 
     def _keep(self, tensor: DeviceTensor) -> DeviceTensor:
         """A copy the child cannot overwrite on its next run."""
@@ -237,10 +247,18 @@ class _Driver:
 
 
 def feed_and_run(
-    child: ChildExecutor, host: Mapping[str, np.ndarray], fed: Mapping[str, DeviceTensor], node: str
+    child: ChildExecutor,
+    host: Mapping[str, np.ndarray],
+    fed: Mapping[str, DeviceTensor],
+    node: str,
+    dims: Mapping[str, int],
 ) -> dict[str, DeviceTensor]:
-    """One run of `child` with `host` arrays uploaded and `fed` tensors copied in on the GPU; its
-    outputs stay in its buffers (until its next run)."""
+    """One run of `child` with `host` arrays uploaded and `fed` tensors copied in on the GPU, under the
+    outer `dims` its input dims name (a count the outer plan read back); its outputs stay in its
+    buffers until its next run."""
+    moved = {k: v for k, v in dims.items() if child._dims.get(k) != v}
+    if moved:
+        child.update_dimensions(moved)
     specs = {s.name: s for s in child._inputs.specs}
     stand_ins = {name: np.broadcast_to(np.zeros((), specs[name].dtype.numpy), t.shape) for name, t in fed.items()}
     child._prepare({**host, **stand_ins}, [], f"node '{node}': run() of a subplan", fed=set(fed))

@@ -1,6 +1,6 @@
-"""`KnownValueOp`: Constant and Shape, whose outputs never depend on tensor data.
+"""`KnownValueOp`: Constant, Shape and Size, whose outputs never depend on tensor data.
 
-Their value is fixed by attributes (Constant) or by the input's dims (Shape), so inference
+Their value is fixed by attributes (Constant) or by the input's dims (Shape, Size), so inference
 computes it and folding always succeeds: neither ever becomes a GPU step. Shape of a symbolic
 input folds to a *symbolic value* (an object array of ints and `SymbolicExpr`s), which is what
 lets ``Shape -> Gather -> Concat -> Reshape`` chains resolve at compile time.
@@ -26,6 +26,7 @@ from onyxia.core import (
     TensorValue,
     UnsupportedOpError,
 )
+from onyxia.core.shapes import dims_product
 from onyxia.operators.family import named_rows
 
 __all__ = ["KNOWN", "KnownValueOp"]
@@ -60,6 +61,11 @@ def _shape_value(ctx: NodeCtx) -> tuple[DataType, np.ndarray]:
     if all(isinstance(d, int) for d in dims):
         return DataType.INT64, np.array(dims, dtype=np.int64)
     return DataType.INT64, np.array(dims, dtype=object)
+
+
+def _size_value(ctx: NodeCtx) -> tuple[DataType, np.ndarray]:
+    count = dims_product(ctx.input_dims(0))
+    return DataType.INT64, np.array(count, dtype=np.int64 if isinstance(count, int) else object)
 
 
 def _tensor_form(value: Any) -> np.ndarray:
@@ -97,5 +103,6 @@ KNOWN: dict[str, KnownValueOp] = named_rows(
     {
         "Constant": KnownValueOp(_constant_value),
         "Shape": KnownValueOp(_shape_value),
+        "Size": KnownValueOp(_size_value),
     }
 )
