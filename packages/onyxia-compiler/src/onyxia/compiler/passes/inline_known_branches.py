@@ -60,7 +60,7 @@ def _inline(graph: IrGraph, node: IrNode, branch: IrGraph) -> None:
         )
         outer[tensor.id] = made.id
     for inner in branch.topological_order():
-        outputs = []
+        outputs: list[int | None] = []
         for tid in inner.outputs:
             if tid is None:
                 outputs.append(None)
