@@ -17,9 +17,17 @@ from onyxia.cli.llm.sampling import SamplingParams
 from onyxia.cli.llm.session import LlmSession
 from onyxia.core import InputError
 
-__all__ = ["Conversation"]
+__all__ = ["Conversation", "chat_stop_ids"]
 
 END_OF_TURN = "<end_of_turn>"
+
+
+def chat_stop_ids(session: LlmSession) -> list[int]:
+    """The ids that end an answer: the model's EOS ids, and Gemma's end-of-turn marker where the
+    tokenizer has one (its templates close each turn with it rather than with EOS)."""
+    stops = list(session.model_dir.eos_token_ids)
+    end = session.tokenizer.token_id(END_OF_TURN)
+    return stops + ([end] if end is not None else [])
 
 
 class Conversation:
@@ -38,9 +46,7 @@ class Conversation:
         self.messages, self.tokens = [], []
 
     def _stops(self) -> list[int]:
-        stops = list(self.session.model_dir.eos_token_ids)
-        end = self.session.tokenizer.token_id(END_OF_TURN)
-        return stops + ([end] if end is not None else [])
+        return chat_stop_ids(self.session)
 
     def say(self, text: str) -> Iterator[str]:
         """Stream the model's answer to `text`; the exchange stays in the cache."""

@@ -137,6 +137,21 @@ class LlmSession:
             self.position = 0
             self.history = []
 
+    def rewind(self, position: int) -> int:
+        """Keep the first `position` cached tokens, forget the rest; returns how many were kept.
+
+        A growing cache is indexed by absolute position, so whatever lies past `position` is written
+        over as the cache grows again. A fixed-capacity sliding buffer (onnxruntime-genai) may have
+        shifted its entries, so there anything short of the whole history starts over from 0."""
+        with self._exclusive("rewind()"):
+            if not isinstance(position, int) or not 0 <= position <= self.position:
+                raise InputError(f"rewind(): position {position!r}; expected 0 to {self.position} (tokens cached)")
+            if position < self.position and any(pair.windowed for pair in self.signature.kv):
+                position = 0
+            self.position = position
+            del self.history[position:]
+            return position
+
     @contextmanager
     def _exclusive(self, caller: str) -> Iterator[None]:
         if not self._turn.acquire(blocking=False):

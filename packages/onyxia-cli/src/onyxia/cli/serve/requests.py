@@ -1,0 +1,160 @@
+"""From an API body to a `GenerationRequest`: the prompt's ids, the budget, sampling and stops.
+
+Everything the schema cannot say is checked here and answered with 400 (413 for a prompt that
+leaves no room for an answer): no messages, an unknown role, n other than 1, logprobs, non-zero
+presence/frequency penalties (not implemented, so refused rather than ignored), token ids outside
+the vocabulary, sampling values out of range (`SamplingParams.validate`). A request's max_tokens
+is clamped to what max_length leaves after its prompt (finish_reason then says "length").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from onyxia.cli.llm.sampling import SamplingParams
+from onyxia.cli.llm.session import LlmSession
+from onyxia.cli.serve.errors import ApiError
+from onyxia.cli.serve.jobs import GenerationRequest
+from onyxia.cli.serve.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
+from onyxia.core import ModelLoadError
+
+__all__ = ["ROLES", "Defaults", "chat_prompt", "completion_prompt", "generation_request"]
+
+# OpenAI's roles as chat templates know them: "developer" is o1's name for the system message
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What a request that leaves a field out gets (`onyxia serve`'s sampling flags)."""
+
+    params: SamplingParams = field(default_factory=SamplingParams)
+    max_tokens: int | None = None  # None: up to max_length
+
+
+def chat_prompt(session: LlmSession, body: ChatCompletionRequest) -> list[int]:
+    """The conversation through the model's own chat template, ending with the assistant's turn."""
+    if not body.messages:
+        raise ApiError(400, "messages is empty; expected at least one message", param="messages")
+    messages = [_message(m, i) for i, m in enumerate(body.messages)]
+    try:
+        text = session.tokenizer.render_chat(messages)
+    except ModelLoadError as e:
+        raise ApiError(400, f"{e}; send raw text to /v1/completions instead", param="messages") from None
+    return session.tokenizer.encode_chat_turn(text)
+
+
+def _message(message: ChatMessage, index: int) -> dict[str, str]:
+    role = ROLES.get(message.role)
+    if role is None:
+        raise ApiError(
+            400,
+            f"messages[{index}].role is {message.role!r}; expected one of {', '.join(ROLES)}",
+            param=f"messages.{index}.role",
+        )
+    content = message.content
+    if isinstance(content, list):
+        kinds = sorted({part.type for part in content if part.type != "text"})
+        if kinds:
+            raise ApiError(
+                400,
+                f"messages[{index}] has {', '.join(kinds)} parts; this model reads text only",
+                param=f"messages.{index}.content",
+            )
+        content = "".join(part.text or "" for part in content)
+    return {"role": role, "content": content or ""}
+
+
+def completion_prompt(session: LlmSession, body: CompletionRequest) -> list[int]:
+    """A string is tokenized as `onyxia generate` does (special tokens added); a list of ints is ids."""
+    prompt = body.prompt
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+        if len(prompt) != 1:
+            raise ApiError(
+                400, f"prompt holds {len(prompt)} prompts; this server answers one per request", param="prompt"
+            )
+        prompt = prompt[0]
+    ids = session.tokenizer.encode(prompt) if isinstance(prompt, str) else [t for t in prompt if isinstance(t, int)]
+    _check_ids(session, ids, "prompt")
+    return ids
+
+
+def generation_request(
+    session: LlmSession,
+    body: ChatCompletionRequest | CompletionRequest,
+    prompt: list[int],
+    defaults: Defaults,
+    eos: Sequence[int],
+) -> GenerationRequest:
+    """`eos`: the ids that end an answer unless `ignore_eos` (the chat stops include end-of-turn)."""
+    _refuse_unsupported(body)
+    where = "messages" if isinstance(body, ChatCompletionRequest) else "prompt"
+    if not prompt:
+        raise ApiError(400, "the prompt has no tokens", param=where)
+    room = session.max_length - len(prompt)
+    if room < 1:
+        raise ApiError(
+            413,
+            f"the prompt takes {len(prompt)} tokens; max_length {session.max_length} leaves no room for an answer",
+            param=where,
+            code="context_length_exceeded",
+        )
+    asked = getattr(body, "max_completion_tokens", None)
+    asked = body.max_tokens if asked is None else asked
+    if asked is not None and asked < 1:
+        raise ApiError(400, f"max_tokens is {asked}; expected at least 1", param="max_tokens")
+    limit = asked if asked is not None else defaults.max_tokens
+    strings = [body.stop] if isinstance(body.stop, str) else [s for s in body.stop or [] if isinstance(s, str)]
+    ids = [s for s in body.stop or [] if isinstance(s, int)] + list(body.stop_token_ids or [])
+    _check_ids(session, ids, "stop")
+    params = _sampling(body, defaults.params)
+    params.validate()  # an InputError: 400
+    return GenerationRequest(
+        prompt=prompt,
+        max_tokens=room if limit is None else min(limit, room),
+        params=params,
+        stop_ids=frozenset(ids) | frozenset(() if body.ignore_eos else eos),
+        stop_strings=tuple(strings),
+    )
+
+
+def _sampling(body: ChatCompletionRequest | CompletionRequest, base: SamplingParams) -> SamplingParams:
+    given = {
+        name: value
+        for name in ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
+        if (value := getattr(body, name)) is not None
+    }
+    return replace(base, **given)
+
+
+def _refuse_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
+    problems = [
+        (name, message)
+        for name, bad, message in (
+            ("n", body.n not in (None, 1), f"n is {body.n}; this server returns one choice (n=1)"),
+            ("logprobs", bool(body.logprobs), "logprobs are not supported"),
+            (
+                "presence_penalty",
+                bool(body.presence_penalty),
+                "presence_penalty is not supported (use repetition_penalty)",
+            ),
+            (
+                "frequency_penalty",
+                bool(body.frequency_penalty),
+                "frequency_penalty is not supported (use repetition_penalty)",
+            ),
+            ("echo", bool(getattr(body, "echo", False)), "echo is not supported"),
+        )
+        if bad
+    ]
+    if problems:
+        raise ApiError(400, "; ".join(m for _, m in problems), param=problems[0][0])
+
+
+def _check_ids(session: LlmSession, ids: Sequence[int], param: str) -> None:
+    vocab = session.vocab_size
+    bad = [t for t in ids if t < 0 or (vocab is not None and t >= vocab)]
+    if bad:
+        known = f"0 to {vocab - 1}" if vocab is not None else "non-negative"
+        raise ApiError(400, f"{param}: token id {bad[0]} is outside the vocabulary (ids are {known})", param=param)

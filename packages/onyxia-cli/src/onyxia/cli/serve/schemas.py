@@ -1,0 +1,186 @@
+"""Request and response bodies in OpenAI's shapes, as pydantic models.
+
+Requests are strict about types (a string where a number belongs is refused with 422, never coerced)
+and lenient about names: fields this server does not know (`user`, `tools`, ...) are ignored, as the
+clients that speak this API send many. Value checks (ranges, n, roles) are not here but in
+`requests.py`, which answers them with 400, so the status says which kind of mistake it was.
+Extensions beyond OpenAI's fields carry vLLM's names: `top_k`, `repetition_penalty`, `stop_token_ids`,
+`ignore_eos`; `stop` also takes token ids (integers) next to strings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "ChatChoice",
+    "ChatChunkChoice",
+    "ChatCompletion",
+    "ChatCompletionChunk",
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "Completion",
+    "CompletionChoice",
+    "CompletionRequest",
+    "ContentPart",
+    "Delta",
+    "ErrorBody",
+    "ErrorDetail",
+    "FinishReason",
+    "ModelCard",
+    "ModelList",
+    "PromptTokensDetails",
+    "StreamOptions",
+    "Usage",
+]
+
+FinishReason = Literal["stop", "length"]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class StreamOptions(_Request):
+    include_usage: bool = False
+
+
+class ContentPart(_Request):
+    """One part of a message's content list; only text parts can reach a text-only model."""
+
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(_Request):
+    role: str
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+
+
+class _Sampling(_Request):
+    """Fields both endpoints share. None means "the server's default" (`onyxia serve` flags)."""
+
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None  # extension (vLLM's name): 0 = off
+    repetition_penalty: float | None = None  # extension (vLLM's name): 1 = off
+    seed: int | None = None
+    stop: str | list[str | int] | None = None  # integers are token ids (extension)
+    stop_token_ids: list[int] | None = None  # extension (vLLM's name)
+    ignore_eos: bool = False  # extension (vLLM's name): run to max_tokens, for benchmarks
+    n: int | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logprobs: bool | int | None = None
+
+
+class ChatCompletionRequest(_Sampling):
+    messages: list[ChatMessage]
+    max_completion_tokens: int | None = None  # OpenAI's newer name for max_tokens
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[int] | list[str] | list[list[int]]
+    echo: bool = False
+
+
+# ----- responses -----------------------------------------------------------------------------------
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int  # prompt tokens the KV cache already held: not prefilled again
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: FinishReason
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class Delta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChatChunkChoice(BaseModel):
+    index: int = 0
+    delta: Delta
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: Usage | None = None
+
+
+class CompletionChoice(BaseModel):
+    index: int = 0
+    text: str
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class Completion(BaseModel):
+    """A whole completion, and (with one choice carrying a piece of text) each streamed chunk."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "onyxia"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
