@@ -47,3 +47,21 @@ def running(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(STARTUP_SECONDS)
         sock.close()
+
+
+def chat_ids(llm: LlmSession, messages: list[dict[str, str]]) -> list[int]:
+    return llm.tokenizer.encode_chat_turn(llm.tokenizer.render_chat(messages))
+
+
+def reference(app: Any, ids: list[int], max_tokens: int, stop: list[int] | None = None) -> tuple[str, list[int]]:
+    """`LlmSession.generate` on the app's own session from an empty cache (the worker held meanwhile):
+    the text it returns and the ids `generate_ids` samples (a stop id included) for `ids`."""
+    from onyxia.cli.llm.chat import chat_stop_ids
+
+    with app.state.onyxia.engine.paused(timeout=60) as llm:
+        stops = chat_stop_ids(llm) if stop is None else stop
+        llm.reset()
+        text = "".join(llm.generate(ids, max_tokens, temperature=0.0, stop=stops))
+        llm.reset()
+        tokens = list(llm.generate_ids(ids, max_tokens, stop=stops))
+    return text, tokens

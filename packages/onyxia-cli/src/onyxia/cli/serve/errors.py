@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -80,12 +81,25 @@ def _validation_error(exc: RequestValidationError) -> ApiError:
         return ApiError(
             400, f"the request body is not valid JSON ({first.get('msg', 'parse error')})", code="json_invalid"
         )
-    location = [str(p) for p in first.get("loc", ()) if p != "body"]
-    param = ".".join(location) or None
+    param = _field(first.get("loc", ())) or None
     messages = "; ".join(
         f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}" for e in problems
     )
     return ApiError(422, f"the request body does not fit the schema: {messages}", param=param, code="invalid_type")
+
+
+def _field(location: Sequence[Any]) -> str:
+    """The field a pydantic error location names: `body.messages.0.role` is `messages.0.role`; a union
+    member's tag (`str`, `list[int]`) ends it."""
+    parts: list[str] = []
+    for part in list(location)[1:] if list(location)[:1] == ["body"] else location:
+        if isinstance(part, str) and (part in _TYPE_TAGS or "[" in part):
+            break
+        parts.append(str(part))
+    return ".".join(parts)
+
+
+_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
 
 
 def install_error_handlers(app: FastAPI) -> None:
