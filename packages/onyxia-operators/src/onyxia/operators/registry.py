@@ -17,6 +17,7 @@ from onyxia.operators.normalization import NORMALIZATION, NORMALIZATION_MS, NORM
 from onyxia.operators.passes import default_passes
 from onyxia.operators.quantized import QUANTIZED, QUANTIZED_MS, QUANTIZED_ONYXIA
 from onyxia.operators.rearrange import REARRANGE
+from onyxia.operators.recurrent import RECURRENT
 from onyxia.operators.reduction import REDUCTION
 from onyxia.operators.shape import READ_BACK, SHAPE
 from onyxia.operators.vision import VISION
@@ -47,6 +48,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             VISION,
             GATHER_SCATTER,
             CONTROL,
+            RECURRENT,
         ),
         "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS),
         ONYXIA_DOMAIN: (
