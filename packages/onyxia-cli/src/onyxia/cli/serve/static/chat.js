@@ -115,6 +115,7 @@ function addUserMessage(text) {
   box.append(element("div", "content", "content", text));
   ui.messages.append(box);
   scrollToEnd();
+  return box;
 }
 
 // An assistant bubble: the streamed text, the speed line, and an error line when the turn fails.
@@ -173,7 +174,7 @@ function setBusy(busy) {
 async function sendTurn(text) {
   const conversation = state.conversation;
   const messages = [...state.history, { role: "user", content: text }];
-  addUserMessage(text);
+  const question = addUserMessage(text);
   const view = addAssistantMessage();
   const body = {
     model: state.model ?? "onyxia",
@@ -225,9 +226,13 @@ async function sendTurn(text) {
     if (state.controller === controller) state.controller = null;
     setBusy(state.controller !== null);
   }
-  // A stopped answer stays in the conversation as far as it got; a failed turn is not sent again.
-  if (outcome !== "error" && conversation === state.conversation) {
-    state.history = [...messages, { role: "assistant", content: answer }];
+  // A stopped answer stays in the conversation as far as it got; a turn that failed or was stopped
+  // before any text is not sent again, and its question is dimmed to show that.
+  if (conversation !== state.conversation) return;
+  if (outcome !== "error" && answer) state.history = [...messages, { role: "assistant", content: answer }];
+  else {
+    question.dataset.inHistory = "false";
+    question.title = "not part of the conversation: it got no answer";
   }
 }
 
