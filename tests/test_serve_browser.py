@@ -110,17 +110,21 @@ def browser() -> Iterator[Browser]:
 
 @contextlib.contextmanager
 def _chat_page(browser: Browser, url: str) -> Iterator[Page]:
-    """The chat page in a fresh context (its own localStorage); fails on any uncaught JavaScript error."""
+    """The chat page in a fresh context (its own localStorage); fails on any uncaught JavaScript error
+    and on any request that leaves this server (the page must work offline: no CDN, no web fonts)."""
     context = browser.new_context(viewport={"width": 960, "height": 720})
     errors: list[str] = []
+    elsewhere: list[str] = []
     try:
         page = context.new_page()
         page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("request", lambda r: None if r.url.startswith((f"{url}/", "data:")) else elsewhere.append(r.url))
         page.goto(f"{url}/")
         yield page
     finally:
         context.close()
     assert errors == [], f"JavaScript errors on the chat page: {errors}"
+    assert elsewhere == [], f"the chat page fetched from outside the server: {elsewhere}"
 
 
 def _settings(page: Page, **fields: str) -> None:
