@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from serve_cases import MODEL, chat_ids, reference, running, tiny_session
 
 from onyxia.cli.serve import create_app
+from onyxia.cli.serve.app import STATIC_DIR
 
 QUESTION = [{"role": "user", "content": "Tell me a fortune"}]
 
@@ -186,3 +187,14 @@ def test_models_health_and_metrics(server: tuple[Any, str], client: openai.OpenA
     assert answer.usage is not None
     assert _metric(url, "onyxia_completion_tokens_total") == generated + answer.usage.completion_tokens
     assert _metric(url, "onyxia_time_to_first_token_seconds_count") >= 1
+
+
+def test_the_page_is_served_once_it_ships(server: tuple[Any, str]) -> None:
+    """`/` is static/index.html (the chat page) when the package has it, else a JSON 404."""
+    _, url = server
+    page = httpx.get(f"{url}/")
+    if (STATIC_DIR / "index.html").is_file():
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert page.text == (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+    else:
+        assert page.status_code == 404 and page.json()["error"]["type"] == "not_found_error"
