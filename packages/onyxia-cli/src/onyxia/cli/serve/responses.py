@@ -76,11 +76,15 @@ class EventStream:
                 return
 
     async def collect(self) -> tuple[str, Finished]:
+        """The whole answer. If the waiting task is cancelled (a shutdown), so is the job."""
         parts: list[str] = []
-        async for event in self:
-            if isinstance(event, Finished):
-                return "".join(parts), event
-            parts.append(event.text)
+        try:
+            async for event in self:
+                if isinstance(event, Finished):
+                    return "".join(parts), event
+                parts.append(event.text)
+        finally:
+            self.job.cancel()  # a no-op once finished
         raise AssertionError("a job's events end with Finished or Failed")
 
 
