@@ -26,7 +26,7 @@ from onyxia.core import (
 from onyxia.operators.elementwise.broadcast import emit_broadcast
 from onyxia.operators.family import named_rows
 from onyxia.operators.int64_checks import CHECKED_BINARY
-from onyxia.operators.typesets import ALL_GPU, BOOL, FLOATS, INTS, NUMERIC, SIGNED, require_dtype
+from onyxia.operators.typesets import ALL_GPU, BOOL, FLOATS, INTS, NUMERIC, SIGNED, UNSIGNED_INTS, require_dtype
 
 __all__ = ["BINARY", "BinaryElementwiseOp", "ComparisonOp", "TernaryElementwiseOp"]
 
@@ -115,6 +115,76 @@ class _ModOp(BinaryElementwiseOp):
         return "a % b" if dtype not in SIGNED else f"{dtype.wgsl}(mod_floor_i32(i32(a), i32(b)))"
 
 
+@dataclass(frozen=True)
+class _PReluOp(BinaryElementwiseOp):
+    """PRelu broadcasts its slope one way, to x's shape (MTCNN's per-channel slopes of shape [C, 1, 1])."""
+
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        out = super().infer_output_shapes(ctx)[0]
+        x = ctx.input_shape(0)
+        if out.shape != x:
+            raise ctx.error(f"input 1 (slope) has shape {ctx.input_shape(1)}; expected it to broadcast to x's {x}")
+        return [out]
+
+
+@dataclass(frozen=True)
+class _BitShiftOp(BinaryElementwiseOp):
+    """BitShift (`direction` LEFT or RIGHT), as opset 28 defines it: a right shift of a signed type
+    is arithmetic; bits shifted past the type's width (its sign bit included) are dropped, though
+    the u32/i32 storage is wider; a shift by a negative amount or by the width or more gives the
+    sign fill (-1 for a right shift of a negative value, else 0), where WGSL would shift by the
+    amount modulo 32. int64 is stored as i32: its left shift is checked (onyxia::errors) and a
+    result outside the 32-bit range is reported, never wrapped."""
+
+    def fold_attrs(self, ctx: NodeCtx) -> dict[str, object]:
+        return {"direction": self._direction(ctx)}
+
+    def _direction(self, ctx: NodeCtx) -> str:
+        direction = ctx.attr_str("direction", "")
+        if direction not in ("LEFT", "RIGHT"):
+            raise ctx.error(f"attribute direction={direction!r} is not one of LEFT, RIGHT")
+        return direction
+
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        self._direction(ctx)
+        return super().infer_output_shapes(ctx)
+
+    def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
+        bits, left = 8 * dtype.numpy.itemsize, self._direction(ctx) == "LEFT"
+        if dtype in UNSIGNED_INTS:
+            shifted = f"(a << b) & {(1 << bits) - 1}u" if left else "a >> b"
+            return f"select(0u, {shifted}, b < {bits}u)"
+        if not left:  # a shift by 31 is the sign fill for every value the i32 storage holds
+            return "a >> select(min(u32(b), 31u), 31u, b < 0)"
+        if dtype == DataType.INT64:
+            return "shl_i64(a, b)"
+        pad = 32 - bits  # up to the sign bit of i32, and back: the bits past the type's width are gone
+        return f"select(0, bitcast<i32>(bitcast<u32>(a) << (u32(b) + {pad}u)) >> {pad}u, b >= 0 && b < {bits})"
+
+    def plan(self, ctx: PlanCtx) -> None:
+        dtype = ctx.input_dtype(0)
+        if dtype != DataType.INT64 or self._direction(ctx) != "LEFT":
+            super().plan(ctx)
+            return
+        operands = [(ctx.input(i), ctx.input_dims(i), dtype) for i in range(2)]
+        output = (ctx.output(0), ctx.output_dims(0), dtype)
+        emit_broadcast(ctx, self.expression(ctx, dtype), operands, output, ctx.error_slot())
+
+
+def _onnx_bit_shift(a: np.ndarray, b: np.ndarray, direction: str) -> np.ndarray:
+    # numpy shifts wrap in the dtype like ONNX, but a shift outside [0, width) is platform-defined
+    bits = 8 * a.dtype.itemsize
+    valid = (b >= 0) & (b < bits)
+    amount = np.where(valid, b, 0).astype(a.dtype)
+    if direction == "LEFT":
+        return np.where(valid, a << amount, 0).astype(a.dtype)
+    return np.where(valid, a >> amount, np.where(a < 0, -1, 0)).astype(a.dtype)
+
+
+def _prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x, x * slope).astype(x.dtype)
+
+
 def _onnx_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # ONNX integer Div truncates toward zero (as WGSL `/` on i32 does); numpy's `//` floors.
     if a.dtype == object:  # symbolic shape arithmetic: dims are non-negative, so floor == trunc
@@ -154,6 +224,8 @@ BINARY: dict[str, BinaryElementwiseOp] = named_rows(
         "LessOrEqual": ComparisonOp("a <= b", np.less_equal),
         "Greater": ComparisonOp("a > b", np.greater),
         "GreaterOrEqual": ComparisonOp("a >= b", np.greater_equal),
+        "PRelu": _PReluOp("select(a * b, a, a > {T}(0))", _prelu),
+        "BitShift": _BitShiftOp("", _onnx_bit_shift, INTS),
         "Where": TernaryElementwiseOp("select(c, b, a != 0u)", np.where, ALL_GPU),
     }
 )

@@ -15,6 +15,7 @@ enable f16;
 #endif
 #import onyxia::entry
 #import onyxia::math
+#import onyxia::special
 #ifdef CHECKED
 #import onyxia::errors
 #endif

@@ -18,7 +18,20 @@ from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, Tenso
 from onyxia.core.plan_ctx import ErrorSlotUse
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.broadcast import emit_broadcast
-from onyxia.operators.elementwise.numpy_math import erf, gelu, sigmoid, softplus
+from onyxia.operators.elementwise.numpy_math import (
+    celu,
+    elu,
+    erf,
+    gelu,
+    is_inf,
+    mish,
+    selu,
+    shrink,
+    sigmoid,
+    softplus,
+    softsign,
+    thresholded_relu,
+)
 from onyxia.operators.family import named_rows
 from onyxia.operators.int64_checks import CHECKED_UNARY, checked_defs
 from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
@@ -38,6 +51,7 @@ class UnaryElementwiseOp:
     out: DataType | None = None  # None: same as the input
     name: str = "unary"
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a string attribute's spec values
+    attr_type: DataType | None = None  # the type numeric attributes are written in; None: the storage type
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         self.attr_values(ctx)  # a string attribute outside the spec fails here, not in the WGSL compiler
@@ -55,11 +69,18 @@ class UnaryElementwiseOp:
         return ctx.unary_fold(lambda x: self.fold(x, **attrs))
 
     def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
-        values = {
-            k: v if isinstance(v, str) else node_literal(ctx, dtype, v, f"attribute '{k}'")
-            for k, v in self.attr_values(ctx).items()
-        }
-        return self.expr.format(T=dtype.wgsl, **values)
+        return self.expr.format(
+            T=dtype.wgsl, **{k: self._literal(ctx, dtype, k, v) for k, v in self.attr_values(ctx).items()}
+        )
+
+    def _literal(self, ctx: NodeCtx, dtype: DataType, name: str, value: object) -> str:
+        """A string attribute as is, a flag (declared with a bool default) as a WGSL bool, a number
+        as a literal of `attr_type` (rows computing in f32 whatever the storage) or the storage type."""
+        if isinstance(value, str):
+            return value
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return node_literal(ctx, self.attr_type or dtype, value, f"attribute '{name}'")
 
     def plan(self, ctx: PlanCtx) -> None:
         x = ctx.input_tensor(0)
@@ -151,6 +172,14 @@ def _clip(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 
 _F32 = "{T}({f}(f32(x)))"  # math done in f32 whatever the storage type
+_F = DataType.FLOAT
+
+
+def _in_f32(f: str) -> str:
+    """`f`'s result, computed in f32 from x in f32, in the storage type (onnxruntime's float16
+    kernels for these ops cast to float and back)."""
+    return _F32.replace("{f}", f)
+
 
 UNARY: dict[str, UnaryElementwiseOp] = named_rows(
     {
@@ -196,5 +225,40 @@ UNARY: dict[str, UnaryElementwiseOp] = named_rows(
             lambda x: (x * np.maximum(np.minimum(np.float32(1 / 6) * x + np.float32(0.5), 1), 0)).astype(x.dtype),
         ),
         "Clip": _ClipOp("", _clip, NUMERIC),
+        "Tan": UnaryElementwiseOp(_in_f32("tan"), np.tan),
+        "Atan": UnaryElementwiseOp(_in_f32("atan"), np.arctan),
+        "Asin": UnaryElementwiseOp(_in_f32("asin_f32"), np.arcsin),
+        "Acos": UnaryElementwiseOp(_in_f32("acos_f32"), np.arccos),
+        "Sinh": UnaryElementwiseOp(_in_f32("sinh_f32"), np.sinh),
+        "Cosh": UnaryElementwiseOp(_in_f32("cosh_f32"), np.cosh),
+        "Asinh": UnaryElementwiseOp(_in_f32("asinh_f32"), np.arcsinh),
+        "Acosh": UnaryElementwiseOp(_in_f32("acosh_f32"), np.arccosh),
+        "Atanh": UnaryElementwiseOp(_in_f32("atanh_f32"), np.arctanh),
+        "Mish": UnaryElementwiseOp(_in_f32("mish_f32"), mish),
+        "Softsign": UnaryElementwiseOp("{T}(f32(x) / (1.0 + abs(f32(x))))", softsign),
+        "Elu": UnaryElementwiseOp("{T}(elu_f32(f32(x), {alpha}))", elu, attrs={"alpha": 1.0}, attr_type=_F),
+        "Celu": UnaryElementwiseOp("{T}(celu_f32(f32(x), {alpha}))", celu, attrs={"alpha": 1.0}, attr_type=_F),
+        "Selu": UnaryElementwiseOp(
+            "{T}(selu_f32(f32(x), {alpha}, {gamma}))",
+            selu,
+            attrs={"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875},
+            attr_type=_F,
+        ),
+        "ThresholdedRelu": UnaryElementwiseOp(
+            "select({T}(0), x, f32(x) > {alpha})", thresholded_relu, attrs={"alpha": 1.0}, attr_type=_F
+        ),
+        "Shrink": UnaryElementwiseOp(
+            "{T}(shrink_f32(f32(x), {lambd}, {bias}))",
+            shrink,
+            NUMERIC,
+            attrs={"lambd": 0.5, "bias": 0.0},
+            attr_type=_F,
+        ),
+        "IsInf": UnaryElementwiseOp(
+            "select(0u, 1u, isinf_f32(f32(x)) && select({detect_negative}, {detect_positive}, f32(x) > 0.0))",
+            is_inf,
+            attrs={"detect_positive": True, "detect_negative": True},
+            out=DataType.BOOL,
+        ),
     }
 )
