@@ -2,8 +2,11 @@
 
 Exporters write dims as free strings (``past_sequence_length + 1``, ``Addpast_key_values.0_dim_2``,
 ``batch:0``). Ones that parse become expressions shape inference can combine; the rest stay one
-opaque name each, spelled exactly as in the file, so symbols still line up across inputs. A dim
-with neither a value nor a name still needs an identity: it gets a fresh ``unk__<tensor>_<axis>``.
+opaque name each, spelled exactly as in the file, so symbols still line up across inputs. Dims that
+say "unknown" are read as onnxruntime reads them, each one its own dim: no value and no name, an
+empty or blank name, a negative value (paddle2onnx writes -1), and the names ``?`` and ``-1`` (two
+``?`` dims of one input are independent, so a 48x192 image binds both). Each gets a fresh symbol
+named after its tensor and axis, ``unk__<tensor>_<axis>``; only a real name joins dims together.
 Onyxia plans tensors only: a sequence, optional or map value that `onyxia.onnx.sequences` cannot turn into
 tensors is refused at load, named with its type (`non_tensor_values`, run by validation on the inferred
 graph, and `read_value_info` for graph inputs).
@@ -22,10 +25,15 @@ from onyxia.onnx.tensors import to_datatype
 __all__ = ["make_value_info", "non_tensor_values", "parse_dim", "read_value_info", "type_text"]
 
 
+# dim_param spellings of "unknown" (onnxruntime's and paddle2onnx's), not names that join dims
+_UNKNOWN_NAMES = frozenset({"?", "-1"})
+
+
 def parse_dim(dim: onnx.TensorShapeProto.Dimension, tensor: str, axis: int) -> SymbolicDim:
-    if dim.HasField("dim_value"):
+    if dim.HasField("dim_value") and dim.dim_value >= 0:
         return int(dim.dim_value)
-    if dim.HasField("dim_param") and dim.dim_param.strip():
+    name = dim.dim_param.strip() if dim.HasField("dim_param") else ""
+    if name and name not in _UNKNOWN_NAMES:
         try:
             return SymbolicExpr.parse(dim.dim_param)
         except SymbolicError:
