@@ -21,7 +21,6 @@ from pathlib import Path
 
 from onyxia.compiler.deferred import ValuesNeeded, deferred_plan
 from onyxia.compiler.passes import ConstantFoldingPass, PlanningPass, ShapeInferencePass, SymbolicResolutionPass
-from onyxia.compiler.passes.inline_known_branches import InlineKnownBranchesPass
 from onyxia.compiler.passes.mark_value_inputs import MarkValueInputsPass
 from onyxia.compiler.passes.record_value_checks import RecordValueChecksPass, attach_value_inputs
 from onyxia.compiler.replanning import GraphReplanner
@@ -86,7 +85,6 @@ class CompilerPipeline:
             SymbolicResolutionPass(dims),
             MarkValueInputsPass(dims),
             ShapeInferencePass(),
-            InlineKnownBranchesPass(),
             RecordValueChecksPass(),
             ConstantFoldingPass(),
         ]

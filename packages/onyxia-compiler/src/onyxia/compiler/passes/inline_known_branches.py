@@ -4,8 +4,11 @@ torch.onnx writes Python ``if``s over shapes (``if boxes.numel() == 0``) as `If`
 are static the condition folds, and running the branch as a subplan would cost a submit and keep
 the outer passes from fusing across it. So the branch's nodes move into the outer graph before the
 `If` (fresh tensor names, its outer-scope reads bound to the node's captured inputs) and an
-`Identity` per output keeps the `If`'s output tensors, names included; the next round of shape
-inference types the new nodes. A condition known only at run time stays an `If` (`RunSubplan`).
+`Identity` per output keeps the `If`'s output tensors, names included. Shape inference does this as
+it meets the `If` (its condition folded by then) and starts its round again, so the new nodes are
+typed and folded before anything reads the `If`'s outputs: a branch that only computes shapes
+(AffineGrid's expansion splits its size input per rank) folds like any shape arithmetic. A
+condition known only at run time stays an `If` (`RunSubplan`).
 """
 
 from __future__ import annotations
@@ -14,33 +17,31 @@ import logging
 
 import numpy as np
 
-from onyxia.core import DataType, IrGraph, IrNode, OperatorRegistry, Stage, TensorKind
+from onyxia.core import DataType, IrGraph, IrNode, TensorKind
 from onyxia.core.shapes import Absent
 from onyxia.core.subgraphs import captured_inputs
 
-__all__ = ["InlineKnownBranchesPass"]
+__all__ = ["inline_known_branch"]
 
 log = logging.getLogger(__name__)
 
 
-class InlineKnownBranchesPass:
-    name = "InlineKnownBranches"
-    stage = Stage.INFERENCE
-
-    def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
-        inlined = 0
-        for node in graph.topological_order():
-            if node.op_type != "If" or node.domain not in ("", "ai.onnx") or node.inputs[0] is None:
-                continue
-            value = graph.tensor(node.inputs[0]).value
-            if value is None or value.dtype == object or value.size != 1:
-                continue
-            branch = node.attributes["then_branch" if bool(np.asarray(value).reshape(-1)[0]) else "else_branch"]
-            if isinstance(branch, IrGraph):
-                _inline(graph, node, branch)
-                inlined += 1
-        log.info("%s: %d If nodes replaced by their known branch", self.name, inlined)
-        return inlined > 0
+def inline_known_branch(graph: IrGraph, node: IrNode) -> bool:
+    """Replace `node` by its branch when it is an `If` whose condition has folded to a number."""
+    if node.op_type != "If" or node.domain not in ("", "ai.onnx") or not node.inputs or node.inputs[0] is None:
+        return False
+    condition = graph.tensor(node.inputs[0])
+    value = condition.value
+    if value is None and condition.initializer is not None and condition.initializer.numel == 1:
+        value = condition.initializer.numpy()
+    if value is None or value.dtype == object or value.size != 1:
+        return False
+    branch = node.attributes["then_branch" if bool(np.asarray(value).reshape(-1)[0]) else "else_branch"]
+    if not isinstance(branch, IrGraph):
+        return False
+    _inline(graph, node, branch)
+    log.debug("If '%s': condition known, branch inlined", node.name)
+    return True
 
 
 def _inline(graph: IrGraph, node: IrNode, branch: IrGraph) -> None:

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from onyxia.compiler.passes.constant_folding import fold_node
+from onyxia.compiler.passes.inline_known_branches import inline_known_branch
 from onyxia.core import (
     Absent,
     InferenceCtx,
@@ -38,6 +39,8 @@ class ShapeInferencePass:
         check_supported(graph, registry)
         changed = 0
         for node in graph.topological_order():
+            if inline_known_branch(graph, node):  # an If whose condition folded: its branch, typed next round
+                return True
             changed += _infer_node(graph, node, registry)
             fold_node(graph, node, registry)
         log.info("%s: %d tensors changed type or shape", self.name, changed)
