@@ -128,6 +128,10 @@ def _check_shapes(ctx: NodeCtx, spec: RecurrentSpec) -> None:
         for axis, (f, e) in enumerate(zip(found, dims)):
             if isinstance(f, int) and isinstance(e, int) and f != e:
                 raise ctx.error(
-                    f"input {i} ({INPUT_NAMES[i]}) has shape {list(map(str, found))}; expected dim {axis} to be {e} "
-                    f"(shape {list(map(str, dims))} for {d} direction(s), hidden_size {h}, layout {spec.layout})"
+                    f"input {i} ({INPUT_NAMES[i]}) has shape {_text(found)}; expected dim {axis} to be {e} "
+                    f"(shape {_text(dims)} for {d} direction(s), hidden_size {h}, layout {spec.layout})"
                 )
+
+
+def _text(dims: tuple[SymbolicDim, ...]) -> str:
+    return f"[{', '.join(map(str, dims))}]"
