@@ -72,7 +72,7 @@ def test_float16_computes_in_float32_like_onnxruntime(op: str) -> None:
 @pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8, np.int64])
 def test_shrink_of_integers_compares_and_adds_in_float(dtype: type) -> None:
     info = np.iinfo(dtype)
-    x = RNG.integers(max(info.min, -100), min(info.max, 100), (5, 6)).astype(dtype)
+    x: np.ndarray = RNG.integers(max(info.min, -100), min(info.max, 100), (5, 6)).astype(dtype)
     check_op("Shrink", {"x": x}, {"lambd": 1.5, "bias": 2.5} if info.min < 0 else {"lambd": 3.0, "bias": 0.5})
 
 
@@ -82,7 +82,7 @@ def test_shrink_of_integers_compares_and_adds_in_float(dtype: type) -> None:
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_prelu_broadcasts_the_slope_to_x(x_shape: tuple, slope_shape: tuple, dtype: type) -> None:
     x = np.concatenate([EDGES[: int(np.prod(x_shape))], RNG.standard_normal(int(np.prod(x_shape)))])
-    slope = RNG.standard_normal(slope_shape).astype(dtype)
+    slope: np.ndarray = RNG.standard_normal(slope_shape).astype(dtype)
     check_op("PRelu", {"x": x[: int(np.prod(x_shape))].reshape(x_shape).astype(dtype), "slope": slope})
 
 
@@ -106,7 +106,7 @@ def test_bit_shift(direction: str, dtype: type) -> None:
     """Widths of every stored type, bits pushed past the width and the sign bit, shifts of the width or
     more and negative shifts (opset 28); int64 left shifts only within the 32 bits Onyxia computes in."""
     info, bits = np.iinfo(dtype), 8 * np.dtype(dtype).itemsize
-    x = RNG.integers(max(info.min, -(2**20)), min(info.max, 2**20), (4, 16)).astype(dtype)
+    x: np.ndarray = RNG.integers(max(info.min, -(2**20)), min(info.max, 2**20), (4, 16)).astype(dtype)
     amounts = RNG.integers(0, min(bits, 32) + 8, (16,))
     if np.issubdtype(dtype, np.signedinteger):
         amounts[:3] = [-1, -40, bits]
@@ -203,7 +203,7 @@ MS_CASES = [
 @pytest.mark.parametrize(("op", "names", "attrs"), MS_CASES, ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_microsoft_activations(op: str, names: list[str], attrs: dict[str, Any], dtype: type) -> None:
-    x = np.concatenate([EDGES, RNG.standard_normal(20) * 3]).astype(dtype).reshape(2, 3, 8)
+    x: np.ndarray = np.concatenate([EDGES, RNG.standard_normal(20) * 3]).astype(dtype).reshape(2, 3, 8)
     inputs = {"x": x, "bias": RNG.standard_normal(8).astype(dtype)}
     inputs = {k: inputs[k] for k in names}
     model = _ms_model(op, inputs, attrs)
@@ -213,7 +213,7 @@ def test_microsoft_activations(op: str, names: list[str], attrs: dict[str, Any],
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_bias_add_equals_the_two_adds(dtype: type) -> None:
     """onnxruntime's CPU provider has no BiasAdd kernel: the oracle is its x + bias + skip as two Adds."""
-    inputs = {
+    inputs: dict[str, np.ndarray] = {
         "x": RNG.standard_normal((2, 3, 8)).astype(dtype),
         "bias": RNG.standard_normal(8).astype(dtype),
         "skip": RNG.standard_normal((2, 3, 8)).astype(dtype),
