@@ -4,7 +4,10 @@ A row's `expr` is a format string: ``{T}`` is the WGSL storage type and each att
 declares in `attrs` (name -> spec default) is substituted by its value, so Gelu's `approximate`
 or LeakyRelu's `alpha` stay data; numbers go in as typed literals of ``{T}`` (`wgsl_literal`), so
 ``alpha=inf`` or ``nan`` compiles and computes as in onnxruntime. Math WGSL lacks (erf, a NaN-safe
-tanh) comes from onyxia::math.
+tanh) comes from onyxia::math; onyxia::special keeps C's accuracy where WGSL's builtins or the
+textbook formulas lose it (asinh/acosh/atanh through log1p, sinh/cosh past e^x's overflow, asin/acos
+through atan, a softplus that neither overflows nor cancels for Mish). Rows computing in f32 whatever
+the storage type (as onnxruntime's float16 kernels cast to float and back) set `attr_type` to FLOAT.
 """
 
 from __future__ import annotations
