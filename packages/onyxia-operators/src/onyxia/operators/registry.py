@@ -7,7 +7,7 @@ from typing import cast
 from onyxia.core import FamilyTable, OperatorRegistry
 from onyxia.operators.attention import ATTENTION_ONYXIA, MICROSOFT
 from onyxia.operators.control import CONTROL
-from onyxia.operators.elementwise import BINARY, CAST, UNARY, VARIADIC
+from onyxia.operators.elementwise import BINARY, CAST, ELEMENTWISE_MS, UNARY, VARIADIC
 from onyxia.operators.elementwise.fused import FUSED_ELEMENTWISE
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.gather_scatter import GATHER_SCATTER
@@ -50,7 +50,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             CONTROL,
             RECURRENT,
         ),
-        "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS),
+        "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS, ELEMENTWISE_MS),
         ONYXIA_DOMAIN: (
             matmul_onyxia,
             QUANTIZED_ONYXIA,

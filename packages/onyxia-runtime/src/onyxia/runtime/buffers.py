@@ -58,6 +58,7 @@ class BufferPool:
         self.names = names
         self.buffers: dict[BufferRef, wgpu.GPUBuffer] = {}
         self.staging: wgpu.GPUBuffer | None = None
+        self.staging_ahead: wgpu.GPUBuffer | None = None  # the second of a pipelined pair (runtime/pending.py)
         # a ref served by another ref's buffer -> that owner, resolved (`CompiledModel.storage_owners`)
         self.aliases: dict[BufferRef, BufferRef] = {}
         self.preserved: set[BufferRef] = set()  # state whose contents must survive growth
@@ -104,28 +105,35 @@ class BufferPool:
         if array.size:
             self.ctx.queue.write_buffer(self.get(ref), offset, storage_bytes(array))
 
-    def ensure_staging(self, nbytes: int) -> wgpu.GPUBuffer:
+    def ensure_staging(self, nbytes: int, slot: int = 0) -> wgpu.GPUBuffer:
+        """Staging buffer `slot` (0; 1 for a run submitted while slot 0's is still to be read)."""
+        buffer = self.staging if slot == 0 else self.staging_ahead
         needed = padded_nbytes(nbytes)
-        if self.staging is None or self.staging.size < needed:
-            current = 0 if self.staging is None else self.staging.size
-            size = needed if self.staging is None else grown_size(needed, current, self.ctx.max_buffer_size)
-            if self.staging is not None:
-                self.staging.destroy()
-            self.staging = self._create("onyxia/readback", size, _STAGING_USAGE)
-        return self.staging
+        if buffer is None or buffer.size < needed:
+            current = 0 if buffer is None else buffer.size
+            size = needed if buffer is None else grown_size(needed, current, self.ctx.max_buffer_size)
+            if buffer is not None:
+                buffer.destroy()
+            buffer = self._create(f"onyxia/readback{slot or ''}", size, _STAGING_USAGE)
+            if slot == 0:
+                self.staging = buffer
+            else:
+                self.staging_ahead = buffer
+        return buffer
 
-    def read_staging(self, nbytes: int) -> memoryview:
-        """Map the staging buffer after the run's submit, copy out `nbytes`, unmap."""
-        assert self.staging is not None
+    def read_staging(self, nbytes: int, slot: int = 0) -> memoryview:
+        """Map staging buffer `slot` after the run's submit, copy out `nbytes`, unmap."""
+        buffer = self.staging if slot == 0 else self.staging_ahead
+        assert buffer is not None
         size = padded_nbytes(nbytes)
         self.stats.staging_maps += 1
         with wgpu_boundary(DeviceError, "reading outputs back"):
-            self.staging.map_sync(wgpu.MapMode.READ, 0, size)
+            buffer.map_sync(wgpu.MapMode.READ, 0, size)
             try:
-                data: memoryview = self.staging.read_mapped(0, size)
+                data: memoryview = buffer.read_mapped(0, size)
                 return data
             finally:
-                self.staging.unmap()
+                buffer.unmap()
 
     def create_uniform(self, label: str, nbytes: int) -> wgpu.GPUBuffer:
         """A uniform buffer for the immediates fallback: sized to a multiple of 16 as uniforms need."""

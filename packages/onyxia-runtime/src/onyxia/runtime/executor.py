@@ -16,31 +16,30 @@ call sees the plan as the previous call left it."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Collection, Mapping
 
 import numpy as np
 import wgpu
 
-from onyxia.core.errors import DeviceError, InputError
+from onyxia.core.errors import InputError
 from onyxia.core.plan import BufferRef, CompiledModel, Dispatch
 from onyxia.core.plan_control import HOST_STEPS
 from onyxia.runtime.buffers import BufferPool, buffer_names
 from onyxia.runtime.carries import Carries
-from onyxia.runtime.commands import PUBLIC_CALLS, PassCalls, Program, encode
+from onyxia.runtime.commands import PUBLIC_CALLS, PassCalls, Program
 from onyxia.runtime.control_flow import Subplans
 from onyxia.runtime.convert import to_gpu
-from onyxia.runtime.device import DeviceContext, ExecutorStats, check_features, serialized, wgpu_boundary
+from onyxia.runtime.device import DeviceContext, ExecutorStats, check_features, serialized
 from onyxia.runtime.dims_commit import apply_dims
 from onyxia.runtime.incremental import IncrementalLayout
 from onyxia.runtime.inputs import InputBinder, checked_dims
 from onyxia.runtime.layout import DimsLayout, buffer_sizes, flatten_steps, referenced_symbols
 from onyxia.runtime.native_encode import native_calls
+from onyxia.runtime.pending import PendingRun, submit_run
 from onyxia.runtime.pipelines import PipelineCache
-from onyxia.runtime.profiling import DispatchTime, DispatchTimer, RunProfile, dispatch_labels
+from onyxia.runtime.profiling import RunProfile, dispatch_labels, profile
 from onyxia.runtime.program import DispatchState, prepare_dispatch
 from onyxia.runtime.readback import OutputReadback
-from onyxia.runtime.segments import run_in_segments
 from onyxia.runtime.upload import upload_weights
 from onyxia.runtime.variants import PlanVariants, adopt_buffers, build_pipelines
 
@@ -102,6 +101,8 @@ class PlanExecutor:
         self._writes: list[tuple[wgpu.GPUBuffer, int, np.ndarray]] = []
         self._readback = OutputReadback(compiled, self._pool)
         self._host_steps = any(isinstance(fs.step, HOST_STEPS) for fs in self._flat)
+        self._unread: list[PendingRun | None] = [None, None]  # submitted runs not read yet, by staging slot
+        self._last_slot = 0
         self._children = Subplans(lambda plan: PlanExecutor(self.ctx, plan), self.stats)  # If, Loop
         if resident or self._carried:  # before any growth, which keeps only registered state's contents
             self.keep_resident(resident & set(self._inputs.names))
@@ -178,18 +179,20 @@ class PlanExecutor:
         `outputs` limits what is read back (the rest stays on the GPU); by default all are."""
         return self._execute(self._prepare(inputs, outputs, "run()"))
 
+    @serialized
+    def submit(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None = None) -> PendingRun:
+        """`run()` without waiting: the outputs come from `PendingRun.read()`, so the next run can be
+        encoded and submitted while this one computes (runtime/pending.py)."""
+        return submit_run(self, self._prepare(inputs, outputs, "submit()"))
+
     def _execute(self, wanted: set[str]) -> dict[str, np.ndarray]:
-        """Encode, submit and read back one run whose inputs `_prepare` queued."""
-        if self._host_steps:  # dims read back or subplans run mid-run (NonZero's count, If): runtime/segments.py
-            return run_in_segments(self, wanted)
-        with wgpu_boundary(DeviceError, "run(): encoding or submitting the plan"):
-            encoder = self.ctx.device.create_command_encoder()
-            encode(encoder, self._program, self._calls)
-            self._encode_tail(encoder, wanted)
-            self.ctx.queue.submit([encoder.finish()])
-        self.stats.runs += 1
-        self.stats.dispatches_encoded = self._program.dispatches
-        return self._readback.read()
+        return submit_run(self, wanted).read()
+
+    @serialized
+    def _read_slot(self, slot: int, run: PendingRun) -> dict[str, np.ndarray]:
+        if self._unread[slot] is run:
+            self._unread[slot] = None
+        return self._readback.read(slot)
 
     def _prepare(
         self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None, caller: str, fed: Collection[str] = ()
@@ -217,10 +220,10 @@ class PlanExecutor:
             self.ctx.queue.write_buffer(buffer, offset, data)
         return self._readback.select(outputs)
 
-    def _encode_tail(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str]) -> None:
+    def _encode_tail(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str], slot: int = 0) -> None:
         """What follows the program in a run's command buffer: carried state, then the output copies."""
         self._carries.encode(encoder)
-        self.stats.bytes_read_back += self._readback.encode(encoder, wanted)
+        self.stats.bytes_read_back += self._readback.encode(encoder, wanted, slot)
 
     def _ref(self, name: str) -> BufferRef:
         return BufferRef(tensor=self.compiled.tensor_by_name(name).id)
@@ -265,25 +268,7 @@ class PlanExecutor:
             raise InputError(
                 "profile_run(): the plan reads dims back or runs subplans mid-run (NonZero, If); use run()"
             )
-        started = time.perf_counter_ns()
-        wanted = self._prepare(inputs, outputs, "profile_run()")
-        assert self._layout is not None
-        prepared = time.perf_counter_ns()
-        scratch = self.ctx.device.create_command_encoder()  # timed like run()'s encode, never submitted
-        encode(scratch, self._program, self._calls)
-        scratch.finish()
-        encoded = time.perf_counter_ns()
-        labels = dispatch_labels(self.compiled, self._flat, self._layout, self._program.dispatches)
-        timer = DispatchTimer(self.ctx, len(labels))
-        with wgpu_boundary(DeviceError, "profile_run(): encoding or submitting the plan"):
-            encoder = self.ctx.device.create_command_encoder()
-            encode(encoder, self._program, self._calls, timer.writes)
-            self._encode_tail(encoder, wanted)
-            timer.resolve(encoder)
-            self.ctx.queue.submit([encoder.finish()])
-        result = self._readback.read()
-        times = [DispatchTime(node, op, ns) for (node, op), ns in zip(labels, timer.read())]
-        return RunProfile(result, times, prepared - started, encoded - prepared)
+        return profile(self, inputs, outputs)
 
     @serialized
     def release(self) -> None:
@@ -294,7 +279,10 @@ class PlanExecutor:
     # ----- dims changes ----------------------------------------------------------------------
     def _switch(self, compiled: CompiledModel, dims: dict[str, int]) -> None:
         """Load plan variant `compiled`: its pipelines are built first (a WGSL error leaves the
-        executor as it was), then the current buffers are lent to it (`variants.adopt_buffers`)."""
+        executor as it was), runs still to be read are read, then the current buffers are lent to it."""
         build_pipelines(self._pipelines, compiled)
+        for pending in self._unread:
+            if pending is not None:
+                pending.read()
         self._layout = None  # a load that fails half way must not leave a stale program in use
         self._load(compiled, dims, self._pool)

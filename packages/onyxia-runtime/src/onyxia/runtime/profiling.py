@@ -9,18 +9,22 @@ opened with the feature (`Runtime(profiling=True)`).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import wgpu
 
 from onyxia.core.errors import DeviceError
 from onyxia.core.plan import CompiledModel
+from onyxia.runtime.commands import PassCalls, Program, encode
 from onyxia.runtime.device import DeviceContext, wgpu_boundary
 from onyxia.runtime.layout import DimsLayout, DispatchValues, FlatStep
+from onyxia.runtime.readback import OutputReadback
 
-__all__ = ["TIMESTAMP_FEATURE", "DispatchTime", "DispatchTimer", "RunProfile", "dispatch_labels"]
+__all__ = ["TIMESTAMP_FEATURE", "DispatchTime", "DispatchTimer", "RunProfile", "dispatch_labels", "profile"]
 
 TIMESTAMP_FEATURE = "timestamp-query"
 _QUERIES_PER_SET = 4096  # WebGPU's largest query set
@@ -116,3 +120,40 @@ def dispatch_labels(
     if len(labels) != expected:
         raise DeviceError(f"profile_run(): {len(labels)} live dispatches, the program has {expected}")
     return labels
+
+
+class _Profiled(Protocol):
+    ctx: DeviceContext
+    compiled: CompiledModel
+    _flat: list[FlatStep]
+    _layout: DimsLayout | None
+    _program: Program
+    _calls: PassCalls
+    _readback: OutputReadback
+
+    def _prepare(self, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None, caller: str) -> set[str]: ...
+
+    def _encode_tail(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str], slot: int = 0) -> None: ...
+
+
+def profile(executor: _Profiled, inputs: Mapping[str, np.ndarray], outputs: Collection[str] | None) -> RunProfile:
+    """`PlanExecutor.profile_run()`: the run, timed per dispatch, and the host time before submit."""
+    started = time.perf_counter_ns()
+    wanted = executor._prepare(inputs, outputs, "profile_run()")
+    assert executor._layout is not None
+    prepared = time.perf_counter_ns()
+    scratch = executor.ctx.device.create_command_encoder()  # timed like run()'s encode, never submitted
+    encode(scratch, executor._program, executor._calls)
+    scratch.finish()
+    encoded = time.perf_counter_ns()
+    labels = dispatch_labels(executor.compiled, executor._flat, executor._layout, executor._program.dispatches)
+    timer = DispatchTimer(executor.ctx, len(labels))
+    with wgpu_boundary(DeviceError, "profile_run(): encoding or submitting the plan"):
+        encoder = executor.ctx.device.create_command_encoder()
+        encode(encoder, executor._program, executor._calls, timer.writes)
+        executor._encode_tail(encoder, wanted)
+        timer.resolve(encoder)
+        executor.ctx.queue.submit([encoder.finish()])
+    result = executor._readback.read()
+    times = [DispatchTime(node, op, ns) for (node, op), ns in zip(labels, timer.read())]
+    return RunProfile(result, times, prepared - started, encoded - prepared)

@@ -57,9 +57,11 @@ class OutputReadback:
         # outputs updated in place in an input's buffer (a KV cache): state, rarely read back
         self._state = {ref for *_, ref in self._specs if pool.owner(ref) in inputs}
         self._outputs: list[_Output] = []
-        self._placed: list[tuple[_Output, int]] = []  # the last encoded run's outputs and offsets
+        # per staging slot: the outputs and offsets of the last run encoded into it, and where it put
+        # the error word (None: nowhere); two slots let a run be submitted before the last one is read
+        self._placed: list[list[tuple[_Output, int]]] = [[], []]
+        self._errors_at: list[int | None] = [None, None]
         self.errors = ErrorWord(compiled, pool)
-        self._errors_at: int | None = None  # where the last encoded run put the error word in staging
 
     def select(self, outputs: Collection[str] | None) -> set[str]:
         """The outputs a run reads back: all by default; a name that is no output is an error."""
@@ -85,8 +87,8 @@ class OutputReadback:
         outputs = sum(staged_bytes(sizes[ref]) for *_, ref in self._specs if ref not in self._state)
         self.pool.ensure_staging(outputs + staged_bytes(self.errors.nbytes))
 
-    def encode(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str]) -> int:
-        """Record the copies of the `wanted` outputs into the staging buffer, packed in output order
+    def encode(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str], slot: int = 0) -> int:
+        """Record the copies of the `wanted` outputs into staging buffer `slot`, packed in output order
         (an output listed twice is copied once), then the error word; returns the output bytes copied
         (the word's go to `stats.error_word_bytes`)."""
         placed, offsets, end = [], {}, 0
@@ -97,13 +99,13 @@ class OutputReadback:
                 offsets[output.tensor] = end
                 end += staged_bytes(output.nbytes)
             placed.append((output, offsets.get(output.tensor, 0)))
-        self._placed, self._errors_at = placed, None
+        self._placed[slot], self._errors_at[slot] = placed, None
         if not end:
             return 0
-        staging = self.pool.ensure_staging(end + staged_bytes(self.errors.nbytes))
+        staging = self.pool.ensure_staging(end + staged_bytes(self.errors.nbytes), slot)
         word = self.errors.encode(encoder, staging, end)
         if word:
-            self._errors_at = end
+            self._errors_at[slot] = end
             self.pool.stats.error_word_bytes += word
         copied = 0
         for output, offset in placed:
@@ -113,12 +115,13 @@ class OutputReadback:
                 copied += size
         return copied
 
-    def read(self) -> dict[str, np.ndarray]:
-        """After the submit: map the staging buffer once and convert the outputs the last `encode` placed."""
-        end = max((offset + staged_bytes(o.nbytes) for o, offset in self._placed if o.buffer is not None), default=0)
-        if self._errors_at is not None:
-            end = self._errors_at + staged_bytes(self.errors.nbytes)
-        raw = self.pool.read_staging(end) if end else b""
-        if self._errors_at is not None:
-            self.errors.check(raw, self._errors_at)
-        return {o.name: from_gpu(o.dtype, raw, offset, o.shape) for o, offset in self._placed}
+    def read(self, slot: int = 0) -> dict[str, np.ndarray]:
+        """After the submit: map staging buffer `slot` once and convert the outputs its last `encode` placed."""
+        placed, errors_at = self._placed[slot], self._errors_at[slot]
+        end = max((offset + staged_bytes(o.nbytes) for o, offset in placed if o.buffer is not None), default=0)
+        if errors_at is not None:
+            end = errors_at + staged_bytes(self.errors.nbytes)
+        raw = self.pool.read_staging(end, slot) if end else b""
+        if errors_at is not None:
+            self.errors.check(raw, errors_at)
+        return {o.name: from_gpu(o.dtype, raw, offset, o.shape) for o, offset in placed}
