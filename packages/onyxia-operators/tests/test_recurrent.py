@@ -266,7 +266,7 @@ def test_symbolic_seq_length_one_plan(op: str, layout: int) -> None:
     model, inputs = _symbolic_model(op, layout)
     plan = compile_model(model)
     steps = [s for o in plan.operations for s in o.steps]
-    assert plan.dispatch_count <= 4, f"{plan.dispatch_count} dispatches: the time loop must not unroll"
+    assert plan.dispatch_count <= 5, f"{plan.dispatch_count} dispatches: the time loop must not unroll"
     assert not any(isinstance(s, ReadValues) for s in steps), "a recurrent node must not read back"
     executor = runtime().load_model(plan)
     pipelines = None

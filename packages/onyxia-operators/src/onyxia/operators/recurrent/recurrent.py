@@ -3,7 +3,8 @@
 The plan is a fixed list of dispatches whatever the sequence length (recurrent.wgsl): the input
 projection X . W^T for every step as one data-parallel dispatch, then one persistent workgroup per
 (direction, batch entry) that walks the steps inside the shader with storage barriers between them.
-One dispatch per step was the alternative; it needs the step count when the plan is made, so a
+PACK transposes W and R first and two small dispatches move the states in
+and out. One dispatch per step was the alternative; it needs the step count when the plan is made, so a
 symbolic seq_length (a speech model's frame count) would need a plan per length, and each step
 would pay a dispatch. The persistent loop reads its bound from the seq_length immediate (or the
 entry's sequence_lens value), so one plan serves every length and nothing is read back.
@@ -64,18 +65,21 @@ class RecurrentOp:
         if spec.batch == 0:
             return  # every output is empty
         state = ctx.alloc_scratch(cells * 3 * 4, "state")  # h, c, r (.) h: recurrent.wgsl
-        proj = _plan_projection(ctx, spec)
+        wt, rt = _plan_pack(ctx, spec)
+        proj = _plan_projection(ctx, spec, wt)
         initial = _plan_prep(ctx, spec, state)
-        _plan_recurrence(ctx, spec, proj, state, initial)
+        _plan_recurrence(ctx, spec, proj, rt, state, initial)
         _plan_finish(ctx, spec, state)
 
 
 def _base_defs(spec: RecurrentSpec) -> dict[str, object]:
-    return {"CELL": spec.cell.kind, "D": spec.directions, "H": spec.hidden, "GH": spec.gate_rows, "LAYOUT": spec.layout}
+    return {"CELL": spec.cell.kind, "LAYOUT": spec.layout}
 
 
 def _dims(spec: RecurrentSpec) -> dict[str, DimValue]:
-    return {"S": spec.seq, "B": spec.batch, "I": spec.input_size}
+    """Sizes as u32 literals (or immediates: seq_length, batch, maybe input_size)."""
+    sizes = {"D": spec.directions, "H": spec.hidden, "G": spec.cell.gates, "HQ": spec.quads, "GH": spec.gate_rows}
+    return {"S": spec.seq, "B": spec.batch, "I": spec.input_size, **sizes}
 
 
 def _compile(
@@ -87,14 +91,26 @@ def _compile(
     return ctx.compile_shader(f"recurrent/{stage.lower()}", _SOURCE, full, _dims(spec), immediates)
 
 
-def _plan_projection(ctx: PlanCtx, spec: RecurrentSpec) -> BufferRef:
+def _plan_pack(ctx: PlanCtx, spec: RecurrentSpec) -> tuple[BufferRef, BufferRef]:
+    """W and R as [D, K, G, 4 * quads] (recurrent.wgsl PACK), read as vec4s of neighbouring units."""
+    packed_row = spec.cell.gates * spec.quads * 4
+    w_count = spec.directions * spec.input_size * packed_row
+    wt = ctx.alloc_scratch(w_count * 4 + 16, "w_packed")  # + 16: input_size 0 leaves it empty
+    rt = ctx.alloc_scratch(spec.directions * spec.hidden * packed_row * 4, "r_packed")
+    count = w_count + spec.directions * spec.hidden * packed_row
+    shader = _compile(ctx, "PACK", spec, {})
+    ctx.dispatch(shader, [ctx.input(1), ctx.input(2)], [wt, rt], ceil_div(count, WORKGROUP_SIZE))
+    return wt, rt
+
+
+def _plan_projection(ctx: PlanCtx, spec: RecurrentSpec, wt: BufferRef) -> BufferRef:
     """proj[d, t, b, n] = X[t, b] . W[d, n] + Wb[d, n] + Rb[d, n] (Rb except GRU's candidate rows under
     linear_before_reset, which the recurrence adds inside the reset product)."""
-    count = dims_product([spec.directions, spec.seq, spec.batch, spec.gate_rows])
-    proj = ctx.alloc_scratch(count * 4 + 4, "projection")  # + 4: never an empty binding (seq_length 0)
+    count = dims_product([spec.directions, spec.seq, spec.batch, spec.cell.gates, spec.quads])
+    proj = ctx.alloc_scratch(count * 16 + 16, "projection")  # + 16: never an empty binding (seq_length 0)
     lbr = spec.cell.kind == "GRU" and bool(ctx.attr_int("linear_before_reset", 0))
-    defs: dict[str, object] = {"RB_END": 2 * spec.hidden if lbr else spec.gate_rows}
-    reads = [ctx.input(0), ctx.input(1)]
+    defs: dict[str, object] = {"RB_GATES": 2 if lbr else spec.cell.gates}
+    reads = [ctx.input(0), wt]
     if ctx.has_input(3):
         defs |= {"HAS_BIAS": True, "B_BIAS": len(reads)}
         reads.append(ctx.input(3))
@@ -117,13 +133,15 @@ def _plan_prep(ctx: PlanCtx, spec: RecurrentSpec, state: BufferRef) -> bool:
     return True
 
 
-def _plan_recurrence(ctx: PlanCtx, spec: RecurrentSpec, proj: BufferRef, state: BufferRef, initial: bool) -> None:
+def _plan_recurrence(
+    ctx: PlanCtx, spec: RecurrentSpec, proj: BufferRef, rt: BufferRef, state: BufferRef, initial: bool
+) -> None:
     defs = _cell_defs(ctx, spec)
-    group = min(256, max(32, 1 << (spec.hidden - 1).bit_length()))
-    defs |= {"WG": group, "UPT": ceil_div(spec.hidden, group), "REVERSE": spec.reverse}
+    group = min(256, max(8, 1 << (spec.quads - 1).bit_length()))  # 8: one lavapipe SIMD row
+    defs |= {"WG": group, "UPQ": ceil_div(spec.quads, group), "REVERSE": spec.reverse}
     if initial:
         defs["INIT_STATE"] = True
-    reads = [proj, ctx.input(2)]
+    reads = [proj, rt]
     optional = {"B_BIAS": 3 if "LINEAR_BEFORE_RESET" in defs else None, "B_LENS": 4, "B_P": 7}
     for binding, index in optional.items():
         if index is not None and ctx.has_input(index):

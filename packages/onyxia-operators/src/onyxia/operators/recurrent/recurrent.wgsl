@@ -1,31 +1,38 @@
-// LSTM, GRU and RNN in up to four dispatches, whatever the sequence length (recurrent.py):
+// LSTM, GRU and RNN in up to five dispatches, whatever the sequence length (recurrent.py):
 //
-// PROJECT (one invocation per (direction, time, batch, gate row)): proj = X . W^T + Wb (+ Rb where the
-//   cell adds it outside the recurrence), for every step at once: the part of the work that has no
-//   time dependence, spread over the whole GPU.
+// PACK (one invocation per packed weight element): W [D, G*H, I] and R [D, G*H, H] rewritten as
+//   [D, K, G, HP] (K = I or H, HP = H rounded up to 4, the padding zero), read below as vec4s of four
+//   neighbouring hidden units: the 8 invocations of a lavapipe SIMD row then read 128 contiguous bytes
+//   per k instead of gathering one word each (matmul_group.wgsl measured the same). Per run, as W and
+//   R may be run-time inputs; it is small next to the time loop.
+// PROJECT (one invocation per (direction, time, batch, gate, quad of units)): proj = X . W^T + Wb (+ Rb
+//   where the cell adds it outside the recurrence), for every step at once: the part of the work with
+//   no time dependence, spread over the whole GPU.
 // PREP (one invocation per state element; only with initial_h / initial_c): the initial states into
 //   the state buffer, in [direction, batch, hidden] order whatever the layout.
 // RECUR (one workgroup per (direction, batch)): the time loop, inside the shader. Each invocation owns
-//   hidden units j = lid, lid + WG, ...; per step it reads the whole previous h from the state buffer,
-//   computes its units' gates, and after a storage barrier (every read of the old h done) writes the
-//   new h; a second barrier makes it visible for the next step. The loop bound is the batch entry's
-//   sequence length (read once, made uniform), so a symbolic seq_length needs no other plan, and no
-//   step is read back. The cell state c never leaves the invocation (private array). Steps past the
-//   length leave Y zero; a zero length leaves zero final states (both as onnxruntime does).
+//   the quads of units q = lid, lid + WG, ...; per step it reads the whole previous h from the state
+//   buffer, computes its units' gates, and after a storage barrier (every read of the old h done)
+//   writes the new h; a second barrier makes it visible for the next step. The loop bound is the batch
+//   entry's sequence length (read once, made uniform), so a symbolic seq_length needs no other plan,
+//   and no step is read back. The cell state c never leaves the invocation (a private array). Steps
+//   past the length leave Y zero; a zero length leaves zero final states (both as onnxruntime does).
 // FINISH (one invocation per state element; only with Y_h / Y_c): final states out, in the layout.
 //
 // State buffer (f32): [3][D * B * H]: region 0 h, region 1 c (initial, then final), region 2 r (.) h
 //   (GRU without linear_before_reset: the reset hidden state the candidate's product reads).
-// Bindings (PROJECT): 0 x, 1 w, then B_BIAS bias (HAS_BIAS), then B_PROJ proj.
+// Bindings (PACK): 0 w, 1 r, 2 wt, 3 rt (f32 views of the packed buffers).
+// Bindings (PROJECT): 0 x, 1 wt, then B_BIAS bias (HAS_BIAS), then B_PROJ proj ([D, S, B, G, HQ] vec4).
 // Bindings (PREP): 0 init_h (INIT_H), B_C0 init_c (INIT_C), then B_STATE state.
-// Bindings (RECUR): 0 proj, 1 r, then B_BIAS bias (GRU with LINEAR_BEFORE_RESET), B_LENS lens (HAS_LENS),
+// Bindings (RECUR): 0 proj, 1 rt, then B_BIAS bias (GRU with LINEAR_BEFORE_RESET), B_LENS lens (HAS_LENS),
 //   B_P peepholes (PEEPHOLE), then B_STATE state, B_Y y (HAS_Y), ERRORS_BINDING (HAS_LENS).
 // Bindings (FINISH): 0 state, then B_YH y_h (HAS_YH), B_YC y_c (HAS_YC).
-// Defs: PROJECT / PREP / RECUR / FINISH (stage); CELL (LSTM, GRU or RNN); D (directions), H (hidden),
-//   GH (gate rows = gates * H), RB_END (PROJECT: rows that take Rb there), LAYOUT (0 or 1), WG and UPT
-//   (RECUR: workgroup size and units per invocation), REVERSE (a bool expression of d), CLIP (a
-//   literal; absent: no clip), ACT_F_0/1, ACT_G_0/1, ACT_H_0/1 (expressions of x per direction),
-//   INPUT_FORGET, LINEAR_BEFORE_RESET, WORKGROUP_SIZE (element stages).
+// Defs: PACK / PROJECT / PREP / RECUR / FINISH (stage); CELL (LSTM, GRU or RNN); D (directions), H
+//   (hidden), G (gates), HQ (quads of units: ceil(H / 4)), GH (G * H), RB_GATES (PROJECT: gates that
+//   take Rb there), LAYOUT (0 or 1), WG and UPQ (RECUR: workgroup size and quads per invocation),
+//   REVERSE (a bool expression of d), CLIP (a literal; absent: no clip), ACT_F_0/1, ACT_G_0/1,
+//   ACT_H_0/1 (f32 expressions of x per direction), INPUT_FORGET, LINEAR_BEFORE_RESET,
+//   WORKGROUP_SIZE (element stages).
 // Dims: S (seq_length), B (batch), I (input_size).
 #ifdef RECUR
 #ifdef HAS_LENS
@@ -52,37 +59,81 @@ fn state_index(d: u32, b: u32, j: u32) -> u32 {
 #endif
 }
 
+#ifdef PACK
+@group(0) @binding(0) var<storage, read> w: array<f32>;
+@group(0) @binding(1) var<storage, read> r: array<f32>;
+@group(0) @binding(2) var<storage, read_write> wt: array<f32>;
+@group(0) @binding(3) var<storage, read_write> rt: array<f32>;
+
+fn element_count() -> u32 { return #{D} * (#{I} + #{H}) * #{G} * #{HQ} * 4u; }
+
+// Element i of the packed [D, K, G, HP]: unit j of gate g, column k of direction d's W or R row.
+fn element(i: u32) {
+    let hp = #{HQ} * 4u;
+    let w_count = #{D} * #{I} * #{G} * hp;
+    let e = select(i - w_count, i, i < w_count);
+    let cols = select(#{H}, #{I}, i < w_count);
+    let j = e % hp;
+    let g = (e / hp) % #{G};
+    let k = (e / (hp * #{G})) % cols;
+    let d = e / (hp * #{G} * cols);
+    var v = 0.0;
+    if (i < w_count) {
+        if (j < #{H}) {
+            v = w[(d * #{GH} + g * #{H} + j) * #{I} + k];
+        }
+        wt[e] = v;
+    } else {
+        if (j < #{H}) {
+            v = r[(d * #{GH} + g * #{H} + j) * #{H} + k];
+        }
+        rt[e] = v;
+    }
+}
+#endif
+
 #ifdef PROJECT
 @group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read> w: array<f32>;
+@group(0) @binding(1) var<storage, read> wt: array<vec4<f32>>;
 #ifdef HAS_BIAS
 @group(0) @binding(#{B_BIAS}) var<storage, read> bias: array<f32>;
 #endif
-@group(0) @binding(#{B_PROJ}) var<storage, read_write> proj: array<f32>;
+@group(0) @binding(#{B_PROJ}) var<storage, read_write> proj: array<vec4<f32>>;
 
-fn element_count() -> u32 { return #{D} * #{S} * #{B} * #{GH}; }
+fn element_count() -> u32 { return #{D} * #{S} * #{B} * #{G} * #{HQ}; }
+
+#ifdef HAS_BIAS
+// Bias entry n of direction d (Wb, then Rb at GH), 0 past the gate's H units (the padding).
+fn bias_at(d: u32, g: u32, j: u32, rb: bool) -> f32 {
+    if (j >= #{H}) {
+        return 0.0;
+    }
+    return bias[d * 2u * #{GH} + select(0u, #{GH}, rb) + g * #{H} + j];
+}
+#endif
 
 fn element(i: u32) {
-    let n = i % #{GH};
-    let row = i / #{GH};
+    let q = i % #{HQ};
+    let g = (i / #{HQ}) % #{G};
+    let row = i / (#{HQ} * #{G});  // (d * S + t) * B + b
     let b = row % #{B};
     let t = (row / #{B}) % #{S};
     let d = row / (#{B} * #{S});
 #if LAYOUT == 1
-    let xrow = (b * #{S} + t) * #{I};
+    let x_at = (b * #{S} + t) * #{I};
 #else
-    let xrow = (t * #{B} + b) * #{I};
+    let x_at = (t * #{B} + b) * #{I};
 #endif
-    let wrow = (d * #{GH} + n) * #{I};
-    var acc = 0.0;
+    let w_at = d * #{I} * #{G} * #{HQ} + g * #{HQ} + q;
+    var acc = vec4<f32>(0.0);
     for (var k = 0u; k < #{I}; k++) {
-        acc += x[xrow + k] * w[wrow + k];
+        acc += x[x_at + k] * wt[w_at + k * #{G} * #{HQ}];
     }
 #ifdef HAS_BIAS
-    let bb = d * 2u * #{GH};
-    acc += bias[bb + n];
-    if (n < #{RB_END}) {
-        acc += bias[bb + #{GH} + n];
+    let j = q * 4u;
+    acc += vec4<f32>(bias_at(d, g, j, false), bias_at(d, g, j + 1u, false), bias_at(d, g, j + 2u, false), bias_at(d, g, j + 3u, false));
+    if (g < #{RB_GATES}) {
+        acc += vec4<f32>(bias_at(d, g, j, true), bias_at(d, g, j + 1u, true), bias_at(d, g, j + 2u, true), bias_at(d, g, j + 3u, true));
     }
 #endif
     proj[i] = acc;
@@ -144,8 +195,8 @@ fn element(i: u32) {
 #endif
 
 #ifdef RECUR
-@group(0) @binding(0) var<storage, read> proj: array<f32>;
-@group(0) @binding(1) var<storage, read> r: array<f32>;
+@group(0) @binding(0) var<storage, read> proj: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> rt: array<vec4<f32>>;
 #ifdef LINEAR_BEFORE_RESET
 @group(0) @binding(#{B_BIAS}) var<storage, read> bias: array<f32>;
 #endif
@@ -188,23 +239,84 @@ fn act_h(x: f32, d: u32) -> f32 {
 #endif
 
 // The clip attribute bounds every activation's input (onnxruntime clips after adding bias and peepholes).
-fn clipped(v: f32) -> f32 {
+fn clipped(v: vec4<f32>) -> vec4<f32> {
 #ifdef CLIP
-    return clamp(v, -#{CLIP}, #{CLIP});
+    return clamp(v, vec4<f32>(-#{CLIP}), vec4<f32>(#{CLIP}));
 #else
     return v;
 #endif
 }
 
-// Row `row` of R (all directions' rows stacked) dotted with the H values of `state` from `at`.
-fn dot_r(row: u32, at: u32) -> f32 {
-    let base = row * #{H};
-    var acc = 0.0;
+fn f4(v: vec4<f32>, d: u32) -> vec4<f32> {
+    let u = clipped(v);
+    return vec4<f32>(act_f(u.x, d), act_f(u.y, d), act_f(u.z, d), act_f(u.w, d));
+}
+
+#ifdef ACT_G_0
+fn g4(v: vec4<f32>, d: u32) -> vec4<f32> {
+    let u = clipped(v);
+    return vec4<f32>(act_g(u.x, d), act_g(u.y, d), act_g(u.z, d), act_g(u.w, d));
+}
+#endif
+
+#ifdef ACT_H_0
+fn h4(v: vec4<f32>, d: u32) -> vec4<f32> {  // LSTM's h applies to the cell, never clipped
+    return vec4<f32>(act_h(v.x, d), act_h(v.y, d), act_h(v.z, d), act_h(v.w, d));
+}
+#endif
+
+// Four consecutive f32 of `state` from `at` (units 4q .. 4q + 3; past H: 0).
+fn state4(at: u32, j: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u; e++) {
+        if (j + e < #{H}) {
+            v[e] = state[at + j + e];
+        }
+    }
+    return v;
+}
+
+struct Gates {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
+}
+
+// Gates first .. first + count - 1 (count <= 4, a literal at every call) of quad q of direction d: their
+// R rows dotted with the H values of `state` from `at`, in one pass over k (each h read once for all).
+fn recur_dot(d: u32, q: u32, at: u32, first: u32, count: u32) -> Gates {
+    var acc = Gates(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    let stride = #{G} * #{HQ};
+    var base = d * #{H} * stride + first * #{HQ} + q;
     for (var k = 0u; k < #{H}; k++) {
-        acc += state[at + k] * r[base + k];
+        let hk = state[at + k];
+        acc.a += hk * rt[base];
+        if (count > 1u) {
+            acc.b += hk * rt[base + #{HQ}];
+        }
+        if (count > 2u) {
+            acc.c += hk * rt[base + 2u * #{HQ}];
+        }
+        if (count > 3u) {
+            acc.d += hk * rt[base + 3u * #{HQ}];
+        }
+        base += stride;
     }
     return acc;
 }
+
+#ifdef PEEPHOLE
+fn peep4(d: u32, gate: u32, j: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u; e++) {
+        if (j + e < #{H}) {
+            v[e] = peep[(d * 3u + gate) * #{H} + j + e];
+        }
+    }
+    return v;
+}
+#endif
 
 // This entry's sequence length: sequence_lens[b] (checked against [0, S] as onnxruntime checks it), or S.
 fn sequence_length(b: u32) -> u32 {
@@ -239,108 +351,133 @@ fn main(
     let rev = #{REVERSE};
     let cells = #{D} * #{B} * #{H};
     let h_at = g * #{H};  // this entry's h in state region 0 (c: region 1, r (.) h: region 2)
-    var c: array<f32, #{UPT}>;
-    var h_new: array<f32, #{UPT}>;
-    var z: array<f32, #{UPT}>;
-    for (var m = 0u; m < #{UPT}; m++) {
-        let j = lid + m * #{WG};
-        c[m] = 0.0;
-        if (j < #{H}) {
+    var c: array<vec4<f32>, #{UPQ}>;
+    var h_new: array<vec4<f32>, #{UPQ}>;
+    var z: array<vec4<f32>, #{UPQ}>;
+    for (var m = 0u; m < #{UPQ}; m++) {
+        let q = lid + m * #{WG};
+        c[m] = vec4<f32>(0.0);
+        if (q < #{HQ}) {
 #ifdef INIT_STATE
-            c[m] = state[cells + h_at + j];
+            c[m] = state4(cells + h_at, 4u * q);
 #else
-            state[h_at + j] = 0.0;
+            for (var e = 0u; e < 4u; e++) {
+                if (4u * q + e < #{H}) {
+                    state[h_at + 4u * q + e] = 0.0;
+                }
+            }
 #endif
         }
     }
     storageBarrier();
     for (var s = 0u; s < len; s++) {
         let t = select(s, len - 1u - s, rev);
-        let p_at = ((d * #{S} + t) * #{B} + b) * #{GH};
-        let r_row = d * #{GH};
-        for (var m = 0u; m < #{UPT}; m++) {
-            let j = lid + m * #{WG};
-            if (j >= #{H}) {
+        let p_at = ((d * #{S} + t) * #{B} + b) * #{G} * #{HQ};
+        for (var m = 0u; m < #{UPQ}; m++) {
+            let q = lid + m * #{WG};
+            if (q >= #{HQ}) {
                 continue;
             }
 #if CELL == LSTM
-            var gi = proj[p_at + j] + dot_r(r_row + j, h_at);
-            var go = proj[p_at + #{H} + j] + dot_r(r_row + #{H} + j, h_at);
-            var gf = proj[p_at + 2u * #{H} + j] + dot_r(r_row + 2u * #{H} + j, h_at);
-            let gc = proj[p_at + 3u * #{H} + j] + dot_r(r_row + 3u * #{H} + j, h_at);
+            let rh = recur_dot(d, q, h_at, 0u, 4u);
+            var gi = proj[p_at + q] + rh.a;
+            var go = proj[p_at + #{HQ} + q] + rh.b;
+            var gf = proj[p_at + 2u * #{HQ} + q] + rh.c;
+            let gc = proj[p_at + 3u * #{HQ} + q] + rh.d;
 #ifdef PEEPHOLE
-            let p_row = d * 3u * #{H};
-            gi += peep[p_row + j] * c[m];
-            gf += peep[p_row + 2u * #{H} + j] * c[m];
+            gi += peep4(d, 0u, 4u * q) * c[m];
+            gf += peep4(d, 2u, 4u * q) * c[m];
 #endif
-            let ig = act_f(clipped(gi), d);
+            let ig = f4(gi, d);
 #ifdef INPUT_FORGET
             let fg = 1.0 - ig;  // onnxruntime couples the gates after the input gate's activation
 #else
-            let fg = act_f(clipped(gf), d);
+            let fg = f4(gf, d);
 #endif
-            let cell = fg * c[m] + ig * act_g(clipped(gc), d);
+            let cell = fg * c[m] + ig * g4(gc, d);
 #ifdef PEEPHOLE
-            go += peep[p_row + #{H} + j] * cell;  // the output gate's peephole sees the new cell
+            go += peep4(d, 1u, 4u * q) * cell;  // the output gate's peephole sees the new cell
 #endif
             c[m] = cell;
-            h_new[m] = act_f(clipped(go), d) * act_h(cell, d);
+            h_new[m] = f4(go, d) * h4(cell, d);
 #endif
 #if CELL == GRU
-            z[m] = act_f(clipped(proj[p_at + j] + dot_r(r_row + j, h_at)), d);
-            let rg = act_f(clipped(proj[p_at + #{H} + j] + dot_r(r_row + #{H} + j, h_at)), d);
 #ifdef LINEAR_BEFORE_RESET
-            let hr = dot_r(r_row + 2u * #{H} + j, h_at) + bias[d * 2u * #{GH} + #{GH} + 2u * #{H} + j];
-            let cand = act_g(clipped(proj[p_at + 2u * #{H} + j] + rg * hr), d);
-            h_new[m] = (1.0 - z[m]) * cand + z[m] * state[h_at + j];
+            let rh = recur_dot(d, q, h_at, 0u, 3u);
 #else
-            state[2u * cells + h_at + j] = rg * state[h_at + j];
+            let rh = recur_dot(d, q, h_at, 0u, 2u);
+#endif
+            z[m] = f4(proj[p_at + q] + rh.a, d);
+            let rg = f4(proj[p_at + #{HQ} + q] + rh.b, d);
+            let h_old = state4(h_at, 4u * q);
+#ifdef LINEAR_BEFORE_RESET
+            var rb = vec4<f32>(0.0);
+            for (var e = 0u; e < 4u; e++) {
+                if (4u * q + e < #{H}) {
+                    rb[e] = bias[d * 2u * #{GH} + #{GH} + 2u * #{H} + 4u * q + e];
+                }
+            }
+            let cand = g4(proj[p_at + 2u * #{HQ} + q] + rg * (rh.c + rb), d);
+            h_new[m] = (1.0 - z[m]) * cand + z[m] * h_old;
+#else
+            let reset = rg * h_old;
+            for (var e = 0u; e < 4u; e++) {
+                if (4u * q + e < #{H}) {
+                    state[2u * cells + h_at + 4u * q + e] = reset[e];
+                }
+            }
 #endif
 #endif
 #if CELL == RNN
-            h_new[m] = act_f(clipped(proj[p_at + j] + dot_r(r_row + j, h_at)), d);
+            h_new[m] = f4(proj[p_at + q] + recur_dot(d, q, h_at, 0u, 1u).a, d);
 #endif
         }
 #if CELL == GRU
 #ifndef LINEAR_BEFORE_RESET
         storageBarrier();  // every r (.) h written before any candidate reads it
-        for (var m = 0u; m < #{UPT}; m++) {
-            let j = lid + m * #{WG};
-            if (j < #{H}) {
-                let row = r_row + 2u * #{H} + j;
-                let cand = act_g(clipped(proj[p_at + 2u * #{H} + j] + dot_r(row, 2u * cells + h_at)), d);
-                h_new[m] = (1.0 - z[m]) * cand + z[m] * state[h_at + j];
+        for (var m = 0u; m < #{UPQ}; m++) {
+            let q = lid + m * #{WG};
+            if (q < #{HQ}) {
+                let reset = recur_dot(d, q, 2u * cells + h_at, 2u, 1u).a;
+                let cand = g4(proj[p_at + 2u * #{HQ} + q] + reset, d);
+                h_new[m] = (1.0 - z[m]) * cand + z[m] * state4(h_at, 4u * q);
             }
         }
 #endif
 #endif
         storageBarrier();  // every read of the previous h done
-        for (var m = 0u; m < #{UPT}; m++) {
-            let j = lid + m * #{WG};
-            if (j < #{H}) {
-                state[h_at + j] = h_new[m];
+        for (var m = 0u; m < #{UPQ}; m++) {
+            let q = lid + m * #{WG};
+            for (var e = 0u; e < 4u; e++) {
+                let j = 4u * q + e;
+                if (q < #{HQ} && j < #{H}) {
+                    state[h_at + j] = h_new[m][e];
 #ifdef HAS_Y
-                y[y_index(t, d, b, j)] = h_new[m];
+                    y[y_index(t, d, b, j)] = h_new[m][e];
 #endif
+                }
             }
         }
         storageBarrier();  // the new h visible to the next step
     }
-    for (var m = 0u; m < #{UPT}; m++) {
-        let j = lid + m * #{WG};
-        if (j >= #{H}) {
-            continue;
-        }
+    for (var m = 0u; m < #{UPQ}; m++) {
+        let q = lid + m * #{WG};
+        for (var e = 0u; e < 4u; e++) {
+            let j = 4u * q + e;
+            if (q >= #{HQ} || j >= #{H}) {
+                continue;
+            }
 #ifdef HAS_Y
-        for (var t = len; t < #{S}; t++) {
-            y[y_index(t, d, b, j)] = 0.0;
-        }
+            for (var t = len; t < #{S}; t++) {
+                y[y_index(t, d, b, j)] = 0.0;
+            }
 #endif
-        if (len == 0u) {
-            state[h_at + j] = 0.0;
-            c[m] = 0.0;
+            if (len == 0u) {
+                state[h_at + j] = 0.0;
+                c[m] = vec4<f32>(0.0);
+            }
+            state[cells + h_at + j] = c[m][e];
         }
-        state[cells + h_at + j] = c[m];
     }
 }
 #endif

@@ -42,6 +42,11 @@ class RecurrentSpec:
     reverse: str  # WGSL bool expression of the direction index d: is this direction run backwards?
 
     @property
+    def quads(self) -> int:
+        """Groups of four hidden units: the kernels' vec4 lanes (the last one padded)."""
+        return (self.hidden + 3) // 4
+
+    @property
     def gate_rows(self) -> int:
         return self.cell.gates * self.hidden
 
