@@ -93,14 +93,19 @@ def _outputs(op: str) -> int:
 
 
 def _expected(
-    op: str, inputs: Mapping[str, np.ndarray | None], attrs: Mapping[str, Any], omit: tuple[int, ...] = ()
+    op: str,
+    inputs: Mapping[str, np.ndarray | None],
+    attrs: Mapping[str, Any],
+    omit: tuple[int, ...] = (),
+    opset: int = 14,
 ) -> list[np.ndarray]:
     """onnxruntime's outputs. Its CPU kernels refuse layout 1 (batch first), which ONNX defines as
     layout 0 with X, the states and the outputs transposed: a layout-1 case is run that way."""
     layout = int(attrs.get("layout", 0))
     swap = {"X", "initial_h", "initial_c"} if layout else set()
     ref = {k: (np.ascontiguousarray(v.swapaxes(0, 1)) if k in swap and v is not None else v) for k, v in inputs.items()}
-    model = make_model(op, ref, {**attrs, "layout": 0}, opset=14, num_outputs=_outputs(op), omit_outputs=omit)
+    ref_attrs = {**attrs, "layout": 0} if layout else dict(attrs)  # opsets before 14 have no layout attribute
+    model = make_model(op, ref, ref_attrs, opset=opset, num_outputs=_outputs(op), omit_outputs=omit)
     got = reference_outputs(model, {k: v for k, v in ref.items() if v is not None}, "ort")
     present = [i for i in range(_outputs(op)) if i not in omit]
     if layout:  # Y [S, D, B, H] -> [B, S, D, H]; Y_h, Y_c [D, B, H] -> [B, D, H]
@@ -115,14 +120,15 @@ def _check(
     *,
     omit: tuple[int, ...] = (),
     initializers: tuple[str, ...] = (),
+    opset: int = 14,
 ) -> list[np.ndarray]:
     """Onyxia's outputs for the node, checked against `_expected` (`initializers` are baked in the file)."""
     model = make_model(
-        op, inputs, attrs, opset=14, num_outputs=_outputs(op), omit_outputs=omit, initializers=initializers
+        op, inputs, attrs, opset=opset, num_outputs=_outputs(op), omit_outputs=omit, initializers=initializers
     )
     feeds = {k: v for k, v in inputs.items() if v is not None and k not in initializers}
     actual = onyxia_outputs(model, feeds)
-    for output, a, e in zip(model.graph.output, actual, _expected(op, inputs, attrs, omit)):
+    for output, a, e in zip(model.graph.output, actual, _expected(op, inputs, attrs, omit, opset)):
         assert_close(a, e, output.name)
     return actual
 
@@ -196,6 +202,20 @@ def test_gru_linear_before_reset(linear_before_reset: int, bias: bool, layout: i
     inputs = _inputs("GRU", direction="bidirectional", layout=layout, bias=bias, lens=[5, 3, 1], initial=(True, False))
     attrs = _attrs("GRU", direction="bidirectional", layout=layout, linear_before_reset=linear_before_reset)
     _check("GRU", inputs, attrs)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("opset", [7, 22])
+def test_other_opsets(op: str, opset: int) -> None:
+    """Opset 7 (before the layout attribute) and 22 read the same node."""
+    inputs = _inputs(op, direction="bidirectional", lens=[3, 5, 1], initial=(True, True), peepholes=True)
+    _check(op, inputs, _attrs(op, direction="bidirectional"), opset=opset)
+
+
+def test_lstm_empty_sequence() -> None:
+    """seq_length 0: Y is empty and the final states are zero, as onnxruntime's LSTM returns them (its GRU
+    and RNN kernels abort on this input, so only LSTM has an oracle)."""
+    _check("LSTM", _inputs("LSTM", seq=0, initial=(True, True)), _attrs("LSTM"))
 
 
 def test_lstm_initial_c_without_initial_h() -> None:

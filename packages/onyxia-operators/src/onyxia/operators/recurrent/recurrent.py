@@ -116,7 +116,8 @@ def _plan_projection(ctx: PlanCtx, spec: RecurrentSpec, wt: BufferRef) -> Buffer
         reads.append(ctx.input(3))
     defs["B_PROJ"] = len(reads)
     if count != 0:  # seq_length 0: no step; the recurrence still writes the (zero) final states
-        ctx.dispatch(_compile(ctx, "PROJECT", spec, defs), reads, [proj], ceil_div(count, WORKGROUP_SIZE))
+        blocks = spec.directions * ceil_div(spec.seq * spec.batch, 4) * spec.cell.gates * spec.quads
+        ctx.dispatch(_compile(ctx, "PROJECT", spec, defs), reads, [proj], ceil_div(blocks, WORKGROUP_SIZE))
     return proj
 
 

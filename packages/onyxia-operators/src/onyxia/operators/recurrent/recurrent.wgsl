@@ -5,7 +5,7 @@
 //   neighbouring hidden units: the 8 invocations of a lavapipe SIMD row then read 128 contiguous bytes
 //   per k instead of gathering one word each (matmul_group.wgsl measured the same). Per run, as W and
 //   R may be run-time inputs; it is small next to the time loop.
-// PROJECT (one invocation per (direction, time, batch, gate, quad of units)): proj = X . W^T + Wb (+ Rb
+// PROJECT (one invocation per (direction, 4 (time, batch) rows, gate, quad of units)): proj = X . W^T + Wb (+ Rb
 //   where the cell adds it outside the recurrence), for every step at once: the part of the work with
 //   no time dependence, spread over the whole GPU.
 // PREP (one invocation per state element; only with initial_h / initial_c): the initial states into
@@ -100,7 +100,10 @@ fn element(i: u32) {
 #endif
 @group(0) @binding(#{B_PROJ}) var<storage, read_write> proj: array<vec4<f32>>;
 
-fn element_count() -> u32 { return #{D} * #{S} * #{B} * #{G} * #{HQ}; }
+// Rows (time, batch) are taken 4 per invocation, so each packed W vec4 read serves four rows.
+fn row_blocks() -> u32 { return (#{S} * #{B} + 3u) / 4u; }
+
+fn element_count() -> u32 { return #{D} * row_blocks() * #{G} * #{HQ}; }
 
 #ifdef HAS_BIAS
 // Bias entry n of direction d (Wb, then Rb at GH), 0 past the gate's H units (the padding).
@@ -110,33 +113,55 @@ fn bias_at(d: u32, g: u32, j: u32, rb: bool) -> f32 {
     }
     return bias[d * 2u * #{GH} + select(0u, #{GH}, rb) + g * #{H} + j];
 }
+
+fn bias4(d: u32, g: u32, j: u32, rb: bool) -> vec4<f32> {
+    return vec4<f32>(bias_at(d, g, j, rb), bias_at(d, g, j + 1u, rb), bias_at(d, g, j + 2u, rb), bias_at(d, g, j + 3u, rb));
+}
 #endif
+
+// Start of X's row r = t * B + b (rows past the last clamp to it: computed, never stored).
+fn x_row(r: u32) -> u32 {
+    let row = min(r, #{S} * #{B} - 1u);
+#if LAYOUT == 1
+    return ((row % #{B}) * #{S} + row / #{B}) * #{I};
+#else
+    return row * #{I};
+#endif
+}
 
 fn element(i: u32) {
     let q = i % #{HQ};
     let g = (i / #{HQ}) % #{G};
-    let row = i / (#{HQ} * #{G});  // (d * S + t) * B + b
-    let b = row % #{B};
-    let t = (row / #{B}) % #{S};
-    let d = row / (#{B} * #{S});
-#if LAYOUT == 1
-    let x_at = (b * #{S} + t) * #{I};
-#else
-    let x_at = (t * #{B} + b) * #{I};
-#endif
-    let w_at = d * #{I} * #{G} * #{HQ} + g * #{HQ} + q;
-    var acc = vec4<f32>(0.0);
+    let block = (i / (#{HQ} * #{G})) % row_blocks();
+    let d = i / (#{HQ} * #{G} * row_blocks());
+    let r0 = block * 4u;
+    let x0 = x_row(r0);
+    let x1 = x_row(r0 + 1u);
+    let x2 = x_row(r0 + 2u);
+    let x3 = x_row(r0 + 3u);
+    var w_at = d * #{I} * #{G} * #{HQ} + g * #{HQ} + q;
+    var acc = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
     for (var k = 0u; k < #{I}; k++) {
-        acc += x[x_at + k] * wt[w_at + k * #{G} * #{HQ}];
+        let wv = wt[w_at];
+        acc[0] += x[x0 + k] * wv;
+        acc[1] += x[x1 + k] * wv;
+        acc[2] += x[x2 + k] * wv;
+        acc[3] += x[x3 + k] * wv;
+        w_at += #{G} * #{HQ};
     }
+    var biases = vec4<f32>(0.0);
 #ifdef HAS_BIAS
-    let j = q * 4u;
-    acc += vec4<f32>(bias_at(d, g, j, false), bias_at(d, g, j + 1u, false), bias_at(d, g, j + 2u, false), bias_at(d, g, j + 3u, false));
+    biases = bias4(d, g, q * 4u, false);
     if (g < #{RB_GATES}) {
-        acc += vec4<f32>(bias_at(d, g, j, true), bias_at(d, g, j + 1u, true), bias_at(d, g, j + 2u, true), bias_at(d, g, j + 3u, true));
+        biases += bias4(d, g, q * 4u, true);
     }
 #endif
-    proj[i] = acc;
+    for (var e = 0u; e < 4u; e++) {
+        let r = r0 + e;
+        if (r < #{S} * #{B}) {
+            proj[((d * #{S} * #{B} + r) * #{G} + g) * #{HQ} + q] = acc[e] + biases;
+        }
+    }
 }
 #endif
 
