@@ -23,13 +23,14 @@ def test_decode_creates_no_pipelines_and_reads_back_one_token(directory: str, pr
     llm = session(directory, precision)
     llm.reset()
     stats = llm.executor.stats
+    read = stats.bytes_read_back
     steps = llm.generate_ids([2, 100, 200, 300], 12)
-    next(steps)  # prefill
+    next(steps)  # prefill (and, pipelined, the first decode step submitted ahead)
     next(steps)  # first decode step
-    pipelines, modules, read = stats.pipelines_created, stats.shader_modules_created, stats.bytes_read_back
+    pipelines, modules = stats.pipelines_created, stats.shader_modules_created
     switches = stats.plan_switches
-    for count, _ in enumerate(steps, start=1):
-        assert stats.bytes_read_back - read == 4 * count  # one i32 token id per greedy step
+    count = 2 + sum(1 for _ in steps)
+    assert stats.bytes_read_back - read == 4 * count  # one i32 token id per run: prefill, a step per token but the last
     assert (stats.pipelines_created, stats.shader_modules_created) == (pipelines, modules)
     assert stats.plan_switches == switches and stats.replans == 0  # decode moves symbolic dims only
 
@@ -72,16 +73,14 @@ def test_decode_step_is_one_submit_and_one_map_with_the_error_word(directory: st
     executor.ctx = executor._pool.ctx = counting
     try:
         llm.reset()
-        steps = llm.generate_ids([2, 100, 200, 300], 10)
-        next(steps)  # prefill
-        next(steps)  # first decode step
         submits, maps = counting.counter.submits, stats.staging_maps
         read, words = stats.bytes_read_back, stats.error_word_bytes
-        for count, _ in enumerate(steps, start=1):
-            assert counting.counter.submits - submits == count  # one submit per step
-            assert stats.staging_maps - maps == count  # one mapped readback per step
-            assert stats.bytes_read_back - read == 4 * count  # the token id
-            assert stats.error_word_bytes - words == word * count  # and the word, in the same map
+        tokens = len(list(llm.generate_ids([2, 100, 200, 300], 10)))
+        runs = tokens  # the prefill, then one step per token but the last (pipelined or not)
+        assert counting.counter.submits - submits == runs  # one submit per step
+        assert stats.staging_maps - maps == runs  # one mapped readback per step
+        assert stats.bytes_read_back - read == 4 * runs  # the token id
+        assert stats.error_word_bytes - words == word * runs  # and the word, in the same map
     finally:
         executor.ctx = executor._pool.ctx = ctx
 
@@ -106,7 +105,8 @@ def test_an_id_past_the_vocabulary_is_also_caught_on_the_gpu(monkeypatch: pytest
 def test_kv_cache_is_appended_in_place(directory: str, precision: str | None) -> None:
     llm = session(directory, precision)
     assert len(llm.aliased) == len(llm.signature.kv)  # every cache tensor aliased: no per-step copy
-    assert llm.executor._carries.copies == []
+    # no cache copy; the one carry is the 4-byte token id into input_ids (pipelined decode)
+    assert [size for *_, size in llm.executor._carries.copies] in ([], [4])
     # nor does the readback staging buffer make room for it: only for what a step may read back
     executor, presents = llm.executor, {p.present for p in llm.signature.kv}
     others = [name for name in executor.output_names if name not in presents]

@@ -12,21 +12,24 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
+from onyxia.cli.llm.generation_stats import GenerationStats, SessionBusyError
 from onyxia.cli.llm.model_dir import ModelDirectory
+from onyxia.cli.llm.pipelined import can_pipeline, pipelined_greedy
 from onyxia.cli.llm.sampling import SamplingParams, sample_token
-from onyxia.cli.llm.signature import LlmSignature, bind_names
+from onyxia.cli.llm.signature import LlmSignature
+from onyxia.cli.llm.step_inputs import step_feeds, vocab_size
 from onyxia.cli.llm.tokenizer import TextTokenizer
-from onyxia.core import InputError, OnyxiaError
+from onyxia.core import InputError
 
 if TYPE_CHECKING:  # the runtime (wgpu) loads when a session is built, not when this module is imported
     from onyxia.runtime import PlanExecutor, Runtime
+    from onyxia.runtime.pending import PendingRun
     from onyxia.runtime.profiling import RunProfile
 
 __all__ = ["GenerationStats", "LlmSession", "SessionBusyError"]
@@ -35,26 +38,6 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 GREEDY = SamplingParams()
-
-
-@dataclass
-class GenerationStats:
-    prompt_tokens: int = 0
-    new_tokens: int = 0
-    prefill_seconds: float = 0.0
-    decode_seconds: float = 0.0
-
-    @property
-    def prefill_tokens_per_second(self) -> float:
-        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds else 0.0
-
-    @property
-    def decode_tokens_per_second(self) -> float:
-        return (self.new_tokens - 1) / self.decode_seconds if self.decode_seconds and self.new_tokens > 1 else 0.0
-
-
-class SessionBusyError(OnyxiaError):
-    """A session was asked to generate (or reset) while a generation on it is still open."""
 
 
 class LlmSession:
@@ -82,7 +65,9 @@ class LlmSession:
         self.stats = GenerationStats()
         self._window: int | None = model_dir.config.get("sliding_window")
         self._symbols = executor.compiled.symbols  # a property that walks every tensor: read once
-        self.vocab_size = _vocab_size(executor, signature.logits)  # ids are checked against it before upload
+        self.vocab_size = vocab_size(executor, signature.logits)  # ids are checked against it before upload
+        self.pipelined = True  # greedy decode submits step N+1 before reading step N's token (llm/pipelined.py)
+        self._token_carried = False
         # A list turns profiling on: each run goes through `PlanExecutor.profile_run()` (it needs
         # `Runtime(profiling=True)`) and its `RunProfile` is appended; None (the default) runs plainly.
         self.profiles: list[RunProfile] | None = None
@@ -195,8 +180,11 @@ class LlmSession:
                 f"generate(): {self.position} cached + {len(prompt)} prompt + {max_new_tokens} new tokens exceed "
                 f"max_length {self.max_length}; start a new conversation or raise max_length"
             )
-        rng = np.random.default_rng(params.seed)
         self.stats = GenerationStats(prompt_tokens=len(prompt))
+        if params.greedy and max_new_tokens and can_pipeline(self):
+            yield from pipelined_greedy(self, prompt, max_new_tokens, stop)
+            return
+        rng = np.random.default_rng(params.seed)
         start = time.perf_counter()
         token = self._step(prompt, params, rng)
         self.stats.prefill_seconds = time.perf_counter() - start
@@ -273,48 +261,31 @@ class LlmSession:
         return sample_token(logits.reshape(-1, logits.shape[-1])[-1], params, self.history, rng)
 
     def _forward(self, ids: list[int], outputs: list[str]) -> dict[str, np.ndarray]:
-        """Append `ids` to the cache, `prefill_chunk` tokens per run; `outputs` come from the last run."""
-        ids = self._token_ids(ids)
+        return self._submit(self._token_ids(ids), outputs).read()
+
+    def _submit(self, ids: list[int], outputs: list[str]) -> PendingRun:
+        """Append `ids` to the cache, `prefill_chunk` tokens per run; the last run's `outputs` unread."""
         if self.position + len(ids) > self.max_length:
             raise InputError(f"{self.position} cached + {len(ids)} new tokens exceed max_length {self.max_length}")
-        out: dict[str, np.ndarray] = {}
+        pending: PendingRun | None = None
         for start in range(0, len(ids), self.prefill_chunk):
+            if pending is not None:
+                pending.read()
             chunk = ids[start : start + self.prefill_chunk]
             wanted = outputs if start + len(chunk) == len(ids) else []
-            feeds, dims = self._feeds(chunk)
+            feeds, dims = step_feeds(self.signature, chunk, self.position, self._window, self._symbols)
             self.executor.update_dimensions(dims)
-            out = self._run(feeds, wanted)
+            pending = self._run(feeds, wanted)
             self.position += len(chunk)
             self.history.extend(chunk)
-        return out
+        assert pending is not None, "the prompt has tokens (checked by the callers)"
+        return pending
 
-    def _run(self, feeds: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
+    def _run(self, feeds: dict[str, np.ndarray], wanted: list[str]) -> PendingRun:
         if self.profiles is None:
-            return self.executor.run(feeds, outputs=wanted)
+            return self.executor.submit(feeds, outputs=wanted)
+        from onyxia.runtime.pending import PendingRun
+
         profile = self.executor.profile_run(feeds, wanted)
         self.profiles.append(profile)
-        return dict(profile.outputs)
-
-    def _feeds(self, ids: list[int]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-        sig, past, count = self.signature, self.position, len(ids)
-        total = past + count
-        feeds = {sig.input_ids: np.array([ids], np.int64)}
-        if sig.attention_mask:
-            feeds[sig.attention_mask] = np.ones((1, total), np.int64)
-        if sig.position_ids:
-            feeds[sig.position_ids] = np.arange(past, total, dtype=np.int64)[None]
-        dims: dict[str, int] = {}
-        for name, array in feeds.items():
-            bind_names(sig.input_dims[name], array.shape, dims)
-        for pair in sig.kv:  # [batch, kv heads, past length (a window's capacity), head size]
-            length = self._window if pair.windowed else past
-            bind_names(pair.past_dims[:1], (1,), dims)
-            if length is not None:
-                bind_names(pair.past_dims[2:3], (length,), dims)
-        return feeds, {k: v for k, v in dims.items() if k in self._symbols}
-
-
-def _vocab_size(executor: PlanExecutor, logits: str) -> int | None:
-    """The logits' last dim (rows of the lm head): the number of token ids the model knows."""
-    last = executor.compiled.tensor_by_name(logits).dims[-1]
-    return last if isinstance(last, int) else None
+        return PendingRun(None, 0, dict(profile.outputs))
