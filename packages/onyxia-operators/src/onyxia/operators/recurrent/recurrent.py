@@ -1,13 +1,14 @@
 """`RecurrentOp`: ONNX LSTM, GRU and RNN (every opset), with the time loop on the GPU.
 
-The plan is a fixed list of dispatches whatever the sequence length (recurrent.wgsl): the input
-projection X . W^T for every step as one data-parallel dispatch, then one persistent workgroup per
-(direction, batch entry) that walks the steps inside the shader with storage barriers between them.
-PACK transposes W and R first and two small dispatches move the states in
-and out. One dispatch per step was the alternative; it needs the step count when the plan is made, so a
-symbolic seq_length (a speech model's frame count) would need a plan per length, and each step
-would pay a dispatch. The persistent loop reads its bound from the seq_length immediate (or the
-entry's sequence_lens value), so one plan serves every length and nothing is read back.
+The plan is a fixed list of up to five dispatches whatever the sequence length: PACK rewrites W and
+R so that neighbouring invocations read neighbouring words, PROJECT computes X . W^T + biases for
+every step at once (data-parallel over the whole GPU), PREP moves initial states in
+(recurrent_io.wgsl), RECUR runs one persistent workgroup per (direction, batch entry) that walks the
+steps inside the shader with storage barriers between them (recurrent.wgsl), and FINISH moves the
+final states out. One dispatch per step was the alternative; it needs the step count when the plan
+is made, so a symbolic seq_length (a speech model's frame count) would need a plan per length, and
+each step would pay a dispatch. The persistent loop reads its bound from the seq_length immediate
+(or the entry's sequence_lens value), so one plan serves every length and nothing is read back.
 
 Both layouts, both directions, the activations and their alpha/beta (`activations`), clip,
 input_forget, linear_before_reset, sequence_lens (checked on the GPU: a value outside
@@ -33,7 +34,8 @@ from onyxia.operators.recurrent.spec import Cell, RecurrentSpec, read_spec
 
 __all__ = ["RECURRENT", "RecurrentOp"]
 
-_SOURCE = load_wgsl(__package__, "recurrent.wgsl")
+_LOOP_SOURCE = load_wgsl(__package__, "recurrent.wgsl")  # RECUR
+_IO_SOURCE = load_wgsl(__package__, "recurrent_io.wgsl")  # PACK, PROJECT, PREP, FINISH
 _OUTPUT_NAMES = ("Y", "Y_h", "Y_c")
 
 
@@ -88,11 +90,12 @@ def _compile(
     full = {**_base_defs(spec), stage: True, **defs}
     if stage != "RECUR":
         full["WORKGROUP_SIZE"] = WORKGROUP_SIZE
-    return ctx.compile_shader(f"recurrent/{stage.lower()}", _SOURCE, full, _dims(spec), immediates)
+    source = _LOOP_SOURCE if stage == "RECUR" else _IO_SOURCE
+    return ctx.compile_shader(f"recurrent/{stage.lower()}", source, full, _dims(spec), immediates)
 
 
 def _plan_pack(ctx: PlanCtx, spec: RecurrentSpec) -> tuple[BufferRef, BufferRef]:
-    """W and R as [D, K, G, 4 * quads] (recurrent.wgsl PACK), read as vec4s of neighbouring units."""
+    """W and R as [D, K, G, 4 * quads] (recurrent_io.wgsl PACK), read as vec4s of neighbouring units."""
     packed_row = spec.cell.gates * spec.quads * 4
     w_count = spec.directions * spec.input_size * packed_row
     wt = ctx.alloc_scratch(w_count * 4 + 16, "w_packed")  # + 16: input_size 0 leaves it empty
