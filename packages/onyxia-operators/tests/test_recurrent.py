@@ -10,8 +10,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
-from oracle import assert_close, compile_model, make_model, onyxia_outputs, reference_outputs, runtime
+from onnx import helper, numpy_helper
+from oracle import (
+    assert_close,
+    check_rebinding,
+    compile_model,
+    make_model,
+    onyxia_outputs,
+    reference_outputs,
+    runtime,
+)
 
 from onyxia.compiler import CompilerPipeline
 from onyxia.core import DataType, GraphBuilder
@@ -292,6 +302,50 @@ def test_symbolic_seq_length_one_plan(op: str, layout: int) -> None:
             assert_close(got[output.name], expected, f"{output.name} at seq_length {seq}, batch {batch}")
         pipelines = pipelines or executor.stats.pipelines_created
         assert executor.stats.pipelines_created == pipelines, f"seq_length {seq}, batch {batch} recompiled"
+
+
+def _stacked_lstm(layers: int, size: int, hidden: int) -> Any:
+    """nn.LSTM(size, hidden, num_layers=layers, bidirectional=True) as torch.onnx writes it: h0/c0
+    inputs sliced per layer, Y's direction axis moved next to the features (Transpose, Reshape) to feed
+    the next layer, the final states concatenated; seq_length and batch symbolic."""
+    nodes, inits = [], []
+    x = "input"
+    for layer in range(layers):
+        k = size if layer == 0 else 2 * hidden
+        for name, shape in (("W", (2, 4 * hidden, k)), ("R", (2, 4 * hidden, hidden)), ("B", (2, 8 * hidden))):
+            inits.append(numpy_helper.from_array(_f32(*shape, scale=0.3), f"{name}{layer}"))
+        for name, lo in (("starts", 2 * layer), ("ends", 2 * layer + 2)):
+            inits.append(numpy_helper.from_array(np.array([lo], np.int64), f"{name}{layer}"))
+        for state in ("h0", "c0"):
+            nodes.append(helper.make_node("Slice", [state, f"starts{layer}", f"ends{layer}"], [f"{state}_{layer}"]))
+        lstm_inputs = [x, f"W{layer}", f"R{layer}", f"B{layer}", "", f"h0_{layer}", f"c0_{layer}"]
+        outputs = [f"y{layer}", f"hn{layer}", f"cn{layer}"]
+        nodes.append(helper.make_node("LSTM", lstm_inputs, outputs, hidden_size=hidden, direction="bidirectional"))
+        nodes.append(helper.make_node("Transpose", [f"y{layer}"], [f"yt{layer}"], perm=[0, 2, 1, 3]))
+        x = "output" if layer == layers - 1 else f"x{layer + 1}"
+        nodes.append(helper.make_node("Reshape", [f"yt{layer}", "features"], [x]))
+    inits.append(numpy_helper.from_array(np.array([0, 0, -1], np.int64), "features"))
+    for state in ("h", "c"):
+        nodes.append(helper.make_node("Concat", [f"{state}n{i}" for i in range(layers)], [f"{state}n"], axis=0))
+    f32 = onnx.TensorProto.FLOAT
+    graph_inputs = [helper.make_tensor_value_info("input", f32, ["seq_len", "batch", size])]
+    graph_inputs += [helper.make_tensor_value_info(s, f32, [2 * layers, "batch", hidden]) for s in ("h0", "c0")]
+    graph_outputs = [helper.make_tensor_value_info(n, f32, None) for n in ("output", "hn", "cn")]
+    graph = helper.make_graph(nodes, "torch_lstm", graph_inputs, graph_outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def test_torch_style_stacked_bidirectional_lstm() -> None:
+    """The graph torch.onnx exports for a 2-layer bidirectional nn.LSTM (torch is not a test dependency,
+    so the graph is written here node for node), one plan at three (seq_len, batch) sizes."""
+    layers, size, hidden = 2, 6, 7
+    model = _stacked_lstm(layers, size, hidden)
+
+    def feeds(seq: int, batch: int) -> dict[str, np.ndarray]:
+        states = {s: _f32(2 * layers, batch, hidden, scale=1.0) for s in ("h0", "c0")}
+        return {"input": _f32(seq, batch, size, scale=1.0), **states}
+
+    check_rebinding(model, [feeds(9, 2), feeds(4, 3), feeds(1, 1)])
 
 
 def _named(op: str, inputs: Mapping[str, np.ndarray | None], attrs: Mapping[str, Any]) -> Any:
