@@ -8,7 +8,9 @@ statistics and ``onyxia compile --generation --dump-dir`` like every other pass:
   of the model: 262144 x 640 for Gemma 3 270m) runs on the last position only;
 - `AddNextToken`: greedy decoding reads back one token id, computed by ArgMax on the GPU;
 - `AliasKvCache`: present.N.* is written into past_key_values.N.*'s buffer, so a decode step appends
-  one position instead of copying the whole cache (`aliased` lists the pairs after the compile).
+  one position instead of copying the whole cache (`aliased` lists the pairs after the compile);
+- `ReduceLmHeadPrecision` (only with ``lm_head`` fp16 or int8, first): the head reads a reduced-precision
+  copy of its f32 weight (`lm_head_precision`).
 
 Each is idempotent: a second run (the stage repeats until nothing changes) finds its work done.
 """
@@ -20,6 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from onyxia.cli.llm.lm_head_precision import ReduceLmHeadPrecision, check_lm_head
 from onyxia.core import (
     Absent,
     DataType,
@@ -34,13 +37,20 @@ from onyxia.core import (
 )
 from onyxia.core.symbolic import simplify_dim
 
-__all__ = ["NEXT_TOKEN", "AddNextToken", "AliasKvCache", "SliceLogitsToLastPosition", "generation_passes"]
+__all__ = [
+    "NEXT_TOKEN",
+    "AddNextToken",
+    "AliasKvCache",
+    "SliceLogitsToLastPosition",
+    "generation_passes",
+    "lm_head_node",
+]
 
 log = logging.getLogger(__name__)
 
 NEXT_TOKEN = "next_token"
 _LAST_POSITION = "onyxia/last_position"
-_HEAD_OPS = {("", "MatMul"), ("com.microsoft", "MatMulNBits"), ("", "Gemm")}
+_HEAD_OPS = {("", "MatMul"), ("com.microsoft", "MatMulNBits"), ("", "Gemm"), ("com.microsoft", "DynamicQuantizeMatMul")}
 _PASS_THROUGH = {"Cast", "Div", "Mul", "Tanh", "Add", "Identity"}  # softcapping and dtype casts after the head
 _IN_PLACE = {("com.microsoft", "GroupQueryAttention"), ("", "Concat"), ("com.onyxia", "KvAppend")}
 
@@ -57,7 +67,7 @@ class SliceLogitsToLastPosition:
         if any(n.name == _LAST_POSITION for n in graph.nodes_of("Slice")):
             return False
         logits = graph.tensor_by_name(self.logits)
-        head = _lm_head(graph, logits.id) if logits is not None else None
+        head = lm_head_node(graph, logits.id) if logits is not None else None
         if head is None or head.inputs[0] is None:
             log.warning("no lm head found before '%s'; logits are computed for every position", self.logits)
             return False
@@ -128,11 +138,15 @@ class AliasKvCache:
         return changed
 
 
-def generation_passes(logits: str, kv_pairs: Sequence[tuple[str, str]], dims: Mapping[str, int]) -> PassSet:
-    """The set `LlmSession` adds: last-position logits, the greedy token, in-place KV cache pairs."""
+def generation_passes(
+    logits: str, kv_pairs: Sequence[tuple[str, str]], dims: Mapping[str, int], lm_head: str = "exact"
+) -> PassSet:
+    """The set `LlmSession` adds: last-position logits, the greedy token, in-place KV cache pairs, and with
+    `lm_head` other than "exact" a reduced-precision head."""
+    reduced = () if check_lm_head(lm_head) == "exact" else (ReduceLmHeadPrecision(logits, lm_head, lm_head_node),)
     return PassSet(
         "generation",
-        (SliceLogitsToLastPosition(logits), AddNextToken(logits), AliasKvCache(kv_pairs, dims)),
+        (*reduced, SliceLogitsToLastPosition(logits), AddNextToken(logits), AliasKvCache(kv_pairs, dims)),
     )
 
 
@@ -144,7 +158,8 @@ def _constant(graph: IrGraph, name: str, values: list[int]) -> int:
     return tensor.id
 
 
-def _lm_head(graph: IrGraph, logits: int) -> IrNode | None:
+def lm_head_node(graph: IrGraph, logits: int) -> IrNode | None:
+    """The matmul that makes `logits`, through soft-capping and casts; None when there is none."""
     node = graph.tensor_producer(logits)
     while node is not None and (node.domain, node.op_type) not in _HEAD_OPS:
         if node.op_type not in _PASS_THROUGH:

@@ -14,6 +14,7 @@ import numpy as np
 
 from onyxia.cli.llm.families import describe_architecture, family_of
 from onyxia.cli.llm.generation_passes import AliasKvCache, generation_passes
+from onyxia.cli.llm.lm_head_precision import check_lm_head
 from onyxia.cli.llm.model_dir import resolve_model_dir
 from onyxia.cli.llm.signature import LlmSignature, read_signature
 from onyxia.cli.llm.tokenizer import TextTokenizer
@@ -47,6 +48,7 @@ def build_session(
     progress: Callable[[str], None],
     accuracy_level: int | None = None,
     match_onnxruntime: bool = True,
+    lm_head: str = "exact",
 ) -> Session:
     """`cls(...)` (an `LlmSession` or a subclass) over `model_dir`, compiled, uploaded and warmed up."""
     from onyxia.compiler import CompilerPipeline
@@ -56,6 +58,8 @@ def build_session(
     from onyxia.runtime import Runtime
 
     runtime = runtime or Runtime()
+    if check_lm_head(lm_head) == "fp16" and runtime.features and "shader-f16" not in runtime.features:
+        raise ModelLoadError("lm_head fp16 needs the adapter feature shader-f16, which this adapter lacks")
     found = resolve_model_dir(model_dir, precision, runtime.features)
     tokenizer = TextTokenizer(found.tokenizer_path, found.tokenizer_config, found.chat_template, found.root)
     progress("parsing")
@@ -69,7 +73,7 @@ def build_session(
         for node in graph.nodes_of("MatMulNBits", "com.microsoft"):
             node.attributes["accuracy_level"] = accuracy_level
     static = _static_dims(graph, signature, found.config)
-    generation = generation_passes(signature.logits, _in_place_pairs(graph, signature, registry), static)
+    generation = generation_passes(signature.logits, _in_place_pairs(graph, signature, registry), static, lm_head)
     progress("compiling")
     pipeline = CompilerPipeline(registry).add_pass_set(generation)
     if match_onnxruntime and any(t.dtype == DataType.FLOAT16 and t.kind in _SOURCES for t in graph.tensors):

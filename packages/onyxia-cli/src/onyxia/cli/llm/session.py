@@ -85,13 +85,17 @@ class LlmSession:
         progress: Progress | None = None,
         accuracy_level: int | None = None,
         match_onnxruntime: bool = True,
+        lm_head: str = "exact",
     ) -> Self:
         """`accuracy_level` overrides every MatMulNBits node's, like onnxruntime's session option
         (0: float activations; 4: int8 activations, what the 4-bit exports ask for).
 
         `match_onnxruntime` (float16 models only) computes in float32 where onnxruntime's CPU EP does,
         lacking a float16 kernel (residual Adds, Gelu, the lm head), so tokens equal onnxruntime's;
-        False computes every op in the dtype the graph gives it (`MatchOnnxruntimeCpuFloat16`)."""
+        False computes every op in the dtype the graph gives it (`MatchOnnxruntimeCpuFloat16`).
+
+        `lm_head` "fp16" or "int8" makes the lm head read a reduced-precision copy of an f32 head weight
+        (faster decode, approximate logits; `lm_head_precision`); "exact" (the default) changes nothing."""
         from onyxia.cli.llm.loading import build_session
 
         return build_session(
@@ -103,6 +107,7 @@ class LlmSession:
             progress or (lambda _: None),
             accuracy_level,
             match_onnxruntime,
+            lm_head,
         )
 
     # ----- generation --------------------------------------------------------------------------
