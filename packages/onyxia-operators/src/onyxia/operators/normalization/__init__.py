@@ -1,7 +1,8 @@
 """Normalisation family and its neighbours: LayerNormalization, RMSNormalization and
 SimplifiedLayerNormalization (RMSNorm), BatchNormalization (inference), and the com.microsoft
-SkipLayerNormalization, SkipSimplifiedLayerNormalization and RotaryEmbedding, and com.onyxia RmsNormRotary
-(a per-head RMSNorm fused into RotaryEmbedding) and ApplyRotaryPosEmb (optimum's plain-op rotate-half RoPE,
+SkipLayerNormalization, SkipSimplifiedLayerNormalization and RotaryEmbedding, and com.onyxia NormAddNorm (a
+SkipSimplifiedLayerNormalization whose skip is RMS-normalised first), RmsNormRotary (a per-head RMSNorm
+fused into RotaryEmbedding, for one tensor or a q/k pair) and ApplyRotaryPosEmb (optimum's plain-op rotate-half RoPE,
 optionally behind a per-head RMSNorm).
 
 Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operator helpers only
@@ -12,7 +13,7 @@ Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operat
 from onyxia.core import FamilyKey, Operator, merge_families
 from onyxia.operators.normalization.apply_rotary import APPLY_ROTARY, ApplyRotaryPosEmbOp
 from onyxia.operators.normalization.batch_norm import BATCH_NORM, BatchNormalizationOp
-from onyxia.operators.normalization.layer_norm import LAYER_NORMS, LAYER_NORMS_MS, NormalizationOp
+from onyxia.operators.normalization.layer_norm import LAYER_NORMS, LAYER_NORMS_MS, LAYER_NORMS_ONYXIA, NormalizationOp
 from onyxia.operators.normalization.rms_norm_rotary import RMS_NORM_ROTARY, RmsNormRotaryOp
 from onyxia.operators.normalization.rotary import ROTARY, RotaryEmbeddingOp
 
@@ -34,4 +35,4 @@ __all__ = [
 
 NORMALIZATION: dict[FamilyKey, Operator] = merge_families(LAYER_NORMS, BATCH_NORM)  # default domain
 NORMALIZATION_MS: dict[FamilyKey, Operator] = merge_families(LAYER_NORMS_MS, ROTARY)  # com.microsoft
-NORMALIZATION_ONYXIA: dict[str, Operator] = {**RMS_NORM_ROTARY, **APPLY_ROTARY}  # com.onyxia
+NORMALIZATION_ONYXIA: dict[str, Operator] = {**LAYER_NORMS_ONYXIA, **RMS_NORM_ROTARY, **APPLY_ROTARY}  # com.onyxia

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from onyxia.core import NodeCtx, SymbolicDim, UnsupportedOpError
 from onyxia.core.shapes import shape_of
 
-__all__ = ["require_equal_dim", "require_suffix", "unsupported_attribute"]
+__all__ = ["require_equal_dim", "require_rows", "require_suffix", "unsupported_attribute"]
 
 
 def unsupported_attribute(ctx: NodeCtx, attribute: str, value: object, expected: str) -> UnsupportedOpError:
@@ -48,3 +48,14 @@ def require_suffix(ctx: NodeCtx, i: int, role: str, target: Sequence[SymbolicDim
         raise ctx.error(
             f"{what} has shape {ctx.input_shape(i)}; expected it to broadcast over leading dims to {shape_of(target)}"
         )
+
+
+def require_rows(ctx: NodeCtx, i: int, role: str, target: Sequence[SymbolicDim]) -> None:
+    """Input `i` has `target`'s dims (leading 1s aside): a row-wise reduction over it sees `target`'s rows."""
+    dims, want = list(ctx.input_dims(i)), list(target)
+    for d in (dims, want):
+        while d and d[0] == 1:
+            d.pop(0)
+    what = f"input {i} ({role})"
+    if len(dims) != len(want) or not all(require_equal_dim(ctx, d, t, what) for d, t in zip(dims, want)):
+        raise ctx.error(f"{what} has shape {ctx.input_shape(i)}; expected {shape_of(target)}")

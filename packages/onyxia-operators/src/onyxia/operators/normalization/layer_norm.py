@@ -3,7 +3,9 @@ SimplifiedLayerNormalization (RMSNorm) and the com.microsoft Skip* fusions, one 
 
 A row is data: the role of each input position (``x``, ``skip``, ``scale``, ``beta``, ``bias``), the role
 of each output position (``y``, ``mean``, ``inv_std``, ``sum``), whether the mean is subtracted, and the
-spec's default epsilon. Everything from `axis` to the end is one row; Mean and InvStdDev are float32
+spec's default epsilon. A ``skip_scale`` input (NormAddNorm) makes the skip
+``rms(skip) * skip_scale`` over the same axis (epsilon ``skip_epsilon``), rounded to skip_scale's dtype
+as the SimplifiedLayerNormalization it replaces stores it; that skip must have x's shape. Everything from `axis` to the end is one row; Mean and InvStdDev are float32
 (ONNX type U; stash_type 1 is the only value onnxruntime's schema accepts). RMS rows write 0 to a
 ``mean`` output, as onnxruntime does. Skip, scale, beta and bias may be shorter than what they
 combine with, broadcasting over leading dims (onnxruntime accepts skip as [1, S, H] or [S, H]).
@@ -19,13 +21,20 @@ from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, Symbo
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import node_literal, type_defs
-from onyxia.operators.normalization.checks import require_suffix, unsupported_attribute
+from onyxia.operators.normalization.checks import require_rows, require_suffix, unsupported_attribute
 from onyxia.operators.typesets import FLOATS, require_dtype
 
-__all__ = ["LAYER_NORMS", "LAYER_NORMS_MS", "NormalizationOp", "normalize_rows", "row_workgroup_size"]
+__all__ = [
+    "LAYER_NORMS",
+    "LAYER_NORMS_MS",
+    "LAYER_NORMS_ONYXIA",
+    "NormalizationOp",
+    "normalize_rows",
+    "row_workgroup_size",
+]
 
 _SOURCE = load_wgsl(__package__, "normalization.wgsl")
-_READ_ORDER = ("x", "skip", "bias", "scale", "beta")
+_READ_ORDER = ("x", "skip", "bias", "scale", "beta", "skip_scale")
 _FLAGS = {
     "skip": "SKIP",
     "bias": "BIAS",
@@ -33,6 +42,7 @@ _FLAGS = {
     "mean": "OUT_MEAN",
     "inv_std": "OUT_INV_STD",
     "sum": "OUT_SUM",
+    "skip_scale": "SKIP_NORM",
 }
 _STASH_FLOAT = 1
 
@@ -44,6 +54,7 @@ class NormalizationOp:
     rms: bool
     epsilon: float
     y_dtype_from: str = "x"  # SimplifiedLayerNormalization's Y has the scale's dtype (onnxruntime type V)
+    skip_epsilon: float = 1e-5  # NormAddNorm's skip norm: SimplifiedLayerNormalization's default
     name: str = "normalization"
 
     # ----- shape rule ------------------------------------------------------------------------
@@ -67,11 +78,14 @@ class NormalizationOp:
             raise ctx.error(f"has {ctx.num_outputs} outputs; the op defines {len(self.outputs)}")
         dims = ctx.input_dims(0)
         axis = ctx.normalize_axis(ctx.attr_int("axis", -1), len(dims))
-        for role in ("skip", "scale", "beta", "bias"):
+        for role in ("skip", "scale", "beta", "bias", "skip_scale"):
             i = self._index(ctx, role)
             if i is None:
                 continue
             require_suffix(ctx, i, role, dims if role == "skip" else dims[axis:])
+        skip = self._index(ctx, "skip")
+        if self._index(ctx, "skip_scale") is not None and skip is not None:
+            require_rows(ctx, skip, "skip (normalised per row)", dims)
         return dims, axis
 
     def _index(self, ctx: NodeCtx, role: str) -> int | None:
@@ -81,9 +95,10 @@ class NormalizationOp:
         i = self.inputs.index(role)
         return i if ctx.has_input(i) else None
 
-    def _epsilon(self, ctx: NodeCtx) -> float:
+    def _epsilon(self, ctx: NodeCtx, name: str = "epsilon") -> float:
         """The attribute as the float32 onnxruntime adds (the ONNX attribute is a float32 too)."""
-        return float(np.float32(ctx.attr_float("epsilon", self.epsilon)))
+        default = self.skip_epsilon if name == "skip_epsilon" else self.epsilon
+        return float(np.float32(ctx.attr_float(name, default)))
 
     # ----- folding ---------------------------------------------------------------------------
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
@@ -92,7 +107,7 @@ class NormalizationOp:
             return None
         _, axis = self._checked_layout(ctx)
         operands = {role: value for role, value in zip(self.inputs, values) if value is not None}
-        results = normalize_rows(operands, axis, self._epsilon(ctx), self.rms)
+        results = normalize_rows(operands, axis, self._epsilon(ctx), self.rms, self._epsilon(ctx, "skip_epsilon"))
         return [
             results[role].astype(ctx.output_numpy_dtype(i))
             for i, role in enumerate(self.outputs[: ctx.num_outputs])
@@ -115,6 +130,10 @@ class NormalizationOp:
         defs["EPSILON"] = node_literal(ctx, DataType.FLOAT, self._epsilon(ctx), "attribute 'epsilon'")
         if self.rms:
             defs["RMS"] = True
+        if self._index(ctx, "skip_scale") is not None:
+            defs["SKIP_EPSILON"] = node_literal(ctx, DataType.FLOAT, self._epsilon(ctx, "skip_epsilon"), "skip_epsilon")
+            if types["SKIP_SCALE_T"] == DataType.FLOAT16:
+                defs["SKIP_Y_F16"] = True  # the skip norm's output is rounded as an f16 buffer stores it
         for binding, (role, _) in enumerate([*reads, *writes]):
             defs[f"B_{role.upper()}"] = binding
             if role in _FLAGS:
@@ -134,10 +153,15 @@ def row_workgroup_size(length: SymbolicDim) -> int:
     return min(256, max(32, 1 << max(length - 1, 1).bit_length()))
 
 
-def normalize_rows(operands: dict[str, np.ndarray], axis: int, epsilon: float, rms: bool) -> dict[str, np.ndarray]:
+def normalize_rows(
+    operands: dict[str, np.ndarray], axis: int, epsilon: float, rms: bool, skip_epsilon: float = 1e-5
+) -> dict[str, np.ndarray]:
     """The family in numpy (float32 statistics), for folding; keyed by output role."""
     x = operands["x"]
     total = x.astype(np.float32)
+    if "skip_scale" in operands:  # NormAddNorm: the skip is normalised first, stored in skip_scale's dtype
+        normed = normalize_rows({"x": operands["skip"], "scale": operands["skip_scale"]}, axis, skip_epsilon, True)
+        operands = {**operands, "skip": normed["y"].astype(operands["skip_scale"].dtype)}
     for role in ("skip", "bias"):
         if role in operands:
             total = total + operands[role].astype(np.float32)
@@ -169,4 +193,9 @@ LAYER_NORMS_MS: dict[str, NormalizationOp] = named_rows(
             ("x", "skip", "scale", "bias"), ("y", "mean", "inv_std", "sum"), True, 1e-12
         ),
     }
+)
+
+# com.onyxia: made by the FuseNormAddNorm pass (`normalization.norm_add_norm_fusions`), never by exporters
+LAYER_NORMS_ONYXIA: dict[str, NormalizationOp] = named_rows(
+    {"NormAddNorm": NormalizationOp(("x", "skip", "scale", "skip_scale"), ("y", "mean", "inv_std", "sum"), True, 1e-12)}
 )

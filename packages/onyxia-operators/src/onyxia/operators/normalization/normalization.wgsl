@@ -1,22 +1,30 @@
 // Layer normalisation family: LayerNormalization, SimplifiedLayerNormalization (RMSNorm) and the
-// com.microsoft Skip* fusions. One workgroup per row (the normalised axes flattened). Statistics are
+// com.microsoft Skip* fusions, and com.onyxia NormAddNorm (a Skip* whose skip is RMS-normalised first).
+// One workgroup per row (the normalised axes flattened). Statistics are
 // reduced in f32 whatever the storage type, in two passes (mean, then mean of squared deviations), so
 // a large common offset does not cancel catastrophically as E[x^2] - E[x]^2 would.
 // Bindings, numbered by the planner (reads first, in this order, absent ones skipped):
-//   B_X in_x, [B_SKIP in_skip], [B_BIAS in_bias], B_SCALE in_scale, [B_BETA in_beta],
+//   B_X in_x, [B_SKIP in_skip], [B_BIAS in_bias], B_SCALE in_scale, [B_BETA in_beta], [B_SKIP_SCALE in_skip_scale],
 //   then B_Y out_y, [B_MEAN out_mean], [B_INV_STD out_inv_std], [B_SUM out_sum].
-// Defs: X_T, SKIP_T, BIAS_T, SCALE_T, BETA_T, Y_T, MEAN_T, INV_STD_T, SUM_T  WGSL storage types
+// Defs: X_T, SKIP_T, BIAS_T, SCALE_T, BETA_T, SKIP_SCALE_T, Y_T, MEAN_T, INV_STD_T, SUM_T  WGSL storage types
 //       F16 (flag), WORKGROUP_SIZE (power of two), EPSILON (float literal)
 //       RMS (flag: no mean subtraction; out_mean receives 0, as onnxruntime writes)
 //       SKIP, BIAS, BETA, OUT_MEAN, OUT_INV_STD, OUT_SUM (flags: that binding exists)
+//       SKIP_NORM (flag, with SKIP: the skip row is RMS-normalised and scaled by in_skip_scale before it is
+//       added, exactly as an unfused SimplifiedLayerNormalization of the same row length computes it: same
+//       workgroup size, same tree), SKIP_EPSILON (f32 literal, with SKIP_NORM), SKIP_Y_F16 (flag: that norm's
+//       result is rounded as the f16 buffer the unfused norm writes would round it)
 // Dims (literal when static, immediates when symbolic): ROWS, L (row length), and the element counts
-//       SKIP_N, BIAS_N, SCALE_N, BETA_N. An operand shorter than what it combines with repeats
+//       SKIP_N, BIAS_N, SCALE_N, BETA_N, SKIP_SCALE_N (with SKIP_NORM the skip has x's shape: SKIP_N = ROWS * L). An operand shorter than what it combines with repeats
 //       (flat index % N): numpy broadcasting over leading dims, checked by the planner.
 // Dispatch: ROWS workgroups, 1-D (the runtime may split it into x, y).
 #ifdef F16
 enable f16;
 #endif
 #import onyxia::reduce
+#ifdef SKIP_Y_F16
+#import onyxia::rounding
+#endif
 
 @group(0) @binding(#{B_X}) var<storage, read> in_x: array<#{X_T}>;
 #ifdef SKIP
@@ -28,6 +36,20 @@ enable f16;
 @group(0) @binding(#{B_SCALE}) var<storage, read> in_scale: array<#{SCALE_T}>;
 #ifdef BETA
 @group(0) @binding(#{B_BETA}) var<storage, read> in_beta: array<#{BETA_T}>;
+#endif
+#ifdef SKIP_NORM
+@group(0) @binding(#{B_SKIP_SCALE}) var<storage, read> in_skip_scale: array<#{SKIP_SCALE_T}>;
+var<private> skip_inv_std: f32;  // the skip row's 1 / rms, set once per row before load_value reads it
+
+// Element l of the skip row at flat index i, normalised and stored as the unfused norm stores it.
+fn normed_skip(i: u32, l: u32) -> f32 {
+    let y = f32(in_skip[i]) * skip_inv_std * f32(in_skip_scale[l % #{SKIP_SCALE_N}]);
+#ifdef SKIP_Y_F16
+    return round_to_f16(y);
+#else
+    return y;
+#endif
+}
 #endif
 @group(0) @binding(#{B_Y}) var<storage, read_write> out_y: array<#{Y_T}>;
 #ifdef OUT_MEAN
@@ -43,8 +65,12 @@ enable f16;
 // The value normalised at flat index `i` (element `l` of its row): input + skip + bias, in f32.
 fn load_value(i: u32, l: u32) -> f32 {
     var v = f32(in_x[i]);
+#ifdef SKIP_NORM
+    v += normed_skip(i, l);
+#else
 #ifdef SKIP
     v += f32(in_skip[i % #{SKIP_N}]);
+#endif
 #endif
 #ifdef BIAS
     v += f32(in_bias[l % #{BIAS_N}]);
@@ -63,6 +89,14 @@ fn main(
         return;  // uniform: the whole workgroup leaves together
     }
     let base = row * #{L};
+#ifdef SKIP_NORM
+    var skip_squares = 0.0;
+    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
+        let s = f32(in_skip[base + l]);
+        skip_squares += s * s;
+    }
+    skip_inv_std = 1.0 / sqrt(workgroup_sum(lid, skip_squares) / f32(#{L}) + f32(#{SKIP_EPSILON}));
+#endif
 #ifdef RMS
     let mean = 0.0;
 #else

@@ -12,7 +12,9 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 | FuseRmsNorm            | `normalization.rms_fusions`: plain-op RMSNorm -> SimplifiedLayerNormalization |
 | FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel |
 | FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
+| FuseRmsNormRotaryPair  | pair_rms_norm_rotary (`normalization.rotary_pair_fusions`): a layer's q and k RmsNormRotary -> one |
 | FuseResidualRmsNorm    | fuse_add_into_SimplifiedLayerNormalization / _RMSNormalization (same)      |
+| FuseNormAddNorm        | fuse_norm_into_skip_norm (`normalization.norm_add_norm_fusions`): Gemma's sandwich norms -> NormAddNorm |
 | FuseKvCache            | fuse_kv_append, merge_kv_appends (`attention.kv_fusions`): Concat-grown KV caches -> KvAppend |
 | FuseAttention          | shape_of_reshape, identity_slice, fuse_attention, fold_transpose_into_attention (`attention.fusions`) |
 | FuseElementwise        | fuse_elementwise_chain (`elementwise.fusions`)                             |
@@ -30,7 +32,9 @@ from onyxia.operators.matmul.bias_fusions import FOLD_ADD_INTO_MATMUL
 from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, FUSE_SILU_GATE, GROUP_MATMULS
 from onyxia.operators.matmul.packed_fusions import SPLIT_PACKED_MATMUL
 from onyxia.operators.normalization.fusions import NORMALIZATION_FUSIONS
+from onyxia.operators.normalization.norm_add_norm_fusions import NORM_ADD_NORM_FUSIONS
 from onyxia.operators.normalization.rms_fusions import RMS_NORM_FUSIONS
+from onyxia.operators.normalization.rotary_pair_fusions import ROTARY_PAIR_FUSIONS
 from onyxia.operators.normalization.rotate_half_fusions import ROTATE_HALF_FUSIONS
 from onyxia.operators.quantized.fusions import (
     FOLD_ADD_INTO_MATMUL_NBITS,
@@ -56,9 +60,11 @@ __all__ = [
     "FuseKvCache",
     "FuseMatMulBias",
     "FuseMlpGate",
+    "FuseNormAddNorm",
     "FuseResidualRmsNorm",
     "FuseRmsNorm",
     "FuseRmsNormIntoRotary",
+    "FuseRmsNormRotaryPair",
     "FuseRotateHalf",
     "GroupMatMuls",
 ]
@@ -132,9 +138,23 @@ class FuseRmsNormIntoRotary(RewritePass):
     rules = _ROTARY
 
 
+class FuseRmsNormRotaryPair(RewritePass):
+    """After FuseRmsNormIntoRotary, whose RmsNormRotary nodes it pairs."""
+
+    name = "FuseRmsNormRotaryPair"
+    rules = ROTARY_PAIR_FUSIONS
+
+
 class FuseResidualRmsNorm(RewritePass):
     name = "FuseResidualRmsNorm"
     rules = _RESIDUAL
+
+
+class FuseNormAddNorm(RewritePass):
+    """After FuseResidualRmsNorm, whose SkipSimplifiedLayerNormalization it matches."""
+
+    name = "FuseNormAddNorm"
+    rules = NORM_ADD_NORM_FUSIONS
 
 
 class FuseAttention(RewritePass):
