@@ -25,8 +25,15 @@ PROFILE_TOP = 20
 class OnyxiaRunner:
     """The worker's `Runner` protocol over an `LlmSession` (`onyxia.cli.bench.worker`)."""
 
-    def __init__(self, model_dir: str | Path, precision: str, profile: bool = False, profile_steps: int = 4) -> None:
-        self.model_dir, self.precision = Path(model_dir), precision
+    def __init__(
+        self,
+        model_dir: str | Path,
+        precision: str,
+        profile: bool = False,
+        profile_steps: int = 4,
+        lm_head: str = "exact",
+    ) -> None:
+        self.model_dir, self.precision, self.lm_head = Path(model_dir), precision, lm_head
         self.profile, self.profile_steps = profile, profile_steps
         self.session: LlmSession | None = None
         self._last = 0
@@ -51,7 +58,9 @@ class OnyxiaRunner:
         runtime = Runtime(profiling=self.profile)
         # a genai directory holds one model file, so a precision does not apply to it
         precision = None if (self.model_dir / "genai_config.json").is_file() else self.precision
-        session = self.session = LlmSession.from_pretrained(self.model_dir, precision, runtime=runtime, progress=mark)
+        session = self.session = LlmSession.from_pretrained(
+            self.model_dir, precision, runtime=runtime, progress=mark, lm_head=self.lm_head
+        )
         ready = time.perf_counter()
         parsing, uploading, warming = marks["parsing"], marks["uploading weights"], marks["warming up"]
         return {

@@ -41,6 +41,7 @@ class BenchOptions:
     prefill_tokens: int = 128
     profile: bool = False
     profile_steps: int = 4
+    lm_head: str = "exact"  # Onyxia's lm head precision (`onyxia.cli.llm.lm_head_precision`)
     timeout_s: float = 3600.0
 
     def config(self) -> DecoderConfig:
@@ -97,6 +98,7 @@ def _run_precision(
         "decode_tokens": options.decode_tokens,
         "profile": options.profile,
         "profile_steps": options.profile_steps,
+        "lm_head": options.lm_head,
     }
     cache = default_cache_dir(config).parent
     engines: dict[str, dict[str, Any]] = {}

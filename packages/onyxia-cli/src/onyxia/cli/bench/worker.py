@@ -176,7 +176,11 @@ def _runner(spec: dict[str, Any]) -> Runner:
         from onyxia.cli.bench.onyxia_runner import OnyxiaRunner
 
         return OnyxiaRunner(
-            spec["model_dir"], spec["precision"], spec.get("profile", False), spec.get("profile_steps", 4)
+            spec["model_dir"],
+            spec["precision"],
+            spec.get("profile", False),
+            spec.get("profile_steps", 4),
+            spec.get("lm_head", "exact"),
         )
     raise EngineUnavailable(f"unknown engine {engine!r}")
 

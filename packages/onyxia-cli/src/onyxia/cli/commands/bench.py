@@ -26,6 +26,7 @@ NAME = "bench"
 _PRECISIONS = {"fp32": ("fp32",), "q4": ("q4",), "both": ("fp32", "q4")}
 ENGINES = ("onyxia", "ort-cpu", "ort-webgpu")  # = bench.runners.ENGINES; literal so the parser imports no onnx
 ARCHS = ("gemma3", "llama", "qwen2", "qwen3", "phi3")  # = bench.archs.ARCHS, for the same reason
+LM_HEADS = ("exact", "fp16", "int8")  # = llm.lm_head_precision.LM_HEAD_PRECISIONS, for the same reason
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,6 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma list from {', '.join(ENGINES)}")
     parser.add_argument("--json", type=writable_file, default=None, metavar="OUT", help="write every figure as JSON")
     parser.add_argument("--profile", action="store_true", help="also profile Onyxia's decode step per op")
+    parser.add_argument(
+        "--lm-head", choices=LM_HEADS, default="exact", help="Onyxia's lm head weight precision (default exact)"
+    )
     parser.add_argument(
         "--prompt-tokens", type=positive_int, default=32, help="prompt before decoding (time to first token)"
     )
@@ -65,6 +69,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         decode_tokens=_positive("--decode-tokens", args.decode_tokens),
         prefill_tokens=_positive("--prefill-tokens", args.prefill_tokens),
         profile=args.profile,
+        lm_head=args.lm_head,
         timeout_s=args.timeout,
     )
     errors = stderr_console()

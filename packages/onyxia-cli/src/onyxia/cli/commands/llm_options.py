@@ -1,5 +1,8 @@
 """Options `generate` and `chat` share, and opening the session with a progress bar.
 
+``--lm-head fp16|int8`` (never the default) makes the lm head read a reduced-precision copy of an f32
+head weight: a faster decode step for approximate logits (`onyxia.cli.llm.lm_head_precision`).
+
 Without MODEL_DIR both use the built-in demo (fortune-gemma3, shipped in this package), which
 samples with temperature 0.8 and top-k 40 unless told otherwise: a 4M-parameter model loops
 when decoded greedily. Any other model defaults to greedy decoding.
@@ -19,13 +22,15 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from onyxia.cli.arguments import non_negative_float, non_negative_int, positive_float, positive_int, probability, seed
 from onyxia.cli.llm import PRECISIONS, LlmSession, SamplingParams
+from onyxia.cli.llm.lm_head_precision import LM_HEAD_PRECISIONS
 from onyxia.cli.llm.model_dir import precision_help
 
-__all__ = ["DEMO_MODEL_DIR", "add_llm_arguments", "open_session", "sampling_from"]
+__all__ = ["DEMO_MODEL_DIR", "LM_HEAD_HELP", "add_llm_arguments", "open_session", "sampling_from"]
 
 DEMO_MODEL_DIR = "fortune-gemma3"
 _DEMO_SAMPLING = {"temperature": 0.8, "top_k": 40}
 _PHASES = ("parsing", "compiling", "uploading weights", "warming up")
+LM_HEAD_HELP = "lm head weight precision: exact (default) or a reduced copy for faster decode (approximate logits)"
 
 
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +39,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--precision", choices=sorted(PRECISIONS), default=None, help=precision_help())
     parser.add_argument("--max-length", type=positive_int, default=None, help="KV cache capacity in tokens")
+    parser.add_argument("--lm-head", choices=list(LM_HEAD_PRECISIONS), default="exact", help=LM_HEAD_HELP)
     parser.add_argument("--max-new-tokens", type=non_negative_int, default=128)
     parser.add_argument("--temperature", type=non_negative_float, default=None, help="0 = greedy")
     parser.add_argument("--top-k", type=non_negative_int, default=None, help="0 = off")
@@ -71,6 +77,8 @@ def open_session(args: argparse.Namespace, console: Console) -> LlmSession:
         def progress(phase: str) -> None:
             bar.update(task, description=phase, completed=_PHASES.index(phase) if phase in _PHASES else 0)
 
-        session = LlmSession.from_pretrained(root, args.precision, args.max_length, progress=progress)
+        session = LlmSession.from_pretrained(
+            root, args.precision, args.max_length, progress=progress, lm_head=args.lm_head
+        )
         bar.update(task, completed=len(_PHASES))
     return session
