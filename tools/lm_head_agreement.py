@@ -5,12 +5,12 @@ step in lockstep, and at every position the reduced head's argmax is compared wi
 disagreement cannot snowball into a different text, and each position counts once. The sequence is either
 text the exact head samples from a few prompts (temperature 0.8, top-k 40, seeded; each sample runs to EOS or
 the cache's end, and samples are drawn until `--tokens` positions are covered) or, with ``--text FILE``, a
-file's tokens cut into windows that fit the cache. Besides agreement the table shows the largest logit
+file's tokens cut into windows that fit the cache (from its start, until `--tokens` positions are covered). Besides agreement the table shows the largest logit
 difference from the exact head and, for the positions that disagree, the exact head's margin between its
 top two logits (a disagreement on a near-tie is harmless; on a clear winner it is not).
 
 Decode speed: each head then decodes `--decode-tokens` greedy tokens after the first prompt, in
-`--rounds` interleaved rounds (exact, fp16, int8, exact, ...) so a noisy machine's drift hits every head
+`--rounds` interleaved rounds (exact, fp16, int8, then int8, fp16, exact, ...) so a noisy machine's drift hits every head
 alike; the table shows each head's median tok/s.
 
     python tools/lm_head_agreement.py [MODEL_DIR] [--precision P] [--tokens 2000] [--text FILE]
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--text", type=Path, default=None, help="teacher-force this file's tokens instead")
     parser.add_argument("--heads", default="exact,fp16,int8")
     parser.add_argument("--decode-tokens", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="0: agreement only")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     heads = [h.strip() for h in args.heads.split(",") if h.strip()]
@@ -68,7 +68,7 @@ def main() -> None:
     with _model_dir(args.model_dir) as root:
         sessions = _sessions(root, precision, args.max_length, heads)
     exact = sessions["exact"]
-    sequences = _text_windows(exact, args.text) if args.text else _sampled(exact, args.tokens, args.seed)
+    sequences = _text_windows(exact, args.text, args.tokens) if args.text else _sampled(exact, args.tokens, args.seed)
     results = _agreement(sessions, sequences)
     speeds = _speeds(sessions, exact.tokenizer.encode(PROMPTS[0]), args.decode_tokens, args.rounds)
     source = f"text of {args.text}" if args.text else "text sampled by the exact head"
@@ -82,7 +82,7 @@ def main() -> None:
         r, margins = results[head], results[head].disagree_margins
         spread = f"{statistics.median(margins):.3f} / {max(margins):.3f}" if margins else "-"
         print(
-            f"| {head} | {_head_bytes(sessions[head], head)} | {statistics.median(speeds[head]):.1f} | "
+            f"| {head} | {_head_bytes(sessions[head], head)} | {_median(speeds[head])} | "
             f"{r.agree}/{r.positions} = {r.agree / max(r.positions, 1):.4f} | {r.max_logit_diff:.4f} | {spread} |"
         )
 
@@ -120,10 +120,17 @@ def _sampled(exact: LlmSession, tokens: int, seed: int) -> list[list[int]]:
     return sequences
 
 
-def _text_windows(exact: LlmSession, path: Path) -> list[list[int]]:
+def _text_windows(exact: LlmSession, path: Path, tokens: int) -> list[list[int]]:
+    """The file's tokens in windows of the cache's length, from its start until `tokens` positions are covered."""
     ids = exact.tokenizer.encode(path.read_text(encoding="utf-8"))
-    width = exact.max_length
-    return [ids[i : i + width] for i in range(0, len(ids), width) if len(ids[i : i + width]) > 1]
+    width, windows, covered = exact.max_length, list[list[int]](), 0
+    for start in range(0, len(ids), width):
+        window = ids[start : start + width]
+        if len(window) < 2 or covered >= tokens:
+            break
+        windows.append(window)
+        covered += len(window) - 1
+    return windows
 
 
 def _agreement(sessions: dict[str, LlmSession], sequences: list[list[int]]) -> dict[str, Agreement]:
@@ -150,13 +157,18 @@ def _agreement(sessions: dict[str, LlmSession], sequences: list[list[int]]) -> d
 
 def _speeds(sessions: dict[str, LlmSession], prompt: list[int], tokens: int, rounds: int) -> dict[str, list[float]]:
     speeds: dict[str, list[float]] = {head: [] for head in sessions}
-    for _ in range(rounds):
-        for head, session in sessions.items():
+    for round_index in range(rounds):
+        order = list(sessions.items())
+        for head, session in order if round_index % 2 == 0 else order[::-1]:  # alternate who runs first
             session.reset()
             for _token in session.generate_ids(prompt, tokens):
                 pass
             speeds[head].append(session.stats.decode_tokens_per_second)
     return speeds
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f}" if values else "-"
 
 
 def _head_bytes(session: LlmSession, head: str) -> str:
