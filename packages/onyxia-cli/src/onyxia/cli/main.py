@@ -60,17 +60,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             status: int = args.handler(args, console)
         return status
     except InputError as e:
-        _print_error(errors, e)
+        _print_error(errors, e, _debug(args))
         return 2
     except OnyxiaError as e:
-        _print_error(errors, e)
+        _print_error(errors, e, _debug(args))
         return 1
     except KeyboardInterrupt:
         errors.print("[red]interrupted[/]")
         return 130
     except Exception as e:  # a bug, not a user error: one line unless --debug asks for the traceback
-        debug = args.debug if args.debug is not None else settings().debug
-        if debug:
+        if _debug(args):
             errors.print_exception()
         message = " ".join(str(e).split())[:300]
         errors.print(
@@ -86,10 +85,16 @@ def _settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     return {name: value for name, value in flags.items() if value is not None}
 
 
-def _print_error(console: Console, error: OnyxiaError) -> None:
+def _debug(args: argparse.Namespace) -> int:
+    return int(args.debug) if args.debug is not None else settings().debug
+
+
+def _print_error(console: Console, error: OnyxiaError, debug: int) -> None:
+    """The message (the model's terms); the compiler pass that raised it only with --debug."""
     first, *rest = (str(error) or type(error).__name__).splitlines() or [""]
     console.print(f"[bold red]error:[/] [red]{escape(first)}[/]")
-    for line in [*rest, *getattr(error, "__notes__", [])]:
+    where = [error.compiler_pass] if error.compiler_pass and debug >= 1 else []
+    for line in [*rest, *getattr(error, "__notes__", []), *where]:
         console.print(escape(line), style="dim")
 
 

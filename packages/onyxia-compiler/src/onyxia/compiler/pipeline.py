@@ -147,8 +147,8 @@ class CompilerPipeline:
         try:
             changed = bool(p.run(graph, self.registry))
         except OnyxiaError as e:
-            if history and not isinstance(e, PassError):
-                e.add_note(f"in pass {p.name}, after [{', '.join(history)}]")
+            if e.compiler_pass is None and not isinstance(e, PassError):
+                e.compiler_pass = f"in pass {p.name}, after [{', '.join(history)}]"
             raise
         except Exception as e:
             raise PassError(f"pass {p.name} failed after [{', '.join(history)}]: {type(e).__name__}: {e}") from e

@@ -21,7 +21,12 @@ __all__ = [
 
 
 class OnyxiaError(Exception):
-    """Base of every error Onyxia raises on purpose."""
+    """Base of every error Onyxia raises on purpose.
+
+    `compiler_pass` says which compiler pass raised it and what ran before: for developers (``onyxia
+    --debug 1``, compile dumps), never part of the message, which speaks of the model."""
+
+    compiler_pass: str | None = None
 
 
 class ModelLoadError(OnyxiaError):

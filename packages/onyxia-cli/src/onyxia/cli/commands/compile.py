@@ -200,6 +200,7 @@ class _Dump:
             lines.append(f"weights.bin: {len(self._stored)} initializers over {EXTERNAL_THRESHOLD} B, stored once")
         if error is not None:
             lines += [f"compile failed: {type(error).__name__}: {error}", *getattr(error, "__notes__", [])]
+            lines += [error.compiler_pass] if error.compiler_pass else []
         try:
             if self._weights is not None:
                 self._weights.close()
