@@ -23,7 +23,8 @@ from onyxia.cli.llm import LlmSession
 from onyxia.cli.llm.generation_passes import generation_passes, lm_head_node
 from onyxia.cli.llm.lm_head_precision import ReduceLmHeadPrecision
 from onyxia.cli.llm.signature import read_signature
-from onyxia.core import DataType, InputError, IrGraph
+from onyxia.core import DataType, InputError, IrGraph, ModelLoadError
+from onyxia.core.settings import override
 from onyxia.onnx import load_and_parse_model
 from onyxia.operators import core_operator_registry
 from onyxia.operators.quantized.dynamic_quantize_linear import dynamic_quantize
@@ -167,6 +168,13 @@ def test_greedy_tokens_mostly_agree(directory: str, lm_head: str) -> None:
             positions += 1
             agree += int(np.argmax(exact.next_token_logits(chunk)) == np.argmax(reduced.next_token_logits(chunk)))
     assert agree / positions >= AGREEMENT[lm_head], f"{agree}/{positions}"
+
+
+def test_an_int8_head_over_the_binding_limit_is_an_error() -> None:
+    graph, logits = _graph(DATA / "gemma3-tiny/onnx/model.onnx")
+    reduce = ReduceLmHeadPrecision(logits, "int8", lm_head_node)
+    with override(max_binding_bytes=64 * 1024 - 256), pytest.raises(ModelLoadError, match=r"lm_head int8: .*64 x 1024"):
+        reduce.run(graph, core_operator_registry())
 
 
 def test_exact_is_the_default() -> None:

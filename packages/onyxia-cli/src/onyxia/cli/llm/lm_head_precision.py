@@ -36,10 +36,12 @@ from onyxia.core import (
     InputError,
     IrGraph,
     IrNode,
+    ModelLoadError,
     OperatorRegistry,
     Stage,
     TensorKind,
     TensorValue,
+    max_binding_bytes,
     shape_of,
 )
 
@@ -89,7 +91,18 @@ def _fp16_head(graph: IrGraph, head: IrNode, w: _Weight) -> None:
 
 
 def _int8_head(graph: IrGraph, head: IrNode, w: _Weight) -> None:
-    """com.microsoft DynamicQuantizeMatMul(h, Wq [K, N] int8, scale [N]) in the head's place."""
+    """com.microsoft DynamicQuantizeMatMul(h, Wq [K, N] int8, scale [N]) in the head's place.
+
+    Its kernel binds Wq whole (it does not split a weight in ranges as MatMul does), so a copy over the
+    device's storage-binding limit is an error, not a silent exact head: Gemma 3 270m's is 168 MB, over
+    lavapipe's 128 MiB."""
+    limit = max_binding_bytes()
+    if w.k * w.n > limit:
+        raise ModelLoadError(
+            f"lm_head int8: the int8 copy of '{w.name}' ({w.k} x {w.n}, {w.k * w.n} bytes) is over this device's "
+            f"storage-binding limit of {limit} bytes (DynamicQuantizeMatMul binds its weight whole); "
+            "use lm_head fp16, or exact"
+        )
 
     def scales() -> np.ndarray:
         amax = np.abs(w.rows()).max(axis=1)
