@@ -12,7 +12,8 @@ kernel imports. Packed QKV (key and value empty) is read from the query buffer w
 stride and column offsets `Heads` gives (static defs), so it costs no extra dispatch.
 
 Two steps: gqa_cache writes the extended cache (kept past rows + new rows, keys rotated), then
-attention reads it: a rows kernel for prompts, a workgroup-per-head kernel for one-token steps.
+attention reads it: a rows kernel for prompts, a workgroup-per-head kernel for one-token steps. Over an
+in-place cache a one-token step is one step: the append runs inside the decode kernel (gqa_decode_append).
 With a symbolic sequence length both are planned, and their workgroup counts pick one at run time
 (2 // (seq + 1) is 1 for seq = 1 and 0 above), so prefill and decode share one plan.
 """
@@ -23,9 +24,20 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from onyxia.core import BufferRef, DataType, FoldCtx, InferenceCtx, PlanCtx, TensorType, ceil_div, load_wgsl
+from onyxia.core import (
+    BufferRef,
+    DataType,
+    FoldCtx,
+    InferenceCtx,
+    PlanCtx,
+    SymbolicDim,
+    TensorType,
+    ceil_div,
+    load_wgsl,
+)
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.attention.gqa_cache import binding_defs, plan_kv_cache, rotary_plan
+from onyxia.operators.attention.gqa_decode_append import appends_in_decode, plan_decode_append
 from onyxia.operators.attention.gqa_inputs import (
     CacheLayout,
     GqaInput,
@@ -71,7 +83,7 @@ class GroupQueryAttentionOp:
         )
         if dims_product([layout.batch, layout.seq]) == 0:
             return  # empty output; the caches keep their past
-        cache = plan_kv_cache(ctx, layout)
+        cache = plan_kv_cache(ctx, layout, prompts_only=appends_in_decode(layout))
         _plan_attention(ctx, layout, cache)
 
 
@@ -99,11 +111,27 @@ def _plan_attention(ctx: PlanCtx, layout: CacheLayout, cache: list[BufferRef]) -
         lanes = min(heads.size, _DECODE_WORKGROUP)
         decode_defs = {**defs, **binding_defs([*names, "SCORES"]), "DECODE": True, "WORKGROUP_SIZE": _DECODE_WORKGROUP}
         decode_defs.update(DIM_LANES=lanes, KEY_GROUPS=_DECODE_WORKGROUP // lanes)
-        shader = ctx.compile_shader("attention/gqa_decode", _ATTENTION, decode_defs, dims)
-        scores = ctx.alloc_scratch(dims_product([layout.batch, heads.num, layout.rows, 4]), "scores")
-        ctx.dispatch(shader, reads, [ctx.output(0), scores], (decode, heads.num, layout.batch))
-    rows_groups = ceil_div(seq, _ROWS_WORKGROUP) * (1 - decode)
+        if appends_in_decode(layout):
+            plan_decode_append(ctx, layout, decode_defs, dims, cache, decode)
+        else:
+            shader = ctx.compile_shader("attention/gqa_decode", _ATTENTION, decode_defs, dims)
+            scores = ctx.alloc_scratch(dims_product([layout.batch, heads.num, layout.rows, 4]), "scores")
+            ctx.dispatch(shader, reads, [ctx.output(0), scores], (decode, heads.num, layout.batch))
+    _plan_rows(ctx, layout, defs, names, reads, dims, decode)
+
+
+def _plan_rows(
+    ctx: PlanCtx,
+    layout: CacheLayout,
+    defs: dict[str, object],
+    names: list[str],
+    reads: list[BufferRef],
+    dims: dict[str, SymbolicDim],
+    decode: SymbolicDim,
+) -> None:
+    """The rows kernel, for steps of more than one token (none when the step is statically one token)."""
+    rows_groups = ceil_div(layout.seq, _ROWS_WORKGROUP) * (1 - decode)
     if rows_groups != 0:
         rows_defs = {**defs, **binding_defs(names), "WORKGROUP_SIZE": _ROWS_WORKGROUP}
         shader = ctx.compile_shader("attention/gqa", _ATTENTION, rows_defs, dims)
-        ctx.dispatch(shader, reads, [ctx.output(0)], (rows_groups, heads.num, layout.batch))
+        ctx.dispatch(shader, reads, [ctx.output(0)], (rows_groups, layout.heads.num, layout.batch))

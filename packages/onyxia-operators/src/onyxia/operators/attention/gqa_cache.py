@@ -44,8 +44,9 @@ def rotary_plan(ctx: PlanCtx, heads: Heads) -> tuple[dict[str, object], dict[str
     return defs, dims, [ctx.input(GqaInput.COS_CACHE), ctx.input(GqaInput.SIN_CACHE)]
 
 
-def plan_kv_cache(ctx: PlanCtx, layout: CacheLayout) -> list[BufferRef]:
-    """Emit the cache steps; returns the extended key and value caches attention reads."""
+def plan_kv_cache(ctx: PlanCtx, layout: CacheLayout, prompts_only: bool = False) -> list[BufferRef]:
+    """Emit the cache steps; returns the extended key and value caches attention reads. `prompts_only`: a
+    one-token step dispatches no append (the fused decode kernel of gqa_decode_append writes its rows)."""
     if layout.windowed:
         ext = [_scratch(ctx, layout, layout.rows, f"extended_{name}") for name in ("key", "value")]
         _write_cache(ctx, layout, ext)
@@ -54,7 +55,7 @@ def plan_kv_cache(ctx: PlanCtx, layout: CacheLayout) -> list[BufferRef]:
     present = [
         ctx.output(i) if ctx.has_output(i) else _scratch(ctx, layout, layout.rows, f"present{i}") for i in (1, 2)
     ]
-    _write_cache(ctx, layout, present)
+    _write_cache(ctx, layout, present, prompts_only)
     return present
 
 
@@ -63,7 +64,7 @@ def _scratch(ctx: PlanCtx, layout: CacheLayout, rows: SymbolicDim, label: str) -
     return ctx.alloc_scratch(n * ctx.input_dtype(GqaInput.QUERY).gpu_numpy.itemsize, label)
 
 
-def _write_cache(ctx: PlanCtx, layout: CacheLayout, dst: list[BufferRef]) -> None:
+def _write_cache(ctx: PlanCtx, layout: CacheLayout, dst: list[BufferRef], prompts_only: bool = False) -> None:
     heads = layout.heads
     copies_past = ctx.has_input(GqaInput.PAST_KEY) and not layout.in_place
     rows = layout.rows if copies_past else layout.seq  # rows written per kv head
@@ -91,7 +92,9 @@ def _write_cache(ctx: PlanCtx, layout: CacheLayout, dst: list[BufferRef]) -> Non
     dims.update(PAST_ROWS=layout.past, DST_ROWS=layout.rows)
     shader = ctx.compile_shader("attention/kv_cache", _KV_CACHE, defs, dims)
     reads = [*new, ctx.input(GqaInput.SEQLENS_K), *past, *rotary_reads]
-    ctx.dispatch(shader, reads, dst, ceil_div(n, _WORKGROUP))
+    groups = ceil_div(n, _WORKGROUP) * (1 - 2 // (layout.seq + 1)) if prompts_only else ceil_div(n, _WORKGROUP)
+    if groups != 0:  # statically 0 for a static one-token step with prompts_only
+        ctx.dispatch(shader, reads, dst, groups)
 
 
 def _shift_window(ctx: PlanCtx, layout: CacheLayout, ext: list[BufferRef]) -> None:

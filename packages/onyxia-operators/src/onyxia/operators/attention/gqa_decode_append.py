@@ -1,0 +1,57 @@
+"""GroupQueryAttention's one-token step over an in-place cache as one dispatch: the KV append folded into the
+decode attention kernel (gqa_decode_append.wgsl).
+
+Unfused, a decode step is two dispatches: kv_cache.wgsl appends the new (rotated) key and value rows, then
+gqa.wgsl's decode kernel reads them back from the cache. In place (the session aliased present to past) the
+append touches only the new rows, which the attention workgroups can build themselves from the projection
+output, so the append is folded in: the cache step's workgroup count becomes 0 for a one-token step (it
+still serves prompts) and this kernel, with 1 workgroup row for a one-token step and 0 otherwise, writes the
+rows. Copying and windowed caches keep the two steps: there the attention reads a cache the append builds
+whole.
+"""
+
+from __future__ import annotations
+
+from onyxia.core import BufferRef, PlanCtx, SymbolicDim, load_wgsl
+from onyxia.core.shapes import dims_product
+from onyxia.operators.attention.gqa_cache import binding_defs
+from onyxia.operators.attention.gqa_inputs import CacheLayout, GqaInput
+
+__all__ = ["appends_in_decode", "plan_decode_append"]
+
+_SOURCE = load_wgsl(__package__, "gqa_decode_append.wgsl")
+
+
+def appends_in_decode(layout: CacheLayout) -> bool:
+    """Whether a one-token step's append runs inside the attention kernel (in place, not windowed)."""
+    return layout.in_place and not layout.windowed
+
+
+def plan_decode_append(
+    ctx: PlanCtx,
+    layout: CacheLayout,
+    defs: dict[str, object],
+    dims: dict[str, SymbolicDim],
+    present: list[BufferRef],
+    decode: SymbolicDim,
+) -> None:
+    """The fused step: gqa.wgsl's decode defs and dims (`defs`, `dims`) plus the new rows' layout."""
+    heads = layout.heads
+    new = [] if heads.packed else [ctx.input(GqaInput.KEY), ctx.input(GqaInput.VALUE)]
+    rotary = [ctx.input(GqaInput.COS_CACHE), ctx.input(GqaInput.SIN_CACHE)] if "ROTARY" in defs else []
+    names = [
+        "Q",
+        *([] if heads.packed else ["NEW_K", "NEW_V"]),
+        "SEQLENS",
+        *(["COS", "SIN"] * bool(rotary)),
+        *("CACHE_K", "CACHE_V", "OUT", "SCORES"),
+    ]
+    fused_defs = {k: v for k, v in defs.items() if not k.startswith("BIND_") and k != "DECODE"}
+    fused_defs |= binding_defs(names) | {"KV_HEADS": heads.kv, "NEW_STRIDE": heads.kv_stride}
+    fused_defs |= {"K_OFFSET": heads.k_offset, "V_OFFSET": heads.v_offset}
+    if heads.packed:
+        fused_defs["PACKED"] = True
+    shader = ctx.compile_shader("attention/gqa_decode_append", _SOURCE, fused_defs, dims)
+    scores = ctx.alloc_scratch(dims_product([layout.batch, heads.num, layout.rows, 4]), "scores")
+    reads = [ctx.input(GqaInput.QUERY), *new, ctx.input(GqaInput.SEQLENS_K), *rotary]
+    ctx.dispatch(shader, reads, [*present, ctx.output(0), scores], (decode, heads.num, layout.batch))

@@ -1,0 +1,170 @@
+// GroupQueryAttention's one-token step over an in-place cache (present aliased to past), KV append included:
+// one dispatch where the unfused step takes two (kv_cache.wgsl's append, then gqa.wgsl's decode kernel).
+// One workgroup per (head, batch) row, as gqa.wgsl's decode kernel, computing the same values in the same
+// order: each workgroup builds the new key (rotated with ROTARY, stored as T, as the cache stores it) and
+// value rows of its kv head in workgroup memory and reads them there for the new row; the past rows come
+// from the cache. The first query head of each kv head writes the new rows into the cache: no workgroup
+// reads a cache row another writes, so one dispatch is race-free.
+// Bindings (numbers from the BIND_* defs): in_q (the query, or the packed QKV with PACKED), [new_k, new_v
+//       without PACKED], seqlens_k, [cos_cache, sin_cache with ROTARY] (read), then cache_k, cache_v (the
+//       present buffers, BNSH, read and written), out_y, scores (f32 scratch [B, NUM_HEADS, KV_ROWS]) (write).
+// Defs: T, SEQLENS_T, F16, WORKGROUP_SIZE (a power of two), BIND_*, HEAD_SIZE, NUM_HEADS, KV_HEADS, GROUP,
+//       Q_STRIDE, SCALE, SOFTCAP (optional), WINDOW, ROTARY (optional), INTERLEAVED, DIM_LANES, KEY_GROUPS
+//       as gqa.wgsl; NEW_STRIDE, K_OFFSET, V_OFFSET, PACKED as kv_cache.wgsl.
+// Dims: SEQ (the step's length: the kernel works only when it is 1), KV_ROWS (rows per kv head of the
+//       present buffer), PAST_ROWS (the same buffer's rows: in place, past and present are one); MAX_POS with ROTARY.
+// Dispatch: (1, NUM_HEADS, batch) for a one-token step, (0, ...) otherwise (the unfused kernels serve it).
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::kv_rows
+#import onyxia::reduce
+#ifdef ROTARY
+#import onyxia::rotary
+#endif
+
+@group(0) @binding(#{BIND_Q}) var<storage, read> in_q: array<#{T}>;
+#ifdef PACKED
+fn new_k(i: u32) -> #{T} { return in_q[i + #{K_OFFSET}u]; }
+fn new_v(i: u32) -> #{T} { return in_q[i + #{V_OFFSET}u]; }
+#else
+@group(0) @binding(#{BIND_NEW_K}) var<storage, read> in_new_k: array<#{T}>;
+@group(0) @binding(#{BIND_NEW_V}) var<storage, read> in_new_v: array<#{T}>;
+fn new_k(i: u32) -> #{T} { return in_new_k[i]; }
+fn new_v(i: u32) -> #{T} { return in_new_v[i]; }
+#endif
+@group(0) @binding(#{BIND_SEQLENS}) var<storage, read> seqlens_k: array<#{SEQLENS_T}>;
+#ifdef ROTARY
+@group(0) @binding(#{BIND_COS}) var<storage, read> cos_cache: array<#{T}>;
+@group(0) @binding(#{BIND_SIN}) var<storage, read> sin_cache: array<#{T}>;
+#endif
+@group(0) @binding(#{BIND_CACHE_K}) var<storage, read_write> cache_k: array<#{T}>;
+@group(0) @binding(#{BIND_CACHE_V}) var<storage, read_write> cache_v: array<#{T}>;
+@group(0) @binding(#{BIND_OUT}) var<storage, read_write> out_y: array<#{T}>;
+@group(0) @binding(#{BIND_SCORES}) var<storage, read_write> scores: array<f32>;
+var<workgroup> partial: array<f32, #{WORKGROUP_SIZE}>;
+var<workgroup> new_k_row: array<#{T}, #{HEAD_SIZE}>;  // the new key as the cache holds it (rotated, in T)
+var<workgroup> new_v_row: array<#{T}, #{HEAD_SIZE}>;
+
+// Element h of a head at `base` rotated to `position` (elements past ROTARY pass through).
+fn rotated(x: f32, partner: f32, h: u32, position: u32) -> f32 {
+#ifdef ROTARY
+    if (h < #{ROTARY}u) {
+        let tap = rotary_tap(h, #{ROTARY}u, #{INTERLEAVED});
+        // an id outside the cache is invalid input; clamping reads a real row, never out of bounds
+        let c = min(position, #{MAX_POS} - 1u) * (#{ROTARY}u / 2u) + tap.cache;
+        return rotary_apply(x, partner, tap, f32(cos_cache[c]), f32(sin_cache[c]));
+    }
+#endif
+    return x;
+}
+
+fn partner_of(h: u32) -> u32 {
+#ifdef ROTARY
+    if (h < #{ROTARY}u) {
+        return rotary_tap(h, #{ROTARY}u, #{INTERLEAVED}).partner;
+    }
+#endif
+    return h;
+}
+
+fn softcapped(dot: f32) -> f32 {
+#ifdef SOFTCAP
+    // tanh saturates long before 15; the clamp keeps exp-based tanh implementations away from inf/inf
+    return #{SOFTCAP} * tanh(clamp(dot / #{SOFTCAP}, -15.0, 15.0));
+#else
+    return dot;
+#endif
+}
+
+fn key_element(row: u32, is_new: bool, h: u32) -> f32 {
+    if (is_new) {
+        return f32(new_k_row[h]);
+    }
+    return f32(cache_k[row + h]);
+}
+
+fn value_element(row: u32, is_new: bool, h: u32) -> f32 {
+    if (is_new) {
+        return f32(new_v_row[h]);
+    }
+    return f32(cache_v[row + h]);
+}
+
+@compute @workgroup_size(#{WORKGROUP_SIZE})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let head = wid.y;
+    let b = wid.z;
+    if (#{SEQ} != 1u) {
+        return;  // the unfused append and rows kernel serve this step (uniform: the whole workgroup leaves)
+    }
+    let rows = kv_rows(i32(seqlens_k[b]), 1u, #{PAST_ROWS});
+    let range = key_range(rows, 0u, #{WINDOW}u);
+    let kv_head = head / #{GROUP}u;
+    let base = (b * #{KV_HEADS}u + kv_head) * #{KV_ROWS} * #{HEAD_SIZE}u;
+    let new_row = rows.kept;  // the new key's cache row (and its row in key_range's numbering)
+    // the new key and value rows, as kv_cache.wgsl writes them; the group's first head stores them
+    let new_base = b * #{NEW_STRIDE}u + kv_head * #{HEAD_SIZE}u;
+    for (var h = lid; h < #{HEAD_SIZE}u; h += #{WORKGROUP_SIZE}u) {
+        let k = #{T}(rotated(f32(new_k(new_base + h)), f32(new_k(new_base + partner_of(h))), h, range.position));
+        let v = new_v(new_base + h);
+        new_k_row[h] = k;
+        new_v_row[h] = v;
+        if (head % #{GROUP}u == 0u) {
+            cache_k[base + new_row * #{HEAD_SIZE}u + h] = k;
+            cache_v[base + new_row * #{HEAD_SIZE}u + h] = v;
+        }
+    }
+    workgroupBarrier();
+    // the scaled, rotated query (gqa.wgsl's load_query)
+    var q: array<f32, #{HEAD_SIZE}>;
+    let q_base = b * #{Q_STRIDE}u + head * #{HEAD_SIZE}u;
+    for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
+        let x = rotated(f32(in_q[q_base + h]), f32(in_q[q_base + partner_of(h)]), h, range.position);
+        q[h] = x * #{SCALE};
+    }
+    let score_base = (b * #{NUM_HEADS}u + head) * #{KV_ROWS};
+    var local_max = -3.0e38;  // finite stand-in for -inf, as in gqa.wgsl
+    for (var j = range.lo + lid; j < range.hi; j += #{WORKGROUP_SIZE}u) {
+        let row = base + j * #{HEAD_SIZE}u;
+        var dot = 0.0;
+        for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
+            dot += q[h] * key_element(row, j == new_row, h);
+        }
+        let x = softcapped(dot);
+        scores[score_base + j] = x;
+        local_max = max(local_max, x);
+    }
+    let row_max = workgroup_max(lid, local_max);
+    var local_sum = 0.0;
+    for (var j = range.lo + lid; j < range.hi; j += #{WORKGROUP_SIZE}u) {
+        let p = exp(scores[score_base + j] - row_max);
+        scores[score_base + j] = p;
+        local_sum += p;
+    }
+    let row_sum = workgroup_sum(lid, local_sum);
+    storageBarrier();  // every p is written before any invocation reads another's
+    let inv_sum = select(1.0 / row_sum, 0.0, row_sum == 0.0);
+    let lane = lid % #{DIM_LANES}u;
+    let slice = lid / #{DIM_LANES}u;
+    let out_base = (b * #{NUM_HEADS}u + head) * #{HEAD_SIZE}u;
+    for (var chunk = 0u; chunk < (#{HEAD_SIZE}u + #{DIM_LANES}u - 1u) / #{DIM_LANES}u; chunk++) {
+        let h = chunk * #{DIM_LANES}u + lane;
+        var acc = 0.0;
+        if (h < #{HEAD_SIZE}u && slice < #{KEY_GROUPS}u) {
+            for (var j = range.lo + slice; j < range.hi; j += #{KEY_GROUPS}u) {
+                acc += scores[score_base + j] * value_element(base + j * #{HEAD_SIZE}u, j == new_row, h);
+            }
+        }
+        partial[lid] = acc;
+        workgroupBarrier();
+        if (slice == 0u && h < #{HEAD_SIZE}u) {
+            var sum = 0.0;
+            for (var g = 0u; g < #{KEY_GROUPS}u; g++) {
+                sum += partial[g * #{DIM_LANES}u + lane];
+            }
+            out_y[out_base + h] = #{T}(sum * inv_sum);
+        }
+        workgroupBarrier();
+    }
+}
