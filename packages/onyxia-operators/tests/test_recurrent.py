@@ -154,6 +154,17 @@ def test_directions_and_layouts_match_onnxruntime(op: str, direction: str, layou
 
 
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("layout", [0, 1])
+def test_batch_tiles(op: str, layout: int) -> None:
+    """Batch 6 runs as a full tile of 4 entries and a half-empty one; lengths differ inside each tile
+    (the loop runs to the longest, the others keep their state), reverse direction included."""
+    inputs = _inputs(
+        op, batch=6, direction="bidirectional", layout=layout, lens=[5, 0, 2, 4, 1, 3], initial=(True, True)
+    )
+    _check(op, inputs, _attrs(op, direction="bidirectional", layout=layout))
+
+
+@pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("direction", ["forward", "bidirectional"])
 def test_without_optional_inputs(op: str, direction: str) -> None:
     """No bias, no sequence_lens, no initial state: zeros where onnxruntime assumes them."""

@@ -37,6 +37,9 @@ __all__ = ["RECURRENT", "RecurrentOp"]
 _LOOP_SOURCE = load_wgsl(__package__, "recurrent.wgsl")  # RECUR
 _IO_SOURCE = load_wgsl(__package__, "recurrent_io.wgsl")  # PACK, PROJECT, PREP, FINISH
 _OUTPUT_NAMES = ("Y", "Y_h", "Y_c")
+# Batch entries per time-loop workgroup: each packed R read serves them all (the loop is bound by those
+# reads on lavapipe); 4 keeps a cell's accumulators (4 entries x 4 gates x vec4) in registers' reach.
+_BATCH_TILE = 4
 
 
 @dataclass(frozen=True)
@@ -85,13 +88,18 @@ def _dims(spec: RecurrentSpec) -> dict[str, DimValue]:
 
 
 def _compile(
-    ctx: PlanCtx, stage: str, spec: RecurrentSpec, defs: dict[str, object], immediates: dict[str, int] | None = None
+    ctx: PlanCtx,
+    stage: str,
+    spec: RecurrentSpec,
+    defs: dict[str, object],
+    immediates: dict[str, int] | None = None,
+    dims: dict[str, DimValue] | None = None,
 ) -> ShaderHandle:
     full = {**_base_defs(spec), stage: True, **defs}
     if stage != "RECUR":
         full["WORKGROUP_SIZE"] = WORKGROUP_SIZE
     source = _LOOP_SOURCE if stage == "RECUR" else _IO_SOURCE
-    return ctx.compile_shader(f"recurrent/{stage.lower()}", source, full, _dims(spec), immediates)
+    return ctx.compile_shader(f"recurrent/{stage.lower()}", source, full, {**_dims(spec), **(dims or {})}, immediates)
 
 
 def _plan_pack(ctx: PlanCtx, spec: RecurrentSpec) -> tuple[BufferRef, BufferRef]:
@@ -142,7 +150,9 @@ def _plan_recurrence(
 ) -> None:
     defs = _cell_defs(ctx, spec)
     group = min(256, max(8, 1 << (spec.quads - 1).bit_length()))  # 8: one lavapipe SIMD row
-    defs |= {"WG": group, "UPQ": ceil_div(spec.quads, group), "REVERSE": spec.reverse}
+    tile = min(_BATCH_TILE, spec.batch) if isinstance(spec.batch, int) else _BATCH_TILE
+    quads = ceil_div(spec.quads, group)
+    defs |= {"WG": group, "UPQ": quads, "BT": tile, "UPQ_BT": quads * tile, "REVERSE": spec.reverse}
     if initial:
         defs["INIT_STATE"] = True
     reads = [proj, rt]
@@ -165,8 +175,9 @@ def _plan_recurrence(
         defs["ERRORS_BINDING"] = len(reads) + len(writes)
         writes.append(errors.ref)
         immediates = errors.immediates
-    shader = _compile(ctx, "RECUR", spec, defs, immediates)
-    ctx.dispatch(shader, reads, writes, spec.directions * spec.batch)
+    tiles = ceil_div(spec.batch, tile)
+    shader = _compile(ctx, "RECUR", spec, defs, immediates, {"TILES": tiles})
+    ctx.dispatch(shader, reads, writes, spec.directions * tiles)
 
 
 def _plan_finish(ctx: PlanCtx, spec: RecurrentSpec, state: BufferRef) -> None:
