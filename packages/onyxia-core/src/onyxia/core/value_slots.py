@@ -29,7 +29,10 @@ VALUE_SLOTS: dict[tuple[str, int], str] = {
     ("Range", 0): "start",
     ("Range", 1): "limit",
     ("OneHot", 1): "depth",
+    **{(op, 0): "size" for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
 }
+
+_MEL_INPUTS = ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz")
 
 REDUCE_OPS: tuple[str, ...] = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1")
 REDUCE_OPS += ("ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
@@ -48,6 +51,12 @@ STRUCTURAL_SLOTS: dict[tuple[str, int], str] = {
     ("Resize", 2): "scales",
     ("Resize", 3): "sizes",
     ("If", 0): "condition",  # a graph input condition: the plan is made per value, with only its branch
+    ("DFT", 1): "dft_length",  # the transform size: the twiddle table and the kernel's loop
+    ("DFT", 2): "axis",
+    ("STFT", 1): "frame_step",
+    ("STFT", 3): "frame_length",
+    # MelWeightMatrix: five scalars that decide every weight; the matrix is made on the host per value
+    **{("MelWeightMatrix", i): name for i, name in enumerate(_MEL_INPUTS)},
     **{(op, 1): "axes" for op in REDUCE_OPS},
 }
 

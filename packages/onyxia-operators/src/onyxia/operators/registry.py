@@ -20,6 +20,7 @@ from onyxia.operators.rearrange import REARRANGE
 from onyxia.operators.recurrent import RECURRENT
 from onyxia.operators.reduction import REDUCTION
 from onyxia.operators.shape import READ_BACK, SHAPE
+from onyxia.operators.signal import SIGNAL
 from onyxia.operators.vision import VISION
 
 __all__ = ["core_operator_registry", "register_builtin"]
@@ -49,6 +50,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             GATHER_SCATTER,
             CONTROL,
             RECURRENT,
+            SIGNAL,
         ),
         "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS, ELEMENTWISE_MS),
         ONYXIA_DOMAIN: (
