@@ -359,6 +359,29 @@ def test_torch_style_stacked_bidirectional_lstm() -> None:
     check_rebinding(model, [feeds(9, 2), feeds(4, 3), feeds(1, 1)])
 
 
+def test_two_gru_layers_without_bias_of_different_sizes() -> None:
+    """Two linear_before_reset GRUs without B (each binds zeros for its Rb, sized for it) in one graph,
+    the first one's Y squeezed into the second one's X."""
+    x, hidden = _f32(5, 2, 4, scale=1.0), (6, 3)
+    inits = [numpy_helper.from_array(np.array([1], np.int64), "axis")]
+    nodes = []
+    for layer, (h, k) in enumerate(zip(hidden, (4, hidden[0]))):
+        inits += [
+            numpy_helper.from_array(_f32(1, 3 * h, k), f"W{layer}"),
+            numpy_helper.from_array(_f32(1, 3 * h, h), f"R{layer}"),
+        ]
+        source = "x" if layer == 0 else "x1"
+        outputs = [f"y{layer}", f"h{layer}"]
+        nodes.append(
+            helper.make_node("GRU", [source, f"W{layer}", f"R{layer}"], outputs, hidden_size=h, linear_before_reset=1)
+        )
+    nodes.insert(1, helper.make_node("Squeeze", ["y0", "axis"], ["x1"]))
+    f32 = onnx.TensorProto.FLOAT
+    outputs = [helper.make_tensor_value_info(n, f32, None) for n in ("y1", "h0", "h1")]
+    graph = helper.make_graph(nodes, "grus", [helper.make_tensor_value_info("x", f32, [5, 2, 4])], outputs, inits)
+    check_rebinding(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=10), [{"x": x}])
+
+
 def _named(op: str, inputs: Mapping[str, np.ndarray | None], attrs: Mapping[str, Any]) -> Any:
     model = make_model(op, inputs, attrs, opset=14, num_outputs=2)
     model.graph.node[0].name = "encoder/rnn_7"

@@ -155,15 +155,7 @@ def _plan_recurrence(
     defs |= {"WG": group, "UPQ": quads, "BT": tile, "UPQ_BT": quads * tile, "REVERSE": spec.reverse}
     if initial:
         defs["INIT_STATE"] = True
-    reads = [proj, rt]
-    optional = {"B_BIAS": 3 if "LINEAR_BEFORE_RESET" in defs else None, "B_LENS": 4, "B_P": 7}
-    for binding, index in optional.items():
-        if index is not None and ctx.has_input(index):
-            defs |= {binding: len(reads), {"B_BIAS": "HAS_RB", "B_LENS": "HAS_LENS", "B_P": "PEEPHOLE"}[binding]: True}
-            reads.append(ctx.input(index))
-    if "LINEAR_BEFORE_RESET" in defs and not ctx.has_input(3):
-        reads.append(ctx.constant("recurrent:zero_bias", np.zeros(2 * spec.directions * spec.gate_rows, np.float32)))
-        defs["B_BIAS"] = len(reads) - 1
+    reads = _recur_reads(ctx, spec, defs, proj, rt)
     writes = [state]
     defs["B_STATE"] = len(reads)
     if ctx.has_output(0):
@@ -178,6 +170,24 @@ def _plan_recurrence(
     tiles = ceil_div(spec.batch, tile)
     shader = _compile(ctx, "RECUR", spec, defs, immediates, {"TILES": tiles})
     ctx.dispatch(shader, reads, writes, spec.directions * tiles)
+
+
+def _recur_reads(
+    ctx: PlanCtx, spec: RecurrentSpec, defs: dict[str, object], proj: BufferRef, rt: BufferRef
+) -> list[BufferRef]:
+    """The time loop's read bindings, numbering the optional ones in `defs`: GRU's Rb under
+    linear_before_reset (zeros when B is absent), sequence_lens, peepholes."""
+    reads = [proj, rt]
+    if "LINEAR_BEFORE_RESET" in defs:
+        defs["B_BIAS"] = len(reads)
+        size = 2 * spec.directions * spec.gate_rows  # the key names the size: nodes of one size share it
+        zeros = f"recurrent:zero_bias:{size}"
+        reads.append(ctx.input(3) if ctx.has_input(3) else ctx.constant(zeros, np.zeros(size, np.float32)))
+    for index, binding, flag in ((4, "B_LENS", "HAS_LENS"), (7, "B_P", "PEEPHOLE")):
+        if ctx.has_input(index):
+            defs |= {binding: len(reads), flag: True}
+            reads.append(ctx.input(index))
+    return reads
 
 
 def _plan_finish(ctx: PlanCtx, spec: RecurrentSpec, state: BufferRef) -> None:
