@@ -371,9 +371,9 @@ def test_two_gru_layers_without_bias_of_different_sizes() -> None:
             numpy_helper.from_array(_f32(1, 3 * h, h), f"R{layer}"),
         ]
         source = "x" if layer == 0 else "x1"
-        outputs = [f"y{layer}", f"h{layer}"]
+        names = [f"y{layer}", f"h{layer}"]
         nodes.append(
-            helper.make_node("GRU", [source, f"W{layer}", f"R{layer}"], outputs, hidden_size=h, linear_before_reset=1)
+            helper.make_node("GRU", [source, f"W{layer}", f"R{layer}"], names, hidden_size=h, linear_before_reset=1)
         )
     nodes.insert(1, helper.make_node("Squeeze", ["y0", "axis"], ["x1"]))
     f32 = onnx.TensorProto.FLOAT
