@@ -8,6 +8,7 @@ GPU features the plan needs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -40,6 +41,7 @@ __all__ = ["ERRORS_NAME", "PlanBuilder", "ShaderHandle"]
 
 ERRORS_NAME = "onyxia/errors"  # the plan tensor of the run-time error word
 
+_SUBGROUP_OP = re.compile(r"\bsubgroup[A-Z]\w*\s*\(|\bsubgroup_(size|invocation_id)\b")
 _ShaderKey = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]
 
 
@@ -143,6 +145,8 @@ class PlanBuilder:
             text = declare_immediates(preprocess(source, spec.defs, label, self.library), spec.symbolic)
             if "enable f16;" in text:
                 self.features.add("shader-f16")
+            if _SUBGROUP_OP.search(text):  # naga takes subgroup builtins without an `enable`; the device needs it
+                self.features.add("subgroup")
             self._shader_keys[key] = len(self.shaders)
             self.shaders.append(CompiledShader(label, text, "main", 4 * len(spec.symbolic)))
         return ShaderHandle(self._shader_keys[key], spec.fields)

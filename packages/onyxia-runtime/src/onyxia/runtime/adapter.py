@@ -2,7 +2,7 @@
 
 The `backend` setting (``ONYXIA_BACKEND``: vulkan, metal, dx12, gl) restricts the choice to one
 backend, which is how a machine with both a Vulkan and a GL view of the same GPU is pinned. The device asks only for
-features Onyxia uses (``immediates``, ``shader-f16``) and for the adapter's full buffer limits, since
+features Onyxia uses (``immediates``, ``shader-f16``, ``subgroup``) and for the adapter's full buffer limits, since
 WebGPU's defaults (128 MiB buffers) would cap model size far below what the hardware allows.
 """
 
@@ -25,7 +25,7 @@ __all__ = ["BACKENDS", "Runtime", "describe_adapter", "select_adapter"]
 log = logging.getLogger(__name__)
 
 BACKENDS = {"vulkan": "Vulkan", "metal": "Metal", "dx12": "D3D12", "gl": "OpenGL"}  # env value -> backend_type
-_USEFUL_FEATURES = ("shader-f16",)
+_USEFUL_FEATURES = ("shader-f16", "subgroup")  # subgroup: the `subgroup` kernel variants (operators/matmul/variants)
 _PASSED_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buffers-per-shader-stage")
 _TYPE_PREFERENCE = ("DiscreteGPU", "IntegratedGPU", "VirtualGPU", "CPU")
 

@@ -41,7 +41,8 @@ from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, type_defs
 from onyxia.operators.matmul.matmul_group import plan_weight_products
-from onyxia.operators.matmul.tiles import at_most, planned_tiles, tile_for
+from onyxia.operators.matmul.tiles import at_most
+from onyxia.operators.matmul.variants import labelled, planned_tiles, tile_for
 from onyxia.operators.matmul.weights import panels_fit
 from onyxia.operators.typesets import FLOATS, require_dtype
 
@@ -149,7 +150,7 @@ def _dispatch_blocks(ctx: PlanCtx, ops: _Operands, part: _Part, index: int, tran
         ceil_div(ops.m, tile.rows_per_workgroup),
         dims_product(ops.batch),
     )
-    shader = ctx.compile_shader("matmul/matmul", _SOURCE, defs, dims)
+    shader = ctx.compile_shader(labelled("matmul/matmul"), _SOURCE, defs, dims)
     ctx.dispatch(shader, [ctx.input(0), ctx.input_chunk(1, part.chunk)], [ctx.output(0)], groups)
 
 
@@ -158,7 +159,7 @@ def _dispatch_rows(ctx: PlanCtx, part: _Part, k: SymbolicDim, share: SymbolicDim
     tile = tile_for("matmul_rows", 1)
     defs = {**type_defs(T=ctx.input_dtype(0)), "ROWS": tile.rows, "WG": tile.wg_x}
     dims = {"K4": k // 4, "N": part.n, "Y_COL0": part.n0}
-    shader = ctx.compile_shader("matmul/matmul_rows", _ROWS_SOURCE, defs, dims)
+    shader = ctx.compile_shader(labelled("matmul/matmul_rows"), _ROWS_SOURCE, defs, dims)
     groups = ceil_div(part.n, tile.rows * tile.wg_x) * share
     ctx.dispatch(shader, [ctx.input(0), ctx.input_chunk(1, part.chunk)], [ctx.output(0)], groups)
 

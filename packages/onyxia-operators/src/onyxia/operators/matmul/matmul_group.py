@@ -37,8 +37,8 @@ from onyxia.core import (
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.numpy_math import gelu, sigmoid
 from onyxia.operators.layout import type_defs
-from onyxia.operators.matmul.tiles import planned_tiles
-from onyxia.operators.matmul.weights import PANEL, bind_panels, panels_fit
+from onyxia.operators.matmul.variants import labelled, planned_tiles
+from onyxia.operators.matmul.weights import bind_panels, panel_columns, panels_fit
 from onyxia.operators.typesets import FLOATS
 
 __all__ = ["MATMUL_GROUP", "MAX_SLOTS", "MatMulGroupOp", "gate_activation", "gated_numpy", "plan_weight_products"]
@@ -122,11 +122,13 @@ def plan_weight_products(
     defs: dict[str, object] = {**type_defs(T=dtype, Y_T=dtype), **{f"BIND_{name}": i for i, name in enumerate(names)}}
     defs["OTHER_SLOTS"] = " ".join(str(s) for s in range(1, len(ns)))  # the shader's `#for` list
     if panels:
-        defs |= {"PANELS": True, "PANEL": PANEL}
+        defs |= {"PANELS": True, "PANEL": panel_columns("matmul_group")}
     if activation is not None:
         defs |= {"GATED": True, "ACTIVATION": activation}
     if bias:
         defs["BIAS"] = True
+    if k % 4 == 0:
+        defs["A_VEC4"] = True  # rows start on vec4 boundaries: a is read four k at a time
     dims: dict[str, SymbolicDim] = {"M": m, "K": k, **{f"N{s}": n for s, n in enumerate(ns)}}
     weights = [bind_panels(ctx, i, k, n) if panels else ctx.input(i) for i, n in enumerate(ns, 1)]
     reads = [ctx.input(0), *weights, *(ctx.input(1 + len(ns) + s) for s in range(len(biases)))]
@@ -135,7 +137,9 @@ def plan_weight_products(
         per_slot = [ceil_div(n, tile.columns_per_workgroup) for n in ns]
         starts = {f"G{s}": sum(per_slot[:s]) for s in range(1, len(ns))}
         groups = per_slot[0] if activation is not None else sum(per_slot)
-        shader = ctx.compile_shader("matmul/matmul_group", _SOURCE, {**defs, **tile.block_defs}, {**dims, **starts})
+        shader = ctx.compile_shader(
+            labelled("matmul/matmul_group"), _SOURCE, {**defs, **tile.block_defs}, {**dims, **starts}
+        )
         ctx.dispatch(shader, reads, writes, (groups * share, ceil_div(m, tile.rows_per_workgroup), 1))
 
 

@@ -4,8 +4,9 @@ A tile is what one invocation and one workgroup of a product kernel cover: `rows
 4 * `column_groups` columns per invocation, `wg_x` by `wg_y` invocations per workgroup, and `split`
 invocations sharing one column group (splitting K). Each kernel lists its tiles by increasing `max_m`,
 the largest static M (rows of the product) a tile serves; the last tile serves every larger M. The
-numbers were measured on lavapipe (the reasons stand beside each row): another device changes this
-table, not the kernels' planning code.
+numbers were measured on lavapipe (the reasons stand beside each row); they are the ``simd8`` row of
+`onyxia.operators.matmul.variants`, whose other rows hold other devices' tiles (`tile_for` and
+`planned_tiles` there read the chosen row).
 
 A symbolic M is the sequence length: 1 on a decode step, the prompt's length on prefill. It plans the
 tile of a decode step and the tile of a two-row product; when they differ both are dispatched, and the
@@ -16,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from onyxia.core import PlanningError, SymbolicDim
+from onyxia.core import SymbolicDim
 
-__all__ = ["PANELS", "TILES", "Tile", "at_most", "planned_tiles", "tile_for"]
+__all__ = ["PANELS", "TILES", "Tile", "at_most"]
 
 
 @dataclass(frozen=True)
@@ -91,22 +92,3 @@ def at_most(m: SymbolicDim, limit: int) -> SymbolicDim:
     if isinstance(m, int):
         return int(m <= limit)
     return ((limit + 1) // (m + 1) + limit) // (limit + 1)
-
-
-def tile_for(kernel: str, m: int) -> Tile:
-    """The tile of `kernel` for a static M: the first whose `max_m` reaches M."""
-    if kernel not in TILES:
-        raise PlanningError(f"matmul tile table: no kernel '{kernel}' (known: {', '.join(sorted(TILES))})")
-    tiles = TILES[kernel]
-    return next((t for t in tiles if t.max_m is None or m <= t.max_m), tiles[-1])
-
-
-def planned_tiles(kernel: str, m: SymbolicDim) -> list[tuple[Tile, SymbolicDim]]:
-    """(tile, share) of each dispatch: the share (1, or 0 or 1 at run time) scales its workgroup count."""
-    if isinstance(m, int):
-        return [(tile_for(kernel, m), 1)]
-    decode, prefill = tile_for(kernel, 1), tile_for(kernel, 2)
-    if decode == prefill:
-        return [(decode, 1)]
-    share = at_most(m, 1)
-    return [(decode, share), (prefill, 1 - share)]

@@ -1,7 +1,7 @@
 """What the weight products (MatMul by a weight, the groups, MatMulNBits) share when planning.
 
-Column panels: a compile-time [K, N] weight is uploaded as panels of `PANEL` columns, [ceil(N / PANEL), K,
-PANEL] with the columns past N zero. lavapipe runs a workgroup's invocations 8 at a time (one SIMD row, one
+Column panels: a compile-time [K, N] weight is uploaded as panels of PANEL columns (`panel_columns`: 32 on
+lavapipe, wider on GPUs, see `variants`), [ceil(N / PANEL), K, PANEL] with the columns past N zero. lavapipe runs a workgroup's invocations 8 at a time (one SIMD row, one
 CPU thread), so with 4 columns per invocation a SIMD row reads 128 contiguous bytes per k and walks one panel
 front to back, a linear stream. In the graph's [K, N] order it would stride N * 4 bytes per k: the same
 decode-step GEMV measured 1.2-1.3x slower so. The panels replace the graph tensor on the GPU (it is not uploaded when no
@@ -13,11 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from onyxia.core import BufferRef, PlanCtx, TensorValue, max_binding_bytes
-from onyxia.operators.matmul.tiles import PANELS
+from onyxia.operators.matmul.variants import panel_columns
 
-__all__ = ["PANEL", "bind_panels", "panels_fit"]
+__all__ = ["bind_panels", "panel_columns", "panels_fit"]
 
-PANEL = PANELS["matmul_group"]
 _PANEL_READERS = frozenset({"MatMul", "MatMulGroup", "GatedMatMul"})  # ops that read a [K, N] weight as panels
 
 
@@ -40,6 +39,7 @@ def bind_panels(ctx: PlanCtx, i: int, k: int, n: int) -> BufferRef:
     """Input `i` (`panels_fit`) as a constant in panels, repacked lazily when the runtime uploads it."""
     tensor = ctx.input_tensor(i)
     source = tensor.initializer if tensor.initializer is not None else tensor.value
+    panel = panel_columns("matmul_group")
     columns = _padded(n)
 
     def load() -> np.ndarray:
@@ -48,11 +48,12 @@ def bind_panels(ctx: PlanCtx, i: int, k: int, n: int) -> BufferRef:
         padded[:, :n] = data.reshape(k, n)
         if isinstance(source, TensorValue):
             source.release()  # only the panels go to the GPU; the source may be a mapped file
-        return np.ascontiguousarray(padded.reshape(k, -1, PANEL).transpose(1, 0, 2)).reshape(-1)
+        return np.ascontiguousarray(padded.reshape(k, -1, panel).transpose(1, 0, 2)).reshape(-1)
 
-    key = f"{tensor.name}:panels-{PANEL}"
+    key = f"{tensor.name}:panels-{panel}"
     return ctx.constant(key, TensorValue(tensor.dtype, (k * columns,), load, name=key))
 
 
 def _padded(n: int) -> int:
-    return -(-n // PANEL) * PANEL
+    panel = panel_columns("matmul_group")
+    return -(-n // panel) * panel

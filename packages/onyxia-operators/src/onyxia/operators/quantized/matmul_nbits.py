@@ -16,7 +16,7 @@ Numerics follow onnxruntime's CPU kernel (1.31), which picks them per node (`_in
 - Levels 0-3, and level 4 where onnxruntime falls back to dequantizing B: products and sums in f32
   whatever the activation dtype (level 0's numerics).
 
-One shader, two tiles (the "matmul_nbits" row of `onyxia.operators.matmul.tiles.TILES`): decode, one
+One shader, two tiles (the "matmul_nbits" tiles of the chosen `onyxia.operators.matmul.variants` row): decode, one
 row per thread (M = 1, the GEMV of each generated token), and prefill, 4 rows per thread sharing each
 weight unpack. Each thread owns 4 * column_groups adjacent columns of B repacked in column panels (see
 the shader). With a symbolic M both are planned, and the one on the wrong side of M = 1 dispatches zero
@@ -44,7 +44,8 @@ from onyxia.core import (
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
-from onyxia.operators.matmul.tiles import PANELS, Tile, planned_tiles, tile_for
+from onyxia.operators.matmul.tiles import Tile
+from onyxia.operators.matmul.variants import chosen_variant, labelled, panel_columns, planned_tiles, tile_for
 from onyxia.operators.quantized.matmul_nbits_layout import SINGLE, A, Layout, Slot, nbits_layout, unsupported
 from onyxia.operators.quantized.matmul_nbits_ranges import column_ranges
 from onyxia.operators.quantized.packing import PackedInput, bind_packed
@@ -52,7 +53,6 @@ from onyxia.operators.quantized.packing import PackedInput, bind_packed
 __all__ = ["MatMulNBitsOp", "plan_products", "unsupported"]
 
 _INT8_MAX_BLOCK_SIZE = 256  # MLAS has CompInt8 kernels for block sizes 16 .. 256
-_SHARED_BYTES = 16384  # WebGPU's default maxComputeWorkgroupStorageSize: the decode row quantized in place
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def plan_products(
     gelu_none | gelu_tanh | silu: one output, activation(A @ w0) * (A @ w1)). `scales` replaces the slots'
     scale inputs with derived buffers ([N, NB] each; MatMulBnb4's absmax regathered per column block)."""
     m = dims_product(ctx.input_dims(A)[:-1])
-    weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=PANELS["matmul_nbits"]) for slot in slots]
+    weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=panel_columns("matmul_nbits")) for slot in slots]
     _check_products(ctx, layout, slots, weights, activation)
     int8 = _int8_activations(ctx, layout, all(w.known for w in weights))
     tiles = planned_tiles("matmul_nbits", m)  # decode, prefill or both, each with its share of the run
@@ -156,15 +156,15 @@ def _dispatch(
     source = load_wgsl(__package__, "matmul_nbits.wgsl")
     kernel_defs = {
         **defs,
-        "PANEL": PANELS["matmul_nbits"],
+        "PANEL": panel_columns("matmul_nbits"),
         "ROWS": kernel.rows,
         "CG": kernel.column_groups,
         "SPLIT": kernel.split,
         "WORKGROUP_SIZE": kernel.workgroup_size,
     }
-    # the int8 path reads a workgroup's rows' scales as one vec4 (see matmul_nbits.wgsl)
-    label = f"MatMulNBits/{kernel.name}"
-    assert not defs.get("INT8") or 4 % kernel.rows == 0, f"{label}: rows must divide 4"
+    if kernel.split > 1 and chosen_variant().subgroup_split:
+        kernel_defs["SUBGROUP_SPLIT"] = True  # the split threads are neighbouring lanes of one subgroup
+    label = labelled(f"MatMulNBits/{kernel.name}")
     shader = ctx.compile_shader(label, source, kernel_defs, dims)
     ctx.dispatch(shader, reads, writes, (groups, 1, ceil_div(dims["M"], kernel.rows)))
 
@@ -178,8 +178,10 @@ def _fits_workgroup(layout: Layout, kernel: Tile) -> bool:
     """Whether a `kernel` workgroup can hold its quantized row and block scales (f32 each) beside the
     split-K partial sums (vec4s)."""
     row = 4 * (layout.n_blocks * layout.block_size + layout.n_blocks)
-    partial = 16 * kernel.workgroup_size * kernel.rows * kernel.column_groups if kernel.split > 1 else 0
-    return kernel.rows == 1 and row + partial <= _SHARED_BYTES
+    variant = chosen_variant()
+    split = kernel.split > 1 and not variant.subgroup_split  # subgroup shuffles need no workgroup memory
+    partial = 16 * kernel.workgroup_size * kernel.rows * kernel.column_groups if split else 0
+    return kernel.rows == 1 and row + partial <= variant.workgroup_storage
 
 
 def _int8_activations(ctx: PlanCtx, layout: Layout, weights_known: bool) -> bool:

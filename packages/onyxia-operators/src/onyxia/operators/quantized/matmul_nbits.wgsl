@@ -46,6 +46,8 @@
 //       ROWS            rows per thread (1 for decode)
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
+//       SUBGROUP_SPLIT  flag (SPLIT > 1): the SPLIT threads add their sums by subgroup shuffles (the `subgroup`
+//                       variant: SPLIT divides the subgroup size), else through workgroup memory
 //       WORKGROUP_SIZE
 //       PANEL           columns per panel of a repacked b (a multiple of 4 * CG)
 // Dims: M (rows, literal or immediate), K, KP and MP (INT8: NB * block size, M rounded up to 4), KP4 (Q_SHARED:
@@ -94,7 +96,9 @@ const COLUMNS: u32 = 4u * #{CG}u;  // columns per thread: CG groups of 4
 const THREADS: u32 = #{WORKGROUP_SIZE}u / #{SPLIT}u;  // threads with distinct columns per workgroup
 const CELLS: u32 = #{ROWS}u * #{CG}u;
 #if SPLIT != 1
+#ifndef SUBGROUP_SPLIT
 var<workgroup> partial: array<vec4<f32>, #{WORKGROUP_SIZE}u * CELLS>;
+#endif
 #endif
 
 // This thread's sums for rows m0 .. m0 + ROWS - 1 and columns n0 .. n0 + COLUMNS - 1 of slot `slot`, over
@@ -130,13 +134,7 @@ fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
         }
 #ifdef INT8
 #ifdef Q_SHARED
-        let row_scale = vec4<f32>(shared_sa[blk]);  // ROWS 1: row0 is 0
-        let row0 = 0u;
-#else
-        // one load for the block's ROWS rows (ROWS divides 4, so they share a vec4); rows past M read
-        // the padding, and their sums are never stored
-        let row_scale = a_scales[(blk * #{MP} + m0) / 4u];
-        let row0 = m0 % 4u;
+        let row_scale = shared_sa[blk];  // ROWS 1: the workgroup's own row
 #endif
 #endif
         for (var g = 0u; g < #{CG}u; g++) {
@@ -144,7 +142,12 @@ fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
             let z = zero_points4(slot, n0 + 4u * g, blk);
             for (var r = 0u; r < #{ROWS}u; r++) {
 #ifdef INT8
-                acc[r * #{CG}u + g] += (s * row_scale[row0 + r]) * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+#ifndef Q_SHARED
+                // A's scales are stored block-major, 4 rows to a vec4 (MP is a multiple of 4); rows past M
+                // read the padding, and their sums are never stored
+                let row_scale = a_scales[(blk * #{MP} + m0 + r) / 4u][(m0 + r) % 4u];
+#endif
+                acc[r * #{CG}u + g] += (s * row_scale) * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
 #else
                 acc[r * #{CG}u + g] += s * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
 #endif
@@ -158,6 +161,15 @@ fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
 fn split_sum(sums: array<vec4<f32>, CELLS>, lid: u32) -> array<vec4<f32>, CELLS> {
     var acc = sums;
 #if SPLIT != 1
+#ifdef SUBGROUP_SPLIT
+    // the SPLIT threads are SPLIT neighbouring lanes of one subgroup (SPLIT divides the subgroup size): a butterfly
+    // of shuffles leaves the total in every one of them, with no workgroup memory and no barrier
+    for (var i = 0u; i < CELLS; i++) {
+        for (var d = 1u; d < #{SPLIT}u; d <<= 1u) {
+            acc[i] += subgroupShuffleXor(acc[i], d);
+        }
+    }
+#else
     for (var i = 0u; i < CELLS; i++) {
         partial[lid * CELLS + i] = acc[i];
     }
@@ -168,6 +180,7 @@ fn split_sum(sums: array<vec4<f32>, CELLS>, lid: u32) -> array<vec4<f32>, CELLS>
         }
     }
     workgroupBarrier();
+#endif
 #endif
     return acc;
 }

@@ -7,7 +7,7 @@ scales, zero points and bias and writing its columns of Y (matmul_nbits.wgsl's `
 whole by every range (and quantized once, at accuracy_level 4): a decode step costs one extra dispatch
 per range, nothing more.
 
-Ranges are whole panels of ``PANELS["matmul_nbits"]`` columns, the unit a compile-time B is repacked in
+Ranges are whole panels of ``panel_columns("matmul_nbits")`` columns (32 x 2 on lavapipe), the unit a compile-time B is repacked in
 (`packing.u32_words`), so a range of B is contiguous; `split_rows` chunks every per-column array by the
 same panels, each range within the limit and 256-byte aligned in all of them (packed zero points: a
 panel holds whole bytes, two blocks a byte; an odd byte count per column is fine as long as a range's
@@ -22,13 +22,11 @@ from dataclasses import dataclass, replace
 
 from onyxia.core import BufferRange, BufferRef, PlanCtx, PlanningError, max_binding_bytes
 from onyxia.core.bindings import split_rows
-from onyxia.operators.matmul.tiles import PANELS
+from onyxia.operators.matmul.variants import panel_columns
 from onyxia.operators.quantized.matmul_nbits_layout import A, Layout, Slot
 from onyxia.operators.quantized.packing import PackedInput, bind_packed
 
 __all__ = ["ColumnRange", "column_ranges"]
-
-_PANEL = PANELS["matmul_nbits"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ def column_ranges(
     whole = [ColumnRange(slots, dict(reads), {})]
     panel_bytes = [_panel_bytes(ctx, layout, slot, packed) for slot, packed in zip(slots, weights)]
     limit = max_binding_bytes()
-    panels = [-(-slot.n // _PANEL) for slot in slots]
+    panels = [-(-slot.n // _panel()) for slot in slots]
     if all(
         _total(name, size, slot, packed) <= limit
         for slot, packed, sizes in zip(slots, weights, panel_bytes)
@@ -73,8 +71,8 @@ def column_ranges(
     for i, chunk in enumerate(chunks):
         assert isinstance(chunk.rows, int)
         last = i == len(chunks) - 1
-        first = chunk.first_row * _PANEL
-        columns = min(chunk.rows * _PANEL, slot.n - first)
+        first = chunk.first_row * _panel()
+        columns = min(chunk.rows * _panel(), slot.n - first)
         chunk_reads: dict[str, BufferRef | BufferRange] = {
             # the last range binds to the end: the arrays other than a repacked B hold no padding columns
             name: BufferRange(reads[name], chunk.first_row * size, None if last else chunk.rows * size)
@@ -89,19 +87,25 @@ def _panel_bytes(ctx: PlanCtx, layout: Layout, slot: Slot, packed: PackedInput) 
     only one split)."""
     item = ctx.input_dtype(A).gpu_numpy.itemsize  # scales, float zero points and bias are A's dtype
     word_bytes = 4 * layout.words_per_column  # a column's packed bytes
-    sizes = {"B0": _PANEL * word_bytes * (4 if packed.widened else 1), "SCALES0": _PANEL * layout.n_blocks * item}
+    panel = _panel()
+    sizes = {"B0": panel * word_bytes * (4 if packed.widened else 1), "SCALES0": panel * layout.n_blocks * item}
     if layout.zero_points == "packed":
         widened = bind_packed(ctx, slot.zero_points).widened
-        sizes["ZP0"] = _PANEL * ((layout.n_blocks + 1) // 2) * (4 if widened else 1)
+        sizes["ZP0"] = panel * ((layout.n_blocks + 1) // 2) * (4 if widened else 1)
     elif layout.zero_points == "float":
-        sizes["ZP0"] = _PANEL * layout.n_blocks * item
+        sizes["ZP0"] = panel * layout.n_blocks * item
     if layout.bias:
-        sizes["BIAS0"] = _PANEL * item
+        sizes["BIAS0"] = panel * item
     return sizes
 
 
 def _total(name: str, panel_bytes: int, slot: Slot, packed: PackedInput) -> int:
     """Bytes of a whole bound array: a repacked B holds whole panels (zero-padded columns), the rest N columns."""
     if name == "B0" and not packed.widened:
-        return -(-slot.n // _PANEL) * panel_bytes
-    return -(-slot.n * panel_bytes // _PANEL)
+        return -(-slot.n // _panel()) * panel_bytes
+    return -(-slot.n * panel_bytes // _panel())
+
+
+def _panel() -> int:
+    """Columns per panel of a repacked B in the chosen kernel variant."""
+    return panel_columns("matmul_nbits")

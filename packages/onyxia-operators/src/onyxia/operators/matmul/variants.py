@@ -1,0 +1,162 @@
+"""Kernel variants of the matrix products, chosen from the adapter's facts at compile time.
+
+One row per variant: the conditions it needs of the adapter (`Needs`, checked against
+`onyxia.core.adapter_facts.adapter_facts()`), then everything that differs between variants: the tiles of each
+kernel (workgroup shape, rows and columns per invocation, split-K), the width of the weight panels, and how the
+split-K threads of matmul_nbits.wgsl add their sums (workgroup memory, or subgroup shuffles with no barrier).
+The first row whose needs hold is used; `force_variants({"matmul": name})` picks one by name (the tests run
+every row on lavapipe that way). The chosen row's name ends every product shader's label
+(``matmul/matmul_group@simd8``), so a compiled plan shows which variant each kernel took.
+
+- ``simd8``: CPU rasterisers (lavapipe runs 8 invocations per SIMD row on one thread): the tiles measured on
+  lavapipe (`tiles.TILES`), 32/64-column panels that one SIMD row streams front to back, no split-K.
+- ``subgroup``: GPUs with subgroups of at least 8 lanes (NVIDIA 32, AMD 32/64, Intel 8-32, Apple 32): wide
+  workgroups, and a decode GEMV that splits K over 8 neighbouring lanes of one subgroup, summed by shuffles.
+- ``portable``: any other device (WebGPU's default limits): the same shapes, the split-K sums added through
+  workgroup memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from onyxia.core import PlanningError, SymbolicDim
+from onyxia.core.adapter_facts import AdapterFacts, adapter_facts, forced_variant
+from onyxia.operators.matmul.tiles import PANELS, TILES, Tile, at_most
+
+__all__ = [
+    "FAMILY",
+    "VARIANTS",
+    "Needs",
+    "Variant",
+    "chosen_variant",
+    "labelled",
+    "panel_columns",
+    "planned_tiles",
+    "tile_for",
+]
+
+FAMILY = "matmul"  # the `force_variants` key of this table
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a variant needs of the adapter; None or 0: anything."""
+
+    cpu: bool | None = None
+    subgroups: bool = False
+    min_subgroup: int = 0  # every subgroup has at least this many lanes (split-K groups stay in one subgroup)
+    invocations: int = 0  # invocations per workgroup
+    workgroup_storage: int = 0  # bytes of workgroup memory
+
+    def met_by(self, facts: AdapterFacts) -> bool:
+        return (
+            (self.cpu is None or facts.cpu == self.cpu)
+            and (not self.subgroups or facts.subgroups)
+            and facts.subgroup_min_size >= self.min_subgroup
+            and facts.invocations_per_workgroup >= self.invocations
+            and facts.workgroup_storage_bytes >= self.workgroup_storage
+        )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to run the product kernels (see the module docstring)."""
+
+    name: str
+    needs: Needs
+    tiles: dict[str, tuple[Tile, ...]]
+    panels: dict[str, int]  # columns per weight panel: "matmul_group", "matmul_nbits" (a multiple of 4 * CG)
+    subgroup_split: bool = False  # matmul_nbits: split-K sums by subgroup shuffles instead of workgroup memory
+    workgroup_storage: int = field(default=16384)  # bytes a kernel may use (the decode row quantized in place)
+
+
+# GPU shapes: enough invocations per workgroup to fill a warp several times; the decode GEMVs split K over 8
+# lanes so a 640-wide product still spreads over hundreds of threads.
+_GPU_TILES: dict[str, tuple[Tile, ...]] = {
+    "matmul": (Tile("few_rows", rows=4, wg_x=64, max_m=16), Tile("many_rows", rows=4, wg_x=16, wg_y=8)),
+    "matmul_group": (
+        Tile("one_row", rows=1, wg_x=64, max_m=1),
+        Tile("few_rows", rows=4, wg_x=64, max_m=16),
+        Tile("many_rows", rows=4, wg_x=16, wg_y=8),
+    ),
+    "matmul_rows": (Tile("rows", rows=1, wg_x=128),),
+    "matmul_nbits": (
+        Tile("decode", rows=1, wg_x=128, column_groups=1, split=8, max_m=1),
+        Tile("prefill", rows=4, wg_x=64, column_groups=2),
+    ),
+    "matmul_nbits_quantize": (Tile("quantize", rows=1, wg_x=128),),
+}
+_GPU_PANELS = {"matmul_group": 128, "matmul_nbits": 128}  # a warp's 32 lanes x 4 columns, one coalesced row
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("simd8", Needs(cpu=True), TILES, PANELS),
+    Variant(
+        "subgroup",
+        Needs(cpu=False, subgroups=True, min_subgroup=8, invocations=128),
+        _GPU_TILES,
+        _GPU_PANELS,
+        subgroup_split=True,
+    ),
+    Variant("portable", Needs(invocations=128), _GPU_TILES, _GPU_PANELS),
+)
+
+
+def chosen_variant() -> Variant:
+    """The forced variant, else the first whose needs the target adapter meets."""
+    facts = adapter_facts()
+    forced = forced_variant(FAMILY)
+    if forced is not None:
+        found = next((v for v in VARIANTS if v.name == forced), None)
+        if found is None:
+            raise PlanningError(
+                f"matmul variants: no variant '{forced}' (known: {', '.join(v.name for v in VARIANTS)})"
+            )
+        return _sized(found, facts)
+    for variant in VARIANTS:
+        if variant.needs.met_by(facts):
+            return _sized(variant, facts)
+    raise PlanningError(f"matmul variants: none fits adapter {facts.describe()}")
+
+
+def _sized(variant: Variant, facts: AdapterFacts) -> Variant:
+    """The variant with the adapter's workgroup memory (a forced variant keeps within the device's)."""
+    if variant.workgroup_storage == facts.workgroup_storage_bytes:
+        return variant
+    return Variant(
+        variant.name,
+        variant.needs,
+        variant.tiles,
+        variant.panels,
+        variant.subgroup_split,
+        facts.workgroup_storage_bytes,
+    )
+
+
+def tile_for(kernel: str, m: int) -> Tile:
+    """The chosen variant's tile of `kernel` for a static M: the first whose `max_m` reaches M."""
+    tiles = chosen_variant().tiles
+    if kernel not in tiles:
+        raise PlanningError(f"matmul tile table: no kernel '{kernel}' (known: {', '.join(sorted(tiles))})")
+    return next((t for t in tiles[kernel] if t.max_m is None or m <= t.max_m), tiles[kernel][-1])
+
+
+def planned_tiles(kernel: str, m: SymbolicDim) -> list[tuple[Tile, SymbolicDim]]:
+    """(tile, share) of each dispatch: the share (1, or 0 or 1 at run time) scales its workgroup count."""
+    if isinstance(m, int):
+        return [(tile_for(kernel, m), 1)]
+    decode, prefill = tile_for(kernel, 1), tile_for(kernel, 2)
+    if decode == prefill:
+        return [(decode, 1)]
+    share = at_most(m, 1)
+    return [(decode, share), (prefill, 1 - share)]
+
+
+def panel_columns(kernel: str) -> int:
+    """Columns per weight panel of `kernel` ("matmul_group" or "matmul_nbits") in the chosen variant."""
+    return chosen_variant().panels[kernel]
+
+
+def labelled(label: str) -> str:
+    """A shader label with the chosen variant's name, so the compiled plan records it."""
+    return f"{label}@{chosen_variant().name}"
