@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, shape_of
+from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, SymbolicExpr, TensorType, shape_of
 from onyxia.operators.signal.dft import read_scalar
 from onyxia.operators.signal.spectral import Spectrum, plan_spectrum, to_complex
 
@@ -82,7 +82,9 @@ def _frames(ctx: NodeCtx) -> _Frames:
         length = read_scalar(ctx, 3, "frame_length")
     elif window is not None:
         length = window[0]
-    if window is not None and window[0] != length:
+    if window is not None and isinstance(window[0], SymbolicExpr):  # checked when the dims are bound
+        ctx.constraints.append((window[0], length, f"node '{ctx.node.name}' (STFT) window length and frame_length"))
+    elif window is not None and window[0] != length:
         raise ctx.error(f"window (input 2) has {window[0]} elements; frame_length is {length}")
     if not isinstance(length, int):
         raise ctx.error(f"frame_length must be known at compile time, found the symbolic {length}")

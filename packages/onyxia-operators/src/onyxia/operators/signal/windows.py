@@ -2,7 +2,7 @@
 ``w[n] = a0 - a1 cos(2 pi n / D) + a2 cos(4 pi n / D)``, D = size (periodic) or size - 1 (symmetric).
 
 A row is its three coefficients, taken as onnxruntime takes them (float32 constants, the sum in
-double, pi = 3.14159265), so a folded window equals onnxruntime's in every output dtype. The size
+double with numpy's pi), so a folded window equals onnxruntime's in every output dtype. The size
 is usually a constant and the window folds; when it comes at run time (a graph input bound as a
 dim by `MarkValueInputsPass`, or a size read back from the GPU) the window is a GPU kernel over a
 symbolic length, in f32 math (float outputs only: an integer window truncates values near whole
@@ -35,7 +35,7 @@ from onyxia.operators.typesets import FLOATS, require_dtype
 __all__ = ["WINDOWS", "WindowOp", "output_datatype"]
 
 _SOURCE = load_wgsl(__package__, "windows.wgsl")
-_TAU = 2 * 3.14159265  # onnxruntime's pi, in double
+_TAU = 2 * np.pi  # onnxruntime 1.32 (its source once used 3.14159265; its windows now match pi exactly)
 
 
 @dataclass(frozen=True)
