@@ -25,6 +25,7 @@ __all__ = [
     "active_subgraph_compiler",
     "captured_inputs",
     "compiling_subgraphs",
+    "nodes_within",
     "own_inputs",
     "subgraphs_of",
 ]
@@ -36,6 +37,14 @@ CAPTURED_INPUTS = "onyxia_captured_inputs"
 def subgraphs_of(node: IrNode) -> dict[str, IrGraph]:
     """The node's graph-valued attributes by name (empty for an ordinary node)."""
     return {name: value for name, value in node.attributes.items() if isinstance(value, IrGraph)}
+
+
+def nodes_within(graph: IrGraph) -> Iterator[IrNode]:
+    """The graph's nodes, each followed by those of its subgraphs (If branches, Loop bodies), at any depth."""
+    for node in graph.nodes:
+        yield node
+        for subgraph in subgraphs_of(node).values():
+            yield from nodes_within(subgraph)
 
 
 def captured_inputs(node: IrNode) -> list[int | None]:

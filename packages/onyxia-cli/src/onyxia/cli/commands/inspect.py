@@ -24,6 +24,7 @@ from onyxia.cli.common import (
     operator_registry,
 )
 from onyxia.core import IrGraph, OperatorRegistry
+from onyxia.core.subgraphs import nodes_within
 
 __all__ = ["add_parser", "run"]
 
@@ -75,7 +76,7 @@ def _opset_table(graph: IrGraph) -> Table:
 
 
 def _op_table(graph: IrGraph, registry: OperatorRegistry) -> Table:
-    counts = Counter((node.domain, node.op_type, node.opset) for node in graph.nodes)
+    counts = Counter((node.domain, node.op_type, node.opset) for node in nodes_within(graph))  # subgraphs' too
     table = Table(title="Operators", title_justify="left")
     table.add_column("domain")
     table.add_column("op")

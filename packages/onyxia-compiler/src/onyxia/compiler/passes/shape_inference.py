@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterator
 
 from onyxia.compiler.passes.constant_folding import fold_node
 from onyxia.compiler.passes.inline_known_branches import inline_known_branch
@@ -24,7 +23,7 @@ from onyxia.core import (
     Stage,
     UnsupportedOpError,
 )
-from onyxia.core.subgraphs import subgraphs_of
+from onyxia.core.subgraphs import nodes_within
 
 __all__ = ["ShapeInferencePass", "check_supported"]
 
@@ -51,7 +50,7 @@ def check_supported(graph: IrGraph, registry: OperatorRegistry) -> None:
     """Raise one `UnsupportedOpError` listing every op the registry lacks (subgraphs' included), with
     counts and nodes."""
     missing: dict[tuple[str, str, int], list[str]] = defaultdict(list)
-    for node in _nodes_within(graph):
+    for node in nodes_within(graph):
         if registry.get(node.domain, node.op_type, node.opset) is None:
             missing[(node.domain or "ai.onnx", node.op_type, node.opset)].append(node.name)
     if missing:
@@ -61,14 +60,6 @@ def check_supported(graph: IrGraph, registry: OperatorRegistry) -> None:
         ]
         total = sum(len(v) for v in missing.values())
         raise UnsupportedOpError(f"{len(missing)} unsupported op type(s), {total} node(s):\n" + "\n".join(lines))
-
-
-def _nodes_within(graph: IrGraph) -> Iterator[IrNode]:
-    """The graph's nodes and those of its subgraphs (If branches, Loop bodies), at any depth."""
-    for node in graph.nodes:
-        yield node
-        for subgraph in subgraphs_of(node).values():
-            yield from _nodes_within(subgraph)
 
 
 def _infer_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> int:
