@@ -43,9 +43,13 @@ def _nested_model() -> onnx.ModelProto:
     graph = helper.make_graph(
         [helper.make_node("Loop", ["M", "", "v0"], ["v_final"], name="outer", body=body)],
         "m",
-        [helper.make_tensor_value_info("v0", F, [3]), helper.make_tensor_value_info("scale", F, [3])],
+        [
+            helper.make_tensor_value_info("v0", F, [3]),
+            helper.make_tensor_value_info("scale", F, [3]),
+            helper.make_tensor_value_info("M", TensorProto.INT64, []),  # from a graph input: not unrolled at load
+        ],
         [helper.make_tensor_value_info("v_final", F, [3])],
-        [numpy_helper.from_array(np.array(4, np.int64), "M"), numpy_helper.from_array(np.array(1, np.int64), "one")],
+        [numpy_helper.from_array(np.array(1, np.int64), "one")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
@@ -75,7 +79,7 @@ def test_export_writes_outer_reads_back_and_onnxruntime_agrees(tmp_path: Path) -
     onnx.save(model, path)
     exported = to_onnx(load_and_parse_model(path))
     onnx.checker.check_model(exported)
-    feeds = {"v0": np.array([1, 2, 3], np.float32), "scale": np.array([0.5, 2, -1], np.float32)}
+    feeds = {"v0": np.array([1, 2, 3], np.float32), "scale": np.array([0.5, 2, -1], np.float32), "M": np.array(4)}
     expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     got = ort.InferenceSession(exported.SerializeToString()).run(None, feeds)
     np.testing.assert_array_equal(got[0], expected[0])

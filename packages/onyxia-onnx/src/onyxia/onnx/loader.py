@@ -28,9 +28,9 @@ from onyxia.onnx.attributes import read_attribute
 from onyxia.onnx.constant_if import select_constant_ifs
 from onyxia.onnx.errors import OnnxError
 from onyxia.onnx.external import ExternalDataStore
-from onyxia.onnx.outer_reads import implicit_inputs
 from onyxia.onnx.scan_as_loop import lower_scans
 from onyxia.onnx.sequences import resolve_sequences
+from onyxia.onnx.subgraphs import implicit_inputs
 from onyxia.onnx.tensors import read_tensor, to_datatype
 from onyxia.onnx.topology import topological_order
 from onyxia.onnx.unroll_loops import unroll_small_loops

@@ -57,6 +57,40 @@ def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
             yield from all_graphs(sub)
 
 
+def outer_reads(graph: onnx.GraphProto) -> list[str]:
+    """Names `graph` (with its nested subgraphs) reads but does not define, in first-use order: what
+    the loader makes explicit inputs of the node that holds it (`onyxia.core.subgraphs`)."""
+    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    defined |= {name for node in graph.node for name in node.output if name}
+    found: dict[str, None] = {}
+    for node in graph.node:
+        for name in [*node.input, *implicit_inputs(node)]:
+            if name and name not in defined:
+                found.setdefault(name)
+    for output in graph.output:
+        if output.name not in defined:
+            found.setdefault(output.name)
+    return list(found)
+
+
+def implicit_inputs(node: onnx.NodeProto) -> list[str]:
+    """Outer-scope names the node's subgraphs read, each once, in first-use order."""
+    found: dict[str, None] = {}
+    for graph in graph_attributes(node):
+        found.update(dict.fromkeys(outer_reads(graph)))
+    return list(found)
+
+
+def nodes_within(graph: onnx.GraphProto, where: str = "") -> Iterator[tuple[onnx.NodeProto, str]]:
+    """Every node with a description for errors, those of a node's subgraphs right after it."""
+    for index, node in enumerate(graph.node):
+        described = f"{where}node '{node.name or f'{node.op_type}_{index}'}' ({node.op_type})"
+        yield node, described
+        for attr in node.attribute:
+            if attr.type == AttributeProto.GRAPH:
+                yield from nodes_within(attr.g, f"{described}: {attr.name}: ")
+
+
 def contains_op(graph: onnx.GraphProto, op_type: str) -> bool:
     """Whether `graph` or any graph nested in it holds an ONNX-domain `op_type` node."""
     return any(is_onnx_op(node, op_type) for g in all_graphs(graph) for node in g.node)

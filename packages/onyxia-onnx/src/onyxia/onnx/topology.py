@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import onnx
 from onyxia.onnx.errors import OnnxError
-from onyxia.onnx.outer_reads import implicit_inputs
+from onyxia.onnx.subgraphs import implicit_inputs
 
 __all__ = ["topological_order"]
 

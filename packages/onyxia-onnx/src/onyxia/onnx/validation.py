@@ -23,6 +23,7 @@ import onnx
 from onnx import AttributeProto, TensorProto
 from onyxia.onnx.contrib_schemas import ContribSchema, contrib_schema
 from onyxia.onnx.errors import ModelValidationError
+from onyxia.onnx.subgraphs import graph_attributes, nodes_within
 from onyxia.onnx.topology import topological_order
 from onyxia.onnx.value_info import non_tensor_values
 
@@ -31,7 +32,6 @@ __all__ = ["INDEX_LIMIT", "validate_model"]
 INDEX_LIMIT = 2**31  # kernels index with i32/u32 arithmetic; a dim or element count must stay below this
 _ONNX_DOMAINS = dict(onnx.defs.C.schema_version_map())  # domain -> (min, max) opset the schemas know
 _CONTRIB_DOMAINS = {"com.microsoft": (1, 1)}  # onnxruntime registers its contrib ops at version 1 only
-_SUBGRAPH_TYPES = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
 _INLINE_LIMIT = 4096  # initializers with more elements never feed shape inference as data (they are weights)
 _ELEM_TYPES = re.compile(r"\((\d+)\) vs \((\d+)\)")  # onnx prints dtype codes: "(1) vs (7)"
 _FLAGS = {  # attributes the spec states as 0/1 flags, for the ops that carry them
@@ -51,7 +51,7 @@ def validate_model(model: onnx.ModelProto, path: Path) -> None:
     context = onnx.checker.C.CheckerContext()
     context.ir_version = model.ir_version
     context.opset_imports = {**opsets, **({"ai.onnx": opsets[""]} if "" in opsets else {})}
-    for node, where in _nodes_within(model.graph):
+    for node, where in nodes_within(model.graph):
         problems += _check_node(node, where, opsets, context)
     if not problems:
         types, shapes, inference_problems = _infer(model)
@@ -110,7 +110,9 @@ def _check_node(
         return [f"{where}: {p}" for p in _check_contrib_node(node, schema)]
     if domain not in _ONNX_DOMAINS:
         return []  # a plugin's domain: its registered operator checks the node when planning it
-    if _has_subgraphs(node):  # onnx checks a subgraph only with its outer scope: its nodes are checked one by one
+    if any(
+        graph_attributes(node)
+    ):  # onnx checks a subgraph only with its outer scope: its nodes are checked one by one
         return []
     try:
         onnx.checker.check_node(_checkable(node), context)
@@ -280,20 +282,6 @@ def _inference_problems(message: str) -> list[str]:
 
 
 # ----- helpers -----------------------------------------------------------------------------------
-def _has_subgraphs(node: onnx.NodeProto) -> bool:
-    return any(attr.type in _SUBGRAPH_TYPES for attr in node.attribute)
-
-
-def _nodes_within(graph: onnx.GraphProto, prefix: str = "") -> Iterator[tuple[onnx.NodeProto, str]]:
-    """Every node with its description, those of subgraphs (If branches, Loop bodies) after their holder."""
-    for index, node in enumerate(graph.node):
-        where = prefix + _where(node, index)
-        yield node, where
-        for attr in node.attribute:
-            if attr.type == AttributeProto.GRAPH:
-                yield from _nodes_within(attr.g, f"{where}: {attr.name}: ")
-
-
 def _domain(domain: str) -> str:
     return "" if domain == "ai.onnx" else domain
 
