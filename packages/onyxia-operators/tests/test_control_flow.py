@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from oracle import assert_close, compile_model, reference_outputs, runtime
 
 from onyxia.core import OnyxiaError
-from onyxia.core.plan_control import RunSubplan
+from onyxia.core.plan import RunSubplan
 
 RNG = np.random.default_rng(5)
 F = TensorProto.FLOAT

@@ -10,8 +10,7 @@ edges to the storage ones before it reorders, so no step ever runs under a count
 from __future__ import annotations
 
 from onyxia.core import CompiledModel, SymbolicExpr
-from onyxia.core.plan import CopyBuffer, Dispatch, PlannedOp
-from onyxia.core.plan_control import HOST_STEPS, RunSubplan
+from onyxia.core.plan import HOST_STEPS, CopyBuffer, Dispatch, PlannedOp, RunSubplan
 
 __all__ = ["read_value_dependencies"]
 

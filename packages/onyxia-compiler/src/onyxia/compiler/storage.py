@@ -32,7 +32,7 @@ from onyxia.core import (
     TensorRole,
     WriteBuffer,
 )
-from onyxia.core.plan_control import HOST_STEPS
+from onyxia.core.plan import HOST_STEPS
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, evaluate_dim
 
 __all__ = ["SAMPLE_DIM", "share_buffers"]

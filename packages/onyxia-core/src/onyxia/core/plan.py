@@ -11,20 +11,18 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, Union
+from typing import Protocol, Union
 
 import numpy as np
 
 from onyxia.core.dtypes import DataType
 from onyxia.core.errors import PlanningError
 from onyxia.core.plan_errors import ERROR_SLOT_WORDS, ErrorCode, ErrorSlot
+from onyxia.core.plan_steps import BindingDesc, BufferRef, CopyBuffer, Dispatch, ImmediateField, ReadValues, WriteBuffer
 from onyxia.core.plan_values import ValueCheck, ValueFill, ValueSymbol
 from onyxia.core.shapes import dims_product
 from onyxia.core.symbolic import SymbolicDim
 from onyxia.core.values import TensorValue
-
-if TYPE_CHECKING:
-    from onyxia.core.plan_control import RunSubplan
 
 __all__ = [
     "BindingDesc",
@@ -34,13 +32,16 @@ __all__ = [
     "CopyBuffer",
     "Dispatch",
     "ERROR_SLOT_WORDS",
+    "HOST_STEPS",
     "ErrorCode",
     "ErrorSlot",
     "ImmediateField",
+    "LoopRoles",
     "PlanTensor",
     "PlannedOp",
     "ReadValues",
     "Replanner",
+    "RunSubplan",
     "ScratchBufferDesc",
     "Step",
     "SymbolicBinding",
@@ -81,79 +82,63 @@ class PlanTensor:
         return self.numel * self.dtype.gpu_numpy.itemsize
 
 
+# Control flow (If, Loop) as a step the host drives between segments: a branch or loop body is a plan
+# of its own; the executor submits the steps before, runs the subplans on the same device with their
+# inputs copied from the outer buffers on the GPU (an If's condition, a Loop's trip count and condition
+# are the only values read back, none when the dims decide them), then copies the results out. Output
+# dims a subplan decides are fresh symbols bound from its results, as `ReadValues` binds NonZero's count.
 @dataclass(frozen=True)
-class BufferRef:
-    """A buffer: a plan tensor (`tensor` id) or a per-op scratch buffer (`scratch` id)."""
+class LoopRoles:
+    """What a `Loop` body's plan inputs and outputs mean (names in the body plan; None: unused).
 
-    tensor: int | None = None
-    scratch: int | None = None
+    `carried` body outputs feed the carried inputs of the next iteration; `scanned` outputs are
+    stacked along a new first axis. `condition_passthrough`: the body returns its condition input
+    unchanged (or a constant true), so no iteration needs a read-back to know whether to go on."""
 
-
-@dataclass(frozen=True)
-class BindingDesc:
-    """One storage binding of a dispatch; `offset`/`size` (bytes) bind a range of the buffer."""
-
-    binding: int
-    buffer: BufferRef
-    read_only: bool
-    offset: SymbolicDim = 0
-    size: SymbolicDim | None = None
-
-
-@dataclass(frozen=True)
-class ImmediateField:
-    """A u32 slot in a shader's immediates block and the dim expression it holds."""
-
-    name: str
-    offset: int
-    value: SymbolicDim
+    iteration: str | None
+    condition_in: str | None
+    condition_out: str
+    carried_in: tuple[str | None, ...]
+    carried_out: tuple[str, ...]
+    scanned: tuple[str, ...]
+    condition_passthrough: bool
 
 
 @dataclass
-class Dispatch:
-    """Run `shader_index` over `workgroups` (expressions: a smaller seq len dispatches less)."""
+class RunSubplan:
+    """One `If` (`plans` = then, else) or `Loop` (`plans` = body,) node, run by the host.
 
-    shader_index: int
-    bindings: list[BindingDesc]
-    workgroups: tuple[SymbolicDim, SymbolicDim, SymbolicDim]
-    immediates: list[ImmediateField] = field(default_factory=list)
+    `inputs` are the node's inputs (its own, then its subgraphs' outer-scope reads) with their dims
+    under the outer plan; `feeds[p]` maps node input index -> input name of plan p. `results[p]`
+    names, per node output, the plan output it is copied from (a Loop: carried outputs, then the
+    stacked ones). `symbols` are the names in `output_dims` this step binds. `condition` (If) and
+    `trip_count` (Loop) are set when the dims decide them, so nothing is read back for them."""
 
-
-@dataclass
-class CopyBuffer:
-    src: BufferRef
-    dst: BufferRef
-    size: SymbolicDim
-    src_offset: SymbolicDim = 0
-    dst_offset: SymbolicDim = 0
-
-
-@dataclass
-class WriteBuffer:
-    """Host data written into a buffer before the run's commands execute."""
-
-    dst: BufferRef
-    data: bytes
-    offset: int = 0
-
-
-@dataclass
-class ReadValues:
-    """Read `len(symbols)` i32 words of `src` (from byte `offset`) back after the steps before this one,
-    and bind word i to the dim `symbols[i]` before the steps after it run (`onyxia.core.plan_values`)."""
-
-    src: BufferRef
+    kind: str
+    node: str
+    plans: tuple[CompiledModel, ...]
+    inputs: tuple[BufferRef | None, ...]
+    input_dims: tuple[tuple[SymbolicDim, ...], ...]
+    feeds: tuple[tuple[tuple[int, str], ...], ...]
+    outputs: tuple[BufferRef | None, ...]
+    output_dims: tuple[tuple[SymbolicDim, ...], ...]
+    results: tuple[tuple[str, ...], ...]
     symbols: tuple[str, ...]
-    offset: int = 0
+    condition: SymbolicDim | None = None
+    trip_count: SymbolicDim | None = None
+    loop: LoopRoles | None = None
 
     def reads(self) -> tuple[BufferRef, ...]:
-        return (self.src,)
+        return tuple(ref for ref in self.inputs if ref is not None)
 
     def writes(self) -> tuple[BufferRef, ...]:
-        return ()
+        return tuple(ref for ref in self.outputs if ref is not None)
 
 
-Step = Union[Dispatch, CopyBuffer, WriteBuffer, ReadValues, "RunSubplan"]
+Step = Union[Dispatch, CopyBuffer, WriteBuffer, ReadValues, RunSubplan]
+
+HOST_STEPS = (ReadValues, RunSubplan)
+"""Steps that end a segment: the host submits what came before, then binds the dims they decide."""
 
 
 @dataclass

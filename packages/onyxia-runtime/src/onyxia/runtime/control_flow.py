@@ -18,8 +18,7 @@ import numpy as np
 import wgpu
 
 from onyxia.core.errors import DeviceError, InputError
-from onyxia.core.plan import BufferRef, CompiledModel, PlanTensor
-from onyxia.core.plan_control import RunSubplan
+from onyxia.core.plan import BufferRef, CompiledModel, PlanTensor, RunSubplan
 from onyxia.core.symbolic import SymbolicDim, evaluate_dim
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.convert import from_gpu

@@ -22,8 +22,7 @@ import numpy as np
 import wgpu
 
 from onyxia.core.errors import InputError
-from onyxia.core.plan import BufferRef, CompiledModel, Dispatch
-from onyxia.core.plan_control import HOST_STEPS
+from onyxia.core.plan import HOST_STEPS, BufferRef, CompiledModel, Dispatch
 from onyxia.runtime.buffers import BufferPool, buffer_names
 from onyxia.runtime.carries import Carries
 from onyxia.runtime.commands import PUBLIC_CALLS, PassCalls, Program

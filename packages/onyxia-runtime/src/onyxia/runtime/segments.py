@@ -23,8 +23,7 @@ import numpy as np
 import wgpu
 
 from onyxia.core.errors import DeviceError
-from onyxia.core.plan import ReadValues
-from onyxia.core.plan_control import HOST_STEPS, RunSubplan
+from onyxia.core.plan import HOST_STEPS, ReadValues, RunSubplan
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.commands import ComputePass, PassCalls, Program, encode
 from onyxia.runtime.control_flow import Subplans, run_subplan

@@ -20,8 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from onyxia.core.errors import InputError, SymbolicError
-from onyxia.core.plan import BufferRef, CompiledModel, CopyBuffer, Dispatch, WriteBuffer
-from onyxia.core.plan_control import HOST_STEPS
+from onyxia.core.plan import HOST_STEPS, BufferRef, CompiledModel, CopyBuffer, Dispatch, WriteBuffer
 from onyxia.core.plan_values import ValueCheck, ValueSymbol, fill_values, specialized_dim
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, evaluate_dim
 from onyxia.runtime.layout import flatten_steps, referenced_symbols

@@ -25,8 +25,7 @@ from collections.abc import Iterator
 
 from onyxia.compiler.segment_order import read_value_dependencies
 from onyxia.core import CompiledModel
-from onyxia.core.plan import BufferRef, CopyBuffer, Dispatch, PlannedOp, SymbolicBinding, WriteBuffer
-from onyxia.core.plan_control import HOST_STEPS
+from onyxia.core.plan import HOST_STEPS, BufferRef, CopyBuffer, Dispatch, PlannedOp, SymbolicBinding, WriteBuffer
 
 __all__ = ["ComputePassBatchingPass", "count_segments"]
 

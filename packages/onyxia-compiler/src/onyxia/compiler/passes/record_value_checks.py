@@ -19,7 +19,7 @@ import numpy as np
 
 from onyxia.compiler.passes.mark_value_inputs import MAX_VALUE_ELEMENTS, value_symbol_names
 from onyxia.core import Absent, CompiledModel, IrGraph, IrNode, OperatorRegistry, Stage, SymbolicDim, SymbolicExpr
-from onyxia.core.plan_control import HOST_STEPS
+from onyxia.core.plan import HOST_STEPS
 from onyxia.core.plan_values import ValueCheck, ValueFill, ValueSymbol
 
 __all__ = ["RecordValueChecksPass", "attach_value_inputs"]

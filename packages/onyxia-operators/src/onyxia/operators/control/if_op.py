@@ -3,7 +3,7 @@
 A condition known at compile time compiles only its branch (the step still runs it as a subplan, with
 no read-back). Otherwise the runtime reads the condition's one word back after the steps before it,
 runs the chosen branch on the GPU with its inputs copied from the outer buffers, and copies the
-results out (`onyxia.core.plan_control`). Outputs keep their dims where both branches agree in the
+results out (`onyxia.core.plan`). Outputs keep their dims where both branches agree in the
 node's own dims, else get a symbol bound from the chosen branch's result (a branch that returns an
 empty tensor against one that returns NMS's selection).
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, OperatorBase, PlanCtx, TensorType, shape_of
-from onyxia.core.plan_control import RunSubplan
+from onyxia.core.plan import RunSubplan
 from onyxia.operators.control.subplans import (
     Subplan,
     bound_symbols,

@@ -27,7 +27,7 @@ from onyxia.core import (
     TensorType,
     shape_of,
 )
-from onyxia.core.plan_control import LoopRoles, RunSubplan
+from onyxia.core.plan import LoopRoles, RunSubplan
 from onyxia.core.subgraphs import CAPTURED_INPUTS
 from onyxia.core.symbolic import SymbolicDim
 from onyxia.core.values import TensorValue
