@@ -73,8 +73,7 @@ def pipelined_greedy(session: LlmSession, prompt: list[int], max_new_tokens: int
 
 def _submit_carried(session: LlmSession) -> PendingRun:
     """Submit one decode step whose token id the GPU carried from the step before."""
-    if session.position + 1 > session.max_length:
-        raise AssertionError("generate() checked the length up front")
+    assert session.position < session.max_length, "generate() checked the length up front"
     feeds, dims = step_feeds(session.signature, [0], session.position, session._window, session._symbols)
     del feeds[session.signature.input_ids]  # resident, written by the carry
     session.executor.update_dimensions(dims)
