@@ -165,6 +165,8 @@ def _dispatch(
     if kernel.split > 1 and chosen_variant().subgroup_split:
         kernel_defs["SUBGROUP_SPLIT"] = True  # the split threads are neighbouring lanes of one subgroup
     label = labelled(f"MatMulNBits/{kernel.name}")
+    # the int8 path reads a workgroup's rows' scales as one vec4 (see matmul_nbits.wgsl)
+    assert not defs.get("INT8") or 4 % kernel.rows == 0, f"{label}: rows must divide 4"
     shader = ctx.compile_shader(label, source, kernel_defs, dims)
     ctx.dispatch(shader, reads, writes, (groups, 1, ceil_div(dims["M"], kernel.rows)))
 

@@ -134,7 +134,13 @@ fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
         }
 #ifdef INT8
 #ifdef Q_SHARED
-        let row_scale = shared_sa[blk];  // ROWS 1: the workgroup's own row
+        let row_scale = vec4<f32>(shared_sa[blk]);  // ROWS 1: row0 is 0
+        let row0 = 0u;
+#else
+        // one load for the block's ROWS rows (ROWS divides 4, so they share a vec4); rows past M read
+        // the padding, and their sums are never stored
+        let row_scale = a_scales[(blk * #{MP} + m0) / 4u];
+        let row0 = m0 % 4u;
 #endif
 #endif
         for (var g = 0u; g < #{CG}u; g++) {
@@ -142,12 +148,7 @@ fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
             let z = zero_points4(slot, n0 + 4u * g, blk);
             for (var r = 0u; r < #{ROWS}u; r++) {
 #ifdef INT8
-#ifndef Q_SHARED
-                // A's scales are stored block-major, 4 rows to a vec4 (MP is a multiple of 4); rows past M
-                // read the padding, and their sums are never stored
-                let row_scale = a_scales[(blk * #{MP} + m0 + r) / 4u][(m0 + r) % 4u];
-#endif
-                acc[r * #{CG}u + g] += (s * row_scale) * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+                acc[r * #{CG}u + g] += (s * row_scale[row0 + r]) * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
 #else
                 acc[r * #{CG}u + g] += s * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
 #endif
