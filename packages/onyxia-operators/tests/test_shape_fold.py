@@ -87,6 +87,7 @@ def _fold_case(b: GraphBuilder, op: str) -> TensorDef:
     inputs = {
         "Constant": lambda: b.op("Constant", value_ints=[1, 2]),
         "Shape": lambda: b.op("Shape", c),
+        "Size": lambda: b.op("Size", c),
         "Reshape": lambda: b.op("Reshape", c, b.constant(np.array([3, 2], np.int64))),
         "Unsqueeze": lambda: b.op("Unsqueeze", c, b.constant(np.array([0], np.int64))),
         "Squeeze": lambda: b.op("Squeeze", c),

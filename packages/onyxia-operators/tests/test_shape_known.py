@@ -50,8 +50,16 @@ def test_shape_matches_onnxruntime(shape: tuple[int, ...], dims: list | None, at
     check_op("Shape", {"x": random_data(shape, np.float32)}, attrs, dim_params=dim_params)
 
 
+@pytest.mark.parametrize(
+    ("shape", "dims"), [((), None), ((0, 3), None), ((2, 3, 4), None), ((2, 3, 4), ["batch", "seq", 4])]
+)
+def test_size_matches_onnxruntime(shape: tuple[int, ...], dims: list | None) -> None:
+    """Size folds from the dims (a symbolic count with symbolic dims), like Shape."""
+    check_op("Size", {"x": random_data(shape, np.float32)}, dim_params={"x": dims} if dims else None)
+
+
 def test_every_known_row_is_tested() -> None:
-    assert set(KNOWN) == {"Constant", "Shape"}
+    assert set(KNOWN) == {"Constant", "Shape", "Size"}
 
 
 def _chain_model(dims: list[int | str]) -> onnx.ModelProto:
