@@ -47,7 +47,8 @@ def test_compile_prints_a_summary(cli, chain_model: Path) -> None:
     assert "4 nodes -> 2 after" in result.out
     # MatMul by a constant with a symbolic row count plans its decode and prefill kernels (one runs)
     assert "2 GPU ops, 3 dispatches, 3 shaders" in result.out
-    assert len(result.out.splitlines()) == 1  # one unbroken line, and no table without --stats
+    # one unbroken summary line, then the matmul kernels' variant (no adapter: the CPU rasteriser's), no table
+    assert result.out.splitlines()[1:] == ["kernel variants: simd8 (2 shaders)"]
 
 
 def test_compile_stats_prints_the_table(cli, chain_model: Path) -> None:

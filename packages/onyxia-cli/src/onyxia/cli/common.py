@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.resources
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +47,14 @@ def deferred_note(model: CompiledModel) -> str:
     that set their structure (a Reduce axis ...), which `run()` gives; "0 dispatches" alone would mislead."""
     reason = model.metadata.get("deferred")
     return f"\n[yellow]deferred[/]: {escape(reason)}" if reason else ""
+
+
+def variant_note(model: CompiledModel) -> str:
+    """A summary line naming the kernel variants the plan chose for its adapter (a shader label ends
+    ``@<variant>``: `onyxia.operators.matmul.variants`), with how many shaders use each."""
+    chosen = Counter(s.label.rsplit("@", 1)[1] for s in model.shaders if "@" in s.label)
+    listed = ", ".join(f"{name} ({count} shaders)" for name, count in sorted(chosen.items()))
+    return f"\nkernel variants: {escape(listed)}" if listed else ""
 
 
 def add_model_argument(parser: argparse.ArgumentParser) -> None:

@@ -35,6 +35,7 @@ from onyxia.cli.common import (
     model_path,
     operator_registry,
     parse_dims,
+    variant_note,
 )
 from onyxia.core import InputError, IrGraph, OnyxiaError, TensorRole
 
@@ -127,6 +128,7 @@ def _summary(title: str, graph: IrGraph, model: CompiledModel, runs: list[PassRu
         f"{len(model.operations)} GPU ops, {model.dispatch_count} dispatches, {len(model.shaders)} shaders, "
         f"{len(model.tensors)} buffers, {format_bytes(weights)} of weights (compiled in {ms:.0f} ms)"
         + deferred_note(model)
+        + variant_note(model)
     )
 
 

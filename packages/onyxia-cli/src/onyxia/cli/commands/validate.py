@@ -22,6 +22,7 @@ from onyxia.cli.common import (
     model_path,
     operator_registry,
     parse_dims,
+    variant_note,
 )
 from onyxia.core import IrGraph, OperatorRegistry, UnsupportedOpError
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     elapsed = (time.perf_counter() - start) * 1e3
     console.print(
         f"[green]ok[/]: {len(graph)} nodes -> {len(model.operations)} GPU ops, {model.dispatch_count} dispatches, "
-        f"{len(model.shaders)} shaders (compiled in {elapsed:.0f} ms)" + deferred_note(model)
+        f"{len(model.shaders)} shaders (compiled in {elapsed:.0f} ms)" + deferred_note(model) + variant_note(model)
     )
     if model.symbols:
         console.print("symbolic dims left for run time: " + escape(", ".join(sorted(model.symbols))))
