@@ -139,6 +139,30 @@ def test_preallocated_executor_never_takes_the_full_path(runtime: Runtime, monke
     assert executor.stats.bind_groups_created == bind_groups  # no range moved, no buffer reallocated
 
 
+def test_decode_steps_inside_the_allocation_skip_the_pool(runtime: Runtime) -> None:
+    """Once a growing buffer has been (re)allocated, the steps that still fit in it do not ask the pool
+    again: `t` grows by 4 bytes a step, and checking every such buffer each step cost a decode step
+    a quarter of its update."""
+    executor = runtime.load_model(_decode_like_plan(), dims={"p": 0}, max_dims={"n": 8, "p": 64})
+    executor.run({"x": np.ones(8, np.float32)})
+    asked: list[BufferRef] = []
+    ensure = executor._pool.ensure
+
+    def counting(ref: BufferRef, nbytes: int) -> bool:
+        asked.append(ref)
+        return ensure(ref, nbytes)
+
+    executor._pool.ensure = counting  # type: ignore[method-assign]
+    for p in range(8, 40):
+        executor.update_dimensions({"p": p})
+    first = len(asked)
+    for p in range(40, 60):
+        executor.update_dimensions({"p": p})
+        out = executor.run({"x": np.full(1, p, np.float32)})
+        np.testing.assert_array_equal(out["t"], np.arange(p + 1, dtype=np.float32))
+    assert first <= 1 and len(asked) == first  # at most the first step past the loaded size asks
+
+
 def test_incremental_failures_fall_back_counted_and_logged_once(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -82,6 +82,7 @@ def _commit_delta(ex: CommitTarget, delta: Delta, before: DimsLayout) -> bool:
     ex._layout = None  # a commit that fails half way must not leave a stale program in use
     if any(pool.ensure(ref, layout.buffer_bytes[ref]) for ref in delta.grown):
         return False
+    ex._incremental.allocated(delta, lambda ref: pool.get(ref).size)
     for ref in delta.symbolic:
         pool.write(ref, layout.symbolic[ref])
     rebuild = False

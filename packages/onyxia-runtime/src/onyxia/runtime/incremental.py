@@ -120,7 +120,7 @@ class IncrementalLayout:
         sized = [(BufferRef(tensor=t.id), t.nbytes) for t in plan.tensors.values()]
         sized += [(BufferRef(scratch=s.id), s.size) for op in plan.operations for s in op.scratch]
         self._refs = [ref for ref, _ in sized]  # buffers by slot: steps index sizes by int, not by BufferRef
-        slot = {ref: i for i, ref in enumerate(self._refs)}
+        self._slot = slot = {ref: i for i, ref in enumerate(self._refs)}
         self._buffers = [_item(i, (nbytes,)) for i, (_, nbytes) in enumerate(sized)]
         self._steps = [
             _step_item(i, fs, slot) for i, fs in enumerate(flat) if isinstance(fs.step, (Dispatch, CopyBuffer))
@@ -172,6 +172,15 @@ class IncrementalLayout:
                 delta.steps.append(item.key)
         self._last = delta
         return delta
+
+    def allocated(self, delta: Delta, capacity: Callable[[BufferRef], int]) -> None:
+        """Raise `delta`'s peaks of the buffers it grew to what was allocated for them (`capacity`:
+        the GPU buffer's size; the pool grows by at least 1.5x), so the steps after it do not send
+        those buffers to `BufferPool.ensure` again until they outgrow the allocation: a decode
+        step's masks grow by one element per step, and checking them all cost a quarter of it."""
+        for ref in delta.grown:
+            i = self._slot[ref]
+            delta.peaks[i] = max(delta.peaks[i], capacity(ref))
 
     def _carried(self, base: DimsLayout) -> tuple[list[int], list[int]]:
         """(sizes, peaks) by slot for `base`: carried over from the delta that produced it, else read
