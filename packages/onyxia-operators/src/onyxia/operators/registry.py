@@ -21,6 +21,7 @@ from onyxia.operators.recurrent import RECURRENT
 from onyxia.operators.reduction import REDUCTION
 from onyxia.operators.shape import READ_BACK, SHAPE
 from onyxia.operators.signal import SIGNAL
+from onyxia.operators.transformer import TRANSFORMER_MS, LowerContribOps
 from onyxia.operators.vision import VISION
 
 __all__ = ["core_operator_registry", "register_builtin"]
@@ -28,7 +29,8 @@ __all__ = ["core_operator_registry", "register_builtin"]
 
 def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
     """Register the built-in families, the shared WGSL modules (``onyxia::indexing`` ...) and the
-    default passes (`default_passes`) that produce the com.onyxia ops."""
+    default passes (`default_passes`) that produce the com.onyxia ops, after `LowerContribOps` (the
+    contrib ops spelled in ops with kernels)."""
     registry.shaders.add_package("onyxia.operators", "wgsl")
     # `{**a, **b}` in matmul/__init__.py joins MatMulOp and GemmOp to `object`, so MATMUL and MATMUL_ONYXIA
     # infer as dict[str, object]; annotate them dict[str, Operator] there and these casts turn redundant.
@@ -52,7 +54,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             RECURRENT,
             SIGNAL,
         ),
-        "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS, ELEMENTWISE_MS),
+        "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS, ELEMENTWISE_MS, TRANSFORMER_MS),
         ONYXIA_DOMAIN: (
             matmul_onyxia,
             QUANTIZED_ONYXIA,
@@ -66,7 +68,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
         for table in family_tables:
             registry.register_family(domain, table)
     known = {p.name for p in registry.passes}  # registering twice must not run a pass twice
-    registry.passes += [p for p in default_passes() if p.name not in known]
+    registry.passes += [p for p in [LowerContribOps(), *default_passes()] if p.name not in known]
     return registry
 
 

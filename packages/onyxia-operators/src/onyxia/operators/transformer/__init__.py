@@ -1,0 +1,12 @@
+"""com.microsoft ops of onnxruntime's transformer optimizer (BERT/ViT/Whisper/T5 exports), lowered
+by `LowerContribOps` into ops Onyxia already runs (see `transformer.lowering`): Attention and
+EmbedLayerNormalization so far.
+"""
+
+from onyxia.operators.transformer.attention import ATTENTION
+from onyxia.operators.transformer.lowering import LowerContribOps, LoweredOp
+
+__all__ = ["TRANSFORMER_MS", "LowerContribOps", "LoweredOp"]
+
+TRANSFORMER_MS: dict[str, LoweredOp] = {**ATTENTION}
+"""Registered in the com.microsoft domain."""
