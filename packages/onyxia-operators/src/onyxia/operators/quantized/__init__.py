@@ -17,6 +17,7 @@ from onyxia.operators.quantized.matmul_bnb4 import MatMulBnb4Op
 from onyxia.operators.quantized.matmul_integer import INTEGER_MATMUL, INTEGER_MATMUL_MS
 from onyxia.operators.quantized.matmul_nbits import MatMulNBitsOp
 from onyxia.operators.quantized.matmul_nbits_group import MATMUL_NBITS_GROUP
+from onyxia.operators.quantized.qlinear_matmul import QGEMM_MS, QLINEAR_MATMUL
 from onyxia.operators.quantized.quantize_linear import QuantizeLinearOp
 
 __all__ = ["QUANTIZED", "QUANTIZED_MS", "QUANTIZED_ONYXIA"]
@@ -26,6 +27,7 @@ QUANTIZED: dict[str, Operator] = {  # default domain
     "DequantizeLinear": DequantizeLinearOp(),
     "QuantizeLinear": QuantizeLinearOp(),
     **INTEGER_MATMUL,
+    **QLINEAR_MATMUL,
 }
 QUANTIZED_MS: dict[str, Operator] = {  # com.microsoft
     "MatMulNBits": MatMulNBitsOp(),
@@ -33,5 +35,6 @@ QUANTIZED_MS: dict[str, Operator] = {  # com.microsoft
     "MatMulBnb4": MatMulBnb4Op(),  # bitsandbytes FP4/NF4 on MatMulNBits' kernel
     **INTEGER_MATMUL_MS,
     **DYNAMIC_QUANTIZE_MATMUL_MS,
+    **QGEMM_MS,
 }
 QUANTIZED_ONYXIA: dict[str, Operator] = {**MATMUL_NBITS_GROUP, **DYNAMIC_QUANTIZE_MATMUL}  # com.onyxia
