@@ -18,7 +18,7 @@ from onyxia.operators.passes import default_passes
 from onyxia.operators.quantized import QUANTIZED, QUANTIZED_MS, QUANTIZED_ONYXIA
 from onyxia.operators.rearrange import REARRANGE
 from onyxia.operators.recurrent import RECURRENT
-from onyxia.operators.reduction import REDUCTION
+from onyxia.operators.reduction import REDUCTION, REDUCTION_ONYXIA
 from onyxia.operators.shape import READ_BACK, SHAPE
 from onyxia.operators.signal import SIGNAL
 from onyxia.operators.transformer import TRANSFORMER_MS, LowerContribOps
@@ -62,6 +62,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             ATTENTION_ONYXIA,
             FUSED_ELEMENTWISE,
             READ_BACK,
+            REDUCTION_ONYXIA,
         ),
     }
     for domain, family_tables in tables.items():

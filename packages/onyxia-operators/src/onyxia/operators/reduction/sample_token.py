@@ -1,0 +1,52 @@
+"""`SampleTokenOp` (com.onyxia SampleToken): the next token id drawn on the GPU from the logits.
+
+An LLM session that samples would otherwise read a whole logits row back each step and draw on the
+host, so the next step could not be submitted before this one's token is known. Here the draw's
+random number is an input (the host takes it from its seeded generator; it does not depend on the
+token), and the id stays on the GPU to feed the next step. Inputs: logits [..., V] (float) and params
+float [3] = (temperature, top_k, u): temperature <= 0 is ArgMax over the last axis (first index on
+ties), else top-k (0: off; ties at the k-th score kept) and temperature sampling by the inverse CDF at
+u in [0, 1). Output: int64 ids [...] (the logits' shape without the last axis). Top-p and repetition
+penalties stay on the host (`onyxia.cli.llm.sampling`): they need the sorted distribution and the
+history."""
+
+from __future__ import annotations
+
+from onyxia.core import DataType, InferenceCtx, OperatorBase, PlanCtx, Static, TensorType, load_wgsl, shape_of
+from onyxia.core.shapes import dims_product
+from onyxia.operators.layout import type_defs
+from onyxia.operators.typesets import FLOATS, require_dtype
+
+__all__ = ["SAMPLE_TOKEN", "SampleTokenOp"]
+
+_SOURCE = load_wgsl(__package__, "sample_token.wgsl")
+_WORKGROUP = 64  # llvmpipe runs a workgroup on one core: wider ones only add barrier steps there
+PARAMS = 3  # temperature, top_k, u
+
+
+class SampleTokenOp(OperatorBase):
+    name = "SampleToken"
+
+    def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
+        dims = ctx.input_dims(0)
+        if not dims or dims[-1] == 0:
+            raise ctx.error(f"logits (input 0) have dims {list(dims)}; expected a non-empty last axis (the vocabulary)")
+        params = ctx.input_shape(1)
+        if not isinstance(params, Static) or params.dims != (PARAMS,):
+            raise ctx.error(f"params (input 1) have shape {params}; expected [3] (temperature, top_k, u)")
+        return [TensorType(DataType.INT64, shape_of(dims[:-1]))]
+
+    def plan(self, ctx: PlanCtx) -> None:
+        dtype = ctx.input_dtype(0)
+        require_dtype(ctx, dtype, FLOATS)
+        require_dtype(ctx, ctx.input_dtype(1), frozenset({DataType.FLOAT}))
+        dims = ctx.input_dims(0)
+        rows = dims_product(dims[:-1])
+        if rows == 0:
+            return
+        defs = {**type_defs(T=dtype), "WORKGROUP_SIZE": _WORKGROUP}
+        shader = ctx.compile_shader("reduction/sample_token", _SOURCE, defs, {"ROWS": rows, "V": dims[-1]})
+        ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(0)], rows)
+
+
+SAMPLE_TOKEN: dict[str, SampleTokenOp] = {"SampleToken": SampleTokenOp()}
