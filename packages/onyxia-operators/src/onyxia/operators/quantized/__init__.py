@@ -9,6 +9,7 @@ GPU the bytes they take on disk; MatMulInteger reads a constant weight 4 bytes p
 """
 
 from onyxia.core import Operator
+from onyxia.operators.quantized.conv_integer import CONV_INTEGER
 from onyxia.operators.quantized.dequantize_linear import DequantizeLinearOp
 from onyxia.operators.quantized.dynamic_quantize_linear import DynamicQuantizeLinearOp
 from onyxia.operators.quantized.dynamic_quantize_matmul import DYNAMIC_QUANTIZE_MATMUL, DYNAMIC_QUANTIZE_MATMUL_MS
@@ -28,6 +29,7 @@ QUANTIZED: dict[str, Operator] = {  # default domain
     "QuantizeLinear": QuantizeLinearOp(),
     **INTEGER_MATMUL,
     **QLINEAR_MATMUL,
+    **CONV_INTEGER,
 }
 QUANTIZED_MS: dict[str, Operator] = {  # com.microsoft
     "MatMulNBits": MatMulNBitsOp(),
