@@ -4,9 +4,10 @@ EmbedLayerNormalization so far.
 """
 
 from onyxia.operators.transformer.attention import ATTENTION
+from onyxia.operators.transformer.embed_layer_norm import EMBED_LAYER_NORM
 from onyxia.operators.transformer.lowering import LowerContribOps, LoweredOp
 
 __all__ = ["TRANSFORMER_MS", "LowerContribOps", "LoweredOp"]
 
-TRANSFORMER_MS: dict[str, LoweredOp] = {**ATTENTION}
+TRANSFORMER_MS: dict[str, LoweredOp] = {**ATTENTION, **EMBED_LAYER_NORM}
 """Registered in the com.microsoft domain."""
