@@ -1,13 +1,14 @@
 """com.microsoft ops of onnxruntime's transformer optimizer (BERT/ViT/Whisper/T5 exports), lowered
-by `LowerContribOps` into ops Onyxia already runs (see `transformer.lowering`): Attention and
-EmbedLayerNormalization so far.
+by `LowerContribOps` into ops Onyxia already runs (see `transformer.lowering`): Attention,
+EmbedLayerNormalization, MultiHeadAttention.
 """
 
 from onyxia.operators.transformer.attention import ATTENTION
 from onyxia.operators.transformer.embed_layer_norm import EMBED_LAYER_NORM
 from onyxia.operators.transformer.lowering import LowerContribOps, LoweredOp
+from onyxia.operators.transformer.multi_head_attention import MULTI_HEAD_ATTENTION
 
 __all__ = ["TRANSFORMER_MS", "LowerContribOps", "LoweredOp"]
 
-TRANSFORMER_MS: dict[str, LoweredOp] = {**ATTENTION, **EMBED_LAYER_NORM}
+TRANSFORMER_MS: dict[str, LoweredOp] = {**ATTENTION, **EMBED_LAYER_NORM, **MULTI_HEAD_ATTENTION}
 """Registered in the com.microsoft domain."""

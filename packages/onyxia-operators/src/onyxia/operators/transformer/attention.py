@@ -133,7 +133,7 @@ def _lower(body: Body) -> list[int | None]:
         qkv = body.op("Add", qkv, body.input(2))
     q, k, v = body.ops("Split", qkv, body.ints(list(g.sizes), "qkv_sizes"), axis=-1, outputs=3)
     q, k, v = (split_heads(body, t, g.heads, s // g.heads) for t, s in zip((q, k, v), g.sizes))
-    past = body.input(4)
+    past, k_past = body.input(4), None
     if past is not None:
         k_past, v_past = (body.op("Gather", past, body.const(np.int64(i), f"past_{i}"), axis=0) for i in (0, 1))
         k, v = body.op("Concat", k_past, k, axis=2), body.op("Concat", v_past, v, axis=2)
@@ -146,6 +146,7 @@ def _lower(body: Body) -> list[int | None]:
         bias=body.input(5),
         filter_value=body.ctx.attr_float("mask_filter_value", -10000.0),
         starts=g.starts,
+        past=k_past,
     )
     out = attend(body, q, k, v, mask, default_scale(body.ctx, g.head_size), g.sizes[2])
     return [out, present]

@@ -53,6 +53,13 @@ class Body:
     def input(self, i: int) -> int | None:
         return self.node.inputs[i] if i < len(self.node.inputs) else None
 
+    def required(self, i: int) -> int:
+        """Input `i`, which the operator's checks made required."""
+        t = self.input(i)
+        if t is None:
+            raise self.ctx.error(f"input {i} is required")
+        return t
+
     def op(self, op_type: str, *inputs: int | None, domain: str = "", outputs: int = 1, **attrs: Any) -> int:
         """A body node; its first output (see `ops` for several)."""
         return self.ops(op_type, *inputs, domain=domain, outputs=outputs, **attrs)[0]

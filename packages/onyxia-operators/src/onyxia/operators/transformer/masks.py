@@ -6,9 +6,10 @@ onnxruntime (contrib_ops/cpu/bert/attention_helper.h, ``PrepareMask``) adds to t
 - ``mask_index`` [B]: key lengths, keys at or past ``mask_index[b]`` masked (right padding);
 - ``mask_index`` [2B]: end positions, then start positions (keys before the start masked too);
 - [B, T] (a raw 0/1 mask) and [B, S, T]: keys whose entry is not > 0 masked;
-- ``unidirectional``: key j *set* to float32's lowest for query s when j > past + s, whatever the
-  padding mask said (onnxruntime 1.32's CPU kernel, measured: a key masked both ways is lowest, not
-  filter + lowest, and a row masked whole by padding stays a softmax over its filtered keys);
+- ``unidirectional``: key j *set* to float32's lowest for query s < S - 1 when j > past + s,
+  whatever the padding mask said (onnxruntime 1.32's CPU kernel, measured: a key masked both ways
+  is lowest, not filter + lowest; and its loop leaves the last query row unmasked, which matters
+  only for MultiHeadAttention with more keys than queries);
 - then the attention bias [B|1, N|1, S, T] is added.
 
 A padding mask alone goes to ScaledDotProductAttention as its bool condition (``mask_true`` 0,
@@ -31,13 +32,14 @@ __all__ = ["AttentionMask", "check_mask_index", "key_positions", "lower_mask"]
 
 @dataclass(frozen=True)
 class AttentionMask:
-    """What a mask is made of: the mask_index-like input (and its role), causal, an additive bias."""
+    """What a mask is made of: the mask_index-like input (and its form), causal, an additive bias."""
 
     mask_index: int | None = None
     unidirectional: bool = False
     bias: int | None = None
     filter_value: float = -10000.0
     starts: bool = False  # a 1-D mask_index of [2B]: end positions then start positions
+    past: int | None = None  # the past keys [B, N, P, H]: query s sits at position P + s
 
 
 def check_mask_index(ctx: NodeCtx, i: int, batch: object, seq: object, total: object) -> bool:
@@ -59,15 +61,17 @@ def check_mask_index(ctx: NodeCtx, i: int, batch: object, seq: object, total: ob
     return False
 
 
-def key_positions(body: Body, keys: int, seq: int) -> tuple[int, int]:
-    """Key positions 0..T-1 and the query rows' absolute positions T-S..T-1 (int64), from the 4-D k
-    [B, N, T, H] and q [B, N, S, H]."""
+def key_positions(body: Body, keys: int, queries: int, past: int | None) -> tuple[int, int, int]:
+    """Key positions 0..T-1, the query rows' positions past + 0..S-1 (int64) and whether each row
+    is not the last (bool [S]), from the 4-D k [B, N, T, H], q [B, N, S, H] and past [B, N, P, H]."""
     zero, one = body.const(np.int64(0), "zero"), body.const(np.int64(1), "one")
     index = body.const(np.int64(2), "seq_axis")
     total = body.op("Gather", body.op("Shape", keys), index, axis=0)
-    rows = body.op("Gather", body.op("Shape", seq), index, axis=0)
-    positions = body.op("Range", zero, total, one)
-    return positions, body.op("Range", body.op("Sub", total, rows), total, one)
+    rows = body.op("Gather", body.op("Shape", queries), index, axis=0)
+    offset = zero if past is None else body.op("Gather", body.op("Shape", past), index, axis=0)
+    row_index = body.op("Range", zero, rows, one)
+    not_last = body.op("Less", row_index, body.op("Sub", rows, one))
+    return body.op("Range", zero, total, one), body.op("Add", row_index, offset), not_last
 
 
 def lower_mask(body: Body, mask: AttentionMask, keys: int, queries: int) -> tuple[int | None, dict[str, float]]:
@@ -78,8 +82,9 @@ def lower_mask(body: Body, mask: AttentionMask, keys: int, queries: int) -> tupl
     zero, masked = body.const(np.float32(0.0), "mask_zero"), body.const(np.float32(mask.filter_value), "mask_filter")
     total = None if valid is None else body.op("Where", valid, zero, masked)
     if mask.unidirectional:
-        positions, rows = key_positions(body, keys, queries)
+        positions, rows, not_last = key_positions(body, keys, queries, mask.past)
         future = body.op("Greater", _unsqueeze(body, positions, [0]), _unsqueeze(body, rows, [1]))
+        future = body.op("And", future, _unsqueeze(body, not_last, [1]))
         lowest = body.const(np.finfo(np.float32).min, "mask_lowest")
         total = body.op("Where", future, lowest, zero if total is None else total)
     if mask.bias is not None:
@@ -95,7 +100,7 @@ def _valid_keys(body: Body, mask: AttentionMask, keys: int, queries: int) -> int
     if rank > 1:
         seen = body.op("Greater", index, body.const(np.int32(0), "mask_zero_i32"))
         return _unsqueeze(body, seen, [1, 2] if rank == 2 else [1])
-    positions, _ = key_positions(body, keys, queries)
+    positions, _, _ = key_positions(body, keys, queries, None)
     bounds = body.op("Cast", index, to=int(DataType.INT64))
     if mask.starts:
         ends_starts = body.op("Reshape", bounds, body.ints([2, -1], "ends_starts"))
