@@ -1,6 +1,7 @@
-"""Pipelined greedy decoding (`llm/pipelined.py`): step N+1 is submitted before step N's token is read,
-and the tokens, the cache position and the history equal unpipelined generation's on every fixture,
-also when a stop id or the caller ends the generation with a step already submitted ahead. Layouts
+"""Pipelined decoding (`llm/pipelined.py`), greedy and seeded top-k / temperature sampling (drawn on the
+GPU by SampleToken): step N+1 is submitted before step N's token is read, and the tokens, the cache
+position and the history equal unpipelined generation's on every fixture, also when a stop id or the
+caller ends the generation with a step already submitted ahead. Top-p sampling draws on the host. Layouts
 whose sliding-window cache has a fixed capacity run unpipelined (a step there cannot be taken back)."""
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from typing import Any
 import pytest
 from llm_cases import FIXTURES, Fixture, case_session, expected, fixture_id
 
+from onyxia.cli.llm.sampling import SamplingParams
 from onyxia.runtime.pending import PendingRun
 
 _CASES = {(c.directory, c.precision): c for c in FIXTURES if c.accuracy_level is None}.values()
 NEW_TOKENS = 12
+GREEDY = SamplingParams()
+SAMPLED = SamplingParams(temperature=1.5, top_k=40, seed=11)
 
 
 @contextmanager
@@ -28,11 +32,18 @@ def _pipelined(llm: Any, on: bool) -> Iterator[None]:
         llm.pipelined = before
 
 
-def _generate(llm: Any, prompt: list[int], on: bool, stop: tuple[int, ...] = (), take: int | None = None) -> tuple:
+def _generate(
+    llm: Any,
+    prompt: list[int],
+    on: bool,
+    stop: tuple[int, ...] = (),
+    take: int | None = None,
+    params: SamplingParams = GREEDY,
+) -> tuple:
     """Tokens (the first `take` when given, the generator then closed), then the session's state."""
     llm.reset()
     with _pipelined(llm, on):
-        stream = llm.generate_ids(prompt, NEW_TOKENS, stop=stop)
+        stream = llm.generate_ids(prompt, NEW_TOKENS, params, stop=stop)
         tokens = [t for _, t in zip(range(take or NEW_TOKENS), stream)]
         stream.close()
     return tokens, llm.position, list(llm.history)
@@ -42,15 +53,24 @@ def _prompt(case: Fixture) -> list[int]:
     return list(expected(case.directory, case.expected)["prompts"][0]["prompt_ids"])
 
 
+@pytest.mark.parametrize("params", [GREEDY, SAMPLED], ids=["greedy", "sampled"])
 @pytest.mark.parametrize("case", _CASES, ids=fixture_id)
-def test_pipelined_greedy_equals_unpipelined(case: Fixture) -> None:
+def test_pipelined_equals_unpipelined(case: Fixture, params: SamplingParams) -> None:
     llm = case_session(case)
     prompt = _prompt(case)
-    plain = _generate(llm, prompt, on=False)
-    assert _generate(llm, prompt, on=True) == plain
+    plain = _generate(llm, prompt, on=False, params=params)
+    assert _generate(llm, prompt, on=True, params=params) == plain
     stop = (plain[0][3],)  # a stop id met mid-generation: the step submitted ahead is taken back
-    assert _generate(llm, prompt, on=True, stop=stop) == _generate(llm, prompt, on=False, stop=stop)
-    assert _generate(llm, prompt, on=True, take=5) == _generate(llm, prompt, on=False, take=5)
+    assert _generate(llm, prompt, on=True, stop=stop, params=params) == _generate(
+        llm, prompt, on=False, stop=stop, params=params
+    )
+    assert _generate(llm, prompt, on=True, take=5, params=params) == _generate(
+        llm, prompt, on=False, take=5, params=params
+    )
+    if params is SAMPLED:  # really drawn: another seed gives other tokens, the same seed the same
+        other = _generate(llm, prompt, on=True, params=SamplingParams(temperature=1.5, top_k=40, seed=12))
+        assert other[0] != plain[0]
+        assert _generate(llm, prompt, on=True, params=params) == plain
     # a fixed-capacity sliding-window cache (onnxruntime-genai's Gemma) cannot take a step back: unpipelined
     assert llm._token_carried == (not any(pair.windowed for pair in llm.signature.kv))
 
@@ -74,7 +94,21 @@ def test_the_next_step_is_submitted_before_the_token_is_read(monkeypatch: pytest
 
     monkeypatch.setattr(type(llm.executor), "submit", logged_submit)
     monkeypatch.setattr(PendingRun, "read", logged_read)
-    _generate(llm, [5, 6, 7, 8], on=True)
+    _generate(llm, [5, 6, 7, 8], on=True, params=SAMPLED)
     assert len(runs) == NEW_TOKENS, "the prefill and one step per token but the last"
     for n in range(1, len(runs)):  # step n+1 goes to the GPU before step n's token comes back
         assert events.index(("submit", n)) < events.index(("read", n - 1))
+
+
+def test_top_p_draws_on_the_host_from_the_logits(monkeypatch: pytest.MonkeyPatch) -> None:
+    llm = case_session(next(iter(_CASES)))
+    read_logits: list[int] = []
+    forward = type(llm)._forward
+
+    def logged(self: Any, ids: list[int], outputs: list[str]) -> dict:
+        read_logits.append(int(self.signature.logits in outputs))
+        return forward(self, ids, outputs)
+
+    monkeypatch.setattr(type(llm), "_forward", logged)
+    tokens, _, _ = _generate(llm, [5, 6, 7, 8], on=True, params=SamplingParams(temperature=1.0, top_p=0.9, seed=3))
+    assert len(tokens) == NEW_TOKENS and read_logits == [1] * NEW_TOKENS

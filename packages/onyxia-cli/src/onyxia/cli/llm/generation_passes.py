@@ -6,7 +6,9 @@ statistics and ``onyxia compile --generation --dump-dir`` like every other pass:
 
 - `SliceLogitsToLastPosition`: generation needs one row of logits, so the lm head (the largest matmul
   of the model: 262144 x 640 for Gemma 3 270m) runs on the last position only;
-- `AddNextToken`: greedy decoding reads back one token id, computed by ArgMax on the GPU;
+- `AddNextToken`: decoding reads back one token id, drawn on the GPU by com.onyxia SampleToken from the
+  logits and the `SAMPLING` input (temperature, top_k, u; all 0 is ArgMax), so greedy and top-k sampling
+  steps alike can feed the next step without the host;
 - `AliasKvCache`: present.N.* is written into past_key_values.N.*'s buffer, so a decode step appends
   one position instead of copying the whole cache (`aliased` lists the pairs after the compile);
 - `ReduceLmHeadPrecision` (only with ``lm_head`` fp16 or int8, first): the head reads a reduced-precision
@@ -36,9 +38,11 @@ from onyxia.core import (
     shape_of,
 )
 from onyxia.core.symbolic import simplify_dim
+from onyxia.operators.family import ONYXIA_DOMAIN
 
 __all__ = [
     "NEXT_TOKEN",
+    "SAMPLING",
     "AddNextToken",
     "AliasKvCache",
     "SliceLogitsToLastPosition",
@@ -49,6 +53,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 NEXT_TOKEN = "next_token"
+SAMPLING = "onyxia/sampling"  # float [3]: temperature (0: greedy), top_k (0: off), u in [0, 1)
 _LAST_POSITION = "onyxia/last_position"
 _HEAD_OPS = {("", "MatMul"), ("com.microsoft", "MatMulNBits"), ("", "Gemm"), ("com.microsoft", "DynamicQuantizeMatMul")}
 _PASS_THROUGH = {"Cast", "Div", "Mul", "Tanh", "Add", "Identity"}  # softcapping and dtype casts after the head
@@ -91,12 +96,14 @@ class AddNextToken:
         self.logits = logits
 
     def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
-        """A `next_token` output: ArgMax over the vocabulary of the (last-position) logits."""
+        """A `next_token` output: the id SampleToken draws from the (last-position) logits under the
+        `SAMPLING` input, which the session keeps resident (zeros, greedy, until it samples)."""
         logits = graph.tensor_by_name(self.logits)
         if logits is None or graph.tensor_by_name(NEXT_TOKEN) is not None:
             return False
+        params = graph.add_tensor(SAMPLING, DataType.FLOAT, shape_of((3,)), TensorKind.INPUT)
         token = graph.add_tensor(NEXT_TOKEN, DataType.INT64, Absent())
-        graph.add_node("ArgMax", [logits.id], [token], {"axis": -1, "keepdims": 0}, name="onyxia/next_token")
+        graph.add_node("SampleToken", [logits.id, params.id], [token], domain=ONYXIA_DOMAIN, name="onyxia/next_token")
         graph.mark_output(token)
         return True
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from onyxia.cli.llm.families import describe_architecture, family_of
-from onyxia.cli.llm.generation_passes import AliasKvCache, generation_passes
+from onyxia.cli.llm.generation_passes import SAMPLING, AliasKvCache, generation_passes
 from onyxia.cli.llm.lm_head_precision import check_lm_head
 from onyxia.cli.llm.model_dir import resolve_model_dir
 from onyxia.cli.llm.signature import LlmSignature, read_signature
@@ -97,6 +97,8 @@ def build_session(
         if pair.windowed:
             dims = [static.get(str(d), 1) if not isinstance(d, int) else d for d in pair.past_dims]
             executor.write_input(pair.past, np.zeros(dims, pair.dtype.numpy))
+    if SAMPLING in executor.input_names:
+        executor.write_input(SAMPLING, np.zeros(3, np.float32))  # resident from here on; greedy until set
     adapter = str(runtime.adapter_info.get("device") or runtime.adapter_info.get("description") or "unknown")
     session = cls(found, tokenizer, executor, signature, limit, aliased, adapter, prefill_chunk=chunk)
     progress("warming up")

@@ -1,5 +1,10 @@
 """Choosing the next token from one row of logits: greedy, or temperature / top-k / top-p sampling
-with a repetition penalty, seeded for reproducibility (the same order of operations as transformers)."""
+with a repetition penalty, seeded for reproducibility (the same order of operations as transformers).
+
+Greedy and plain temperature / top-k sampling run on the GPU (com.onyxia SampleToken, fed
+`gpu_params`): the token never visits the host before the next step, so those steps pipeline
+(`llm/pipelined.py`). Top-p and the repetition penalty need the sorted distribution and the history:
+`sample_token` draws them on the host from the logits row."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import numpy as np
 
 from onyxia.core import InputError
 
-__all__ = ["SamplingParams", "sample_token"]
+__all__ = ["SamplingParams", "gpu_params", "on_gpu", "sample_token"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,24 @@ class SamplingParams:
         ]
         if problems:
             raise InputError(f"sampling parameters out of range: {'; '.join(problems)}")
+
+
+def on_gpu(params: SamplingParams) -> bool:
+    """Whether SampleToken draws this token on the GPU (everything but top-p and repetition penalties)."""
+    return params.top_p >= 1.0 and params.repetition_penalty == 1.0
+
+
+_MAX_TOP_K = 2**24  # float32 holds every integer up to here; a larger k keeps the whole vocabulary anyway
+_BELOW_ONE = float(np.nextafter(np.float32(1.0), np.float32(0.0)))
+
+
+def gpu_params(params: SamplingParams, rng: np.random.Generator) -> np.ndarray:
+    """SampleToken's params for one step: (temperature, top_k, u), u drawn from `rng` (one draw per sampled
+    step, as `sample_token`'s `rng.choice` takes one; none when greedy), below 1 also in float32."""
+    if params.temperature <= 0.0:
+        return np.zeros(3, np.float32)
+    u = min(float(np.float32(rng.random())), _BELOW_ONE)
+    return np.array([params.temperature, min(params.top_k, _MAX_TOP_K), u], np.float32)
 
 
 def _finite(value: object) -> bool:

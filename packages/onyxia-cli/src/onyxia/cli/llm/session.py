@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
-from onyxia.cli.llm.generation_passes import NEXT_TOKEN
+from onyxia.cli.llm.generation_passes import NEXT_TOKEN, SAMPLING
 from onyxia.cli.llm.generation_stats import GenerationStats, SessionBusyError
 from onyxia.cli.llm.model_dir import ModelDirectory
-from onyxia.cli.llm.pipelined import can_pipeline, pipelined_greedy
-from onyxia.cli.llm.sampling import SamplingParams, sample_token
+from onyxia.cli.llm.pipelined import can_pipeline, pipelined_decode
+from onyxia.cli.llm.sampling import SamplingParams, gpu_params, on_gpu, sample_token
 from onyxia.cli.llm.signature import LlmSignature
 from onyxia.cli.llm.step_inputs import step_feeds, vocab_size
 from onyxia.cli.llm.tokenizer import TextTokenizer
@@ -66,8 +66,9 @@ class LlmSession:
         self._window: int | None = model_dir.config.get("sliding_window")
         self._symbols = executor.compiled.symbols  # a property that walks every tensor: read once
         self.vocab_size = vocab_size(executor, signature.logits)  # ids are checked against it before upload
-        self.pipelined = True  # greedy decode submits step N+1 before reading step N's token (llm/pipelined.py)
+        self.pipelined = True  # decode submits step N+1 before reading step N's token (llm/pipelined.py)
         self._token_carried = False
+        self._sampling = bytes(12)  # SampleToken's params as last written: zeros (greedy) at load
         # A list turns profiling on: each run goes through `PlanExecutor.profile_run()` (it needs
         # `Runtime(profiling=True)`) and its `RunProfile` is appended; None (the default) runs plainly.
         self.profiles: list[RunProfile] | None = None
@@ -186,10 +187,10 @@ class LlmSession:
                 f"max_length {self.max_length}; start a new conversation or raise max_length"
             )
         self.stats = GenerationStats(prompt_tokens=len(prompt))
-        if params.greedy and max_new_tokens and can_pipeline(self):
-            yield from pipelined_greedy(self, prompt, max_new_tokens, stop)
-            return
         rng = np.random.default_rng(params.seed)
+        if on_gpu(params) and max_new_tokens and can_pipeline(self):
+            yield from pipelined_decode(self, prompt, max_new_tokens, stop, lambda: gpu_params(params, rng))
+            return
         start = time.perf_counter()
         token = self._step(prompt, params, rng)
         self.stats.prefill_seconds = time.perf_counter() - start
@@ -260,10 +261,18 @@ class LlmSession:
         return tokens
 
     def _step(self, ids: list[int], params: SamplingParams, rng: np.random.Generator) -> int:
-        if params.greedy:
+        if on_gpu(params):
+            self.set_sampling(gpu_params(params, rng))
             return int(self._forward(ids, [NEXT_TOKEN])[NEXT_TOKEN].reshape(-1)[-1])
         logits = self._forward(ids, [self.signature.logits])[self.signature.logits]
         return sample_token(logits.reshape(-1, logits.shape[-1])[-1], params, self.history, rng)
+
+    def set_sampling(self, values: np.ndarray) -> None:
+        """Queue SampleToken's params for the next run (a 12-byte write, skipped when unchanged)."""
+        data = values.tobytes()
+        if data != self._sampling:
+            self.executor.write_input(SAMPLING, values)
+            self._sampling = data
 
     def _forward(self, ids: list[int], outputs: list[str]) -> dict[str, np.ndarray]:
         return self._submit(self._token_ids(ids), outputs).read()
