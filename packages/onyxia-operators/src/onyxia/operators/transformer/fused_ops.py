@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onyxia.core import DataType, InferenceCtx, TensorType
+from onyxia.core import DataType, InferenceCtx, SymbolicDim, TensorType
 from onyxia.core.context import NodeCtx
 from onyxia.core.shapes import shape_of
 from onyxia.operators.transformer.lowering import Body, LoweredOp
@@ -45,7 +45,7 @@ def _perm(ctx: NodeCtx, i: int, side: str) -> list[int] | None:
     return None if perm == list(range(rank)) else perm
 
 
-def _matmul_dims(ctx: NodeCtx) -> list[object]:
+def _matmul_dims(ctx: NodeCtx) -> list[SymbolicDim]:
     """The output dims by MatMul's rule over the permuted operands (checking K and the batch axes)."""
     a, b = (list(ctx.input_dims(i)) for i in (0, 1))
     pa, pb = _perm(ctx, 0, "A"), _perm(ctx, 1, "B")
@@ -61,7 +61,7 @@ def _matmul_dims(ctx: NodeCtx) -> list[object]:
 
 def _fused_matmul_infer(ctx: InferenceCtx) -> list[TensorType]:
     dtype = _float_inputs(ctx, 2)
-    return [TensorType(dtype, shape_of(_matmul_dims(ctx)))]  # type: ignore[arg-type]
+    return [TensorType(dtype, shape_of(_matmul_dims(ctx)))]
 
 
 def _fused_matmul_lower(body: Body) -> list[int | None]:

@@ -63,12 +63,12 @@ def _geometry(ctx: NodeCtx) -> _Geometry:
         if k[0] != batch or v[:2] != k[:2]:
             raise ctx.error(f"key [B, L, D] and value [B, L, Dv] disagree with query: {ctx.describe_inputs()}")
     elif len(k) == 4 and len(v) == 4:
-        split_kv, keys = True, k[2]
-        k_size, v_size = k[1] * k[3], v[1] * v[3]  # type: ignore[operator]
         if list(k[:2]) != [batch, heads] or list(v[:3]) != list(k[:3]) or k[3] != size // heads:
             raise ctx.error(f"4-D key and value must be [B, N, L, H] with query's heads: {ctx.describe_inputs()}")
         if ctx.has_input(6) or ctx.has_input(7):
             raise ctx.error("past_key/past_value go with 3-D key and value, not with keys already split in heads")
+        split_kv, keys, k_size = True, k[2], size
+        v_size = heads * v[3] if isinstance(v[3], int) else v[3]
     else:
         raise ctx.error(
             f"key and value must both be 3-D or both 4-D (packed KV is not supported): {ctx.describe_inputs()}"
