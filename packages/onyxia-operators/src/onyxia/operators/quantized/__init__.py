@@ -18,7 +18,9 @@ from onyxia.operators.quantized.matmul_bnb4 import MatMulBnb4Op
 from onyxia.operators.quantized.matmul_integer import INTEGER_MATMUL, INTEGER_MATMUL_MS
 from onyxia.operators.quantized.matmul_nbits import MatMulNBitsOp
 from onyxia.operators.quantized.matmul_nbits_group import MATMUL_NBITS_GROUP
+from onyxia.operators.quantized.qlinear_concat import QLINEAR_CONCAT_MS
 from onyxia.operators.quantized.qlinear_elementwise import QLINEAR_ELEMENTWISE_MS
+from onyxia.operators.quantized.qlinear_global_average_pool import QLINEAR_GLOBAL_AVERAGE_POOL_MS
 from onyxia.operators.quantized.qlinear_matmul import QGEMM_MS, QLINEAR_MATMUL
 from onyxia.operators.quantized.quantize_linear import QuantizeLinearOp
 
@@ -40,5 +42,7 @@ QUANTIZED_MS: dict[str, Operator] = {  # com.microsoft
     **DYNAMIC_QUANTIZE_MATMUL_MS,
     **QGEMM_MS,
     **QLINEAR_ELEMENTWISE_MS,
+    **QLINEAR_CONCAT_MS,
+    **QLINEAR_GLOBAL_AVERAGE_POOL_MS,
 }
 QUANTIZED_ONYXIA: dict[str, Operator] = {**MATMUL_NBITS_GROUP, **DYNAMIC_QUANTIZE_MATMUL}  # com.onyxia
