@@ -31,7 +31,7 @@ from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.transformer.lowering import Body, LoweredOp
 from onyxia.operators.transformer.masks import AttentionMask, check_mask_index, lower_mask
 
-__all__ = ["ATTENTION", "AttentionGeometry", "attention_geometry", "split_heads"]
+__all__ = ["ATTENTION", "AttentionGeometry", "attend", "attention_geometry", "default_scale", "sdpa", "split_heads"]
 
 _INPUTS = ("input", "weights", "bias", "mask_index", "past", "attention_bias", "past_sequence_length")
 
@@ -112,9 +112,16 @@ def split_heads(body: Body, x: int, heads: int, size: int) -> int:
 
 
 def attend(body: Body, q: int, k: int, v: int, mask: AttentionMask, scale: float, out_size: int) -> int:
-    """ScaledDotProductAttention over [B, N, *, H] heads, merged back to [B, S, N * Hv]."""
+    """ScaledDotProductAttention over [B, N, *, H] heads under `mask`, merged back to [B, S, N * Hv]."""
     mask_input, mask_attrs = lower_mask(body, mask, k, q)
-    inputs = [q, k, v, *([mask_input] if mask_input is not None else [])]
+    return sdpa(body, q, k, v, mask_input, mask_attrs, scale, out_size)
+
+
+def sdpa(
+    body: Body, q: int, k: int, v: int, mask: int | None, mask_attrs: dict[str, float], scale: float, out_size: int
+) -> int:
+    """The one attention node every lowering ends in, its output merged to [B, S, out_size]."""
+    inputs = [q, k, v, *([mask] if mask is not None else [])]
     attrs: dict[str, Any] = {"scale": scale, "transpose_output": 1, **mask_attrs}
     y = body.op("ScaledDotProductAttention", *inputs, domain=ONYXIA_DOMAIN, **attrs)
     return body.op("Reshape", y, body.ints([0, 0, out_size], "merged"))
