@@ -12,6 +12,7 @@ from onyxia.core import Operator
 from onyxia.operators.quantized.conv_integer import CONV_INTEGER
 from onyxia.operators.quantized.dequantize_linear import DequantizeLinearOp
 from onyxia.operators.quantized.dynamic_quantize_linear import DynamicQuantizeLinearOp
+from onyxia.operators.quantized.dynamic_quantize_lstm import DYNAMIC_QUANTIZE_LSTM_MS
 from onyxia.operators.quantized.dynamic_quantize_matmul import DYNAMIC_QUANTIZE_MATMUL, DYNAMIC_QUANTIZE_MATMUL_MS
 from onyxia.operators.quantized.gather_block_quantized import GatherBlockQuantizedOp
 from onyxia.operators.quantized.matmul_bnb4 import MatMulBnb4Op
@@ -44,5 +45,6 @@ QUANTIZED_MS: dict[str, Operator] = {  # com.microsoft
     **QLINEAR_ELEMENTWISE_MS,
     **QLINEAR_CONCAT_MS,
     **QLINEAR_GLOBAL_AVERAGE_POOL_MS,
+    **DYNAMIC_QUANTIZE_LSTM_MS,
 }
 QUANTIZED_ONYXIA: dict[str, Operator] = {**MATMUL_NBITS_GROUP, **DYNAMIC_QUANTIZE_MATMUL}  # com.onyxia
