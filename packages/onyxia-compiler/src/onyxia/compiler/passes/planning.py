@@ -1,4 +1,5 @@
-"""Turn every node that still needs the GPU into steps; folded nodes emit nothing.
+"""Turn every node that still needs the GPU into steps; folded nodes emit nothing. Every node whose
+feature is not implemented is reported at once (`UnsupportedFeatures`).
 
 The result is a pure-data `CompiledModel` (no GPU needed to build it), kept on the pass as
 `compiled` for the pipeline to return. Intermediates whose lifetimes never overlap are put in
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from onyxia.compiler.passes.compute_pass_batching import ComputePassBatchingPass
+from onyxia.compiler.passes.unsupported_features import UnsupportedFeatures
 from onyxia.compiler.storage import share_buffers
 from onyxia.core import (
     CompiledModel,
@@ -23,6 +25,7 @@ from onyxia.core import (
     PlanCtx,
     PlanningError,
     Stage,
+    UnsupportedOpError,
 )
 from onyxia.core.settings import settings
 
@@ -42,7 +45,10 @@ class PlanningPass:
     def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
         builder = PlanBuilder(graph, registry.shaders)
         skipped = 0
+        unsupported = UnsupportedFeatures()
         for node in graph.topological_order():
+            if unsupported.skips(node):
+                continue
             outputs = [graph.tensor(t) for t in node.outputs if t is not None]
             operator = registry.get(node.domain, node.op_type, node.opset)
             assert operator is not None, f"{node.op_type} passed the support check"
@@ -53,6 +59,9 @@ class PlanningPass:
             ctx = PlanCtx(builder, node)
             try:
                 operator.plan(ctx)
+            except UnsupportedOpError as e:  # reported with the others after the loop
+                unsupported.record(node, e)
+                continue
             except OnyxiaError:
                 raise
             except Exception as e:
@@ -60,6 +69,7 @@ class PlanningPass:
                     f"node '{node.name}' ({node.op_type}): planning failed: {type(e).__name__}: {e}"
                 ) from e
             builder.operations.append(ctx.op)
+        unsupported.raise_any()
         metadata = {"graph": graph.name, **graph.metadata}
         self.compiled = builder.finish(self.dims, metadata)
         config = settings()

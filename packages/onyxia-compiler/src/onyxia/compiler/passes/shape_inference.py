@@ -1,4 +1,5 @@
-"""Give every tensor a dtype and a Static or Symbolic shape — or fail naming the node.
+"""Give every tensor a dtype and a Static or Symbolic shape — or fail naming the node (every node
+whose feature is not implemented, at once: `UnsupportedFeatures`).
 
 Shapes depend on values (Reshape's target, Expand's shape, Slice's starts), so each node is
 folded right after its shapes are inferred, the way ONNX's data propagation works: a
@@ -12,6 +13,7 @@ from collections import defaultdict
 
 from onyxia.compiler.passes.constant_folding import fold_node
 from onyxia.compiler.passes.inline_known_branches import inline_known_branch
+from onyxia.compiler.passes.unsupported_features import UnsupportedFeatures
 from onyxia.core import (
     Absent,
     InferenceCtx,
@@ -37,11 +39,20 @@ class ShapeInferencePass:
     def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
         check_supported(graph, registry)
         changed = 0
+        unsupported = UnsupportedFeatures()
         for node in graph.topological_order():
+            if unsupported.skips(node):
+                continue
             if inline_known_branch(graph, node):  # an If whose condition folded: its branch, typed next round
                 return True
-            changed += _infer_node(graph, node, registry)
+            try:
+                changed += _infer_node(graph, node, registry)
+            except UnsupportedOpError as e:
+                unsupported.record(node, e)
+                continue
             fold_node(graph, node, registry)
+        unsupported.probe_plans(graph, registry)
+        unsupported.raise_any()
         log.info("%s: %d tensors changed type or shape", self.name, changed)
         return changed > 0
 
