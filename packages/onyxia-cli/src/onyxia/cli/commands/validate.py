@@ -1,7 +1,9 @@
 """`onyxia validate MODEL`: compile without a GPU and report what stops the model from running.
 
-Every unsupported op type is listed at once (with node counts and names). Shape errors stop at
-the first one: every later shape depends on it. Exit status 1 on any failure.
+Every unsupported op type is listed at once (with node counts and names), and so is every node
+using an attribute value, input form or dtype that is not implemented (the compiler's
+`UnsupportedFeatures`). Shape errors stop at the first one: every later shape depends on it. Exit
+status 1 on any failure.
 """
 
 from __future__ import annotations
