@@ -96,3 +96,14 @@ def test_refusals_name_the_problem(change: dict[str, object], message: str) -> N
     with pytest.raises(OnyxiaError, match=re.escape(message)) as info:
         compile_model(model)
     assert "Attention" in str(info.value)
+
+
+def test_lowered_onto_one_attention_kernel() -> None:
+    """The contrib node leaves no trace in the plan: its projection is a MatMul family op and its
+    attention the one com.onyxia ScaledDotProductAttention kernel."""
+    model = make_model(
+        "Attention", {**_inputs(), "m": MASKS["lengths"]}, {"num_heads": N}, domain=MS, initializers=["w", "b"]
+    )
+    ops = [op.op_type for op in compile_model(model).operations]
+    assert "Attention" not in ops and ops.count("ScaledDotProductAttention") == 1, ops
+    assert any(op.startswith("MatMul") for op in ops), ops
