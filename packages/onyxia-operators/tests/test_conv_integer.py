@@ -1,12 +1,16 @@
 """ConvInteger against onnxruntime, bit for bit: 1-D to 3-D, groups and depthwise, strides, pads, dilations,
 auto_pad, per-tensor w_zero_point (per output channel, which onnxruntime refuses, against the ONNX
-reference), and a weight known at compile time."""
+reference), a weight known at compile time; and ConvInteger's and QLinearConv's errors naming the input."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from oracle import check_op
+
+from onyxia.compiler import ShapeInferencePass
+from onyxia.core import DataType, GraphBuilder, ShapeInferenceError
+from onyxia.operators import core_operator_registry
 
 RNG = np.random.default_rng(160)
 
@@ -50,3 +54,25 @@ def test_conv_integer_with_a_constant_weight_and_large_sums() -> None:
     check_op("ConvInteger", {"x": x, "w": w}, {"pads": [2, 2, 2, 2]}, initializers=("w",))
     inputs = {"x": u8(1, 3, 9, 9), "w": u8(4, 3, 3, 3), "x_zp": u8(), "w_zp": u8()}
     check_op("ConvInteger", inputs, {"strides": [2, 2]}, initializers=("w", "w_zp"))
+
+
+def test_bad_inputs_are_named() -> None:
+    registry = core_operator_registry()
+    u8, i32 = DataType.UINT8, DataType.INT32
+    b = GraphBuilder("float_x")
+    b.output(b.op("ConvInteger", b.input("x", DataType.FLOAT, [1, 2, 5, 5]), b.input("w", u8, [3, 2, 3, 3])))
+    with pytest.raises(
+        ShapeInferenceError, match=r"ConvInteger.*input 0 \(x\) has dtype float; expected uint8 or int8"
+    ):
+        ShapeInferencePass().run(b.graph, registry)
+    b = GraphBuilder("groups")
+    b.output(b.op("ConvInteger", b.input("x", u8, [1, 4, 5, 5]), b.input("w", u8, [3, 2, 3, 3]), group=2))
+    with pytest.raises(ShapeInferenceError, match=r"group=2.*multiple of 2 output channels"):
+        ShapeInferencePass().run(b.graph, registry)
+    b = GraphBuilder("bias")
+    f32 = DataType.FLOAT
+    names = [("x", u8, [1, 2, 5, 5]), ("sx", f32, []), ("zx", u8, []), ("w", u8, [3, 2, 3, 3]), ("sw", f32, [])]
+    names += [("zw", u8, []), ("sy", f32, []), ("zy", u8, []), ("bias", i32, [4])]
+    b.output(b.op("QLinearConv", *(b.input(n, t, d) for n, t, d in names)))
+    with pytest.raises(ShapeInferenceError, match=r"QLinearConv.*input 8 \(B\) is int32 \[4\]; expected int32 \[3\]"):
+        ShapeInferencePass().run(b.graph, registry)

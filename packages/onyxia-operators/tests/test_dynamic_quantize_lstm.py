@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
-from oracle import onyxia_outputs, reference_outputs
+from oracle import compile_model, onyxia_outputs, reference_outputs
+
+from onyxia.core import UnsupportedOpError
 
 RNG = np.random.default_rng(1618)
 ACTIVATION_ROUNDING = 2e-2  # onnxruntime quantizes X and each h(t-1) to uint8: measured up to 9.8e-3
@@ -87,3 +89,21 @@ def test_dynamic_quantize_lstm(per_unit: bool, direction: str) -> None:
 def test_dynamic_quantize_lstm_zero_points(dtype: type, per_unit: bool) -> None:
     """Asymmetric weights (zero points other than 0, which onnxruntime refuses per unit): the float reference."""
     run(dtype, per_unit, symmetric=False, direction="forward", against_quantized=False)
+
+
+def test_runtime_weights_are_refused_by_name() -> None:
+    """The weights are dequantized when uploaded, so they must be constants; a graph input W is refused."""
+    w, r = np.zeros((1, 4, 8), np.int8), np.zeros((1, 2, 8), np.int8)
+    inits = {"r": r, "b": np.zeros((1, 16), np.float32), "ws": np.ones(1, np.float32), "wz": np.zeros(1, np.int8)}
+    quant = model(
+        "DynamicQuantizeLSTM",
+        inits | {"rs": np.ones(1, np.float32), "rz": np.zeros(1, np.int8)},
+        (3, 1, 4),
+        2,
+        "forward",
+    )
+    quant.graph.input.append(
+        helper.make_tensor_value_info("w", helper.np_dtype_to_tensor_dtype(w.dtype), list(w.shape))
+    )
+    with pytest.raises(UnsupportedOpError, match=r"DynamicQuantizeLSTM.*input 1 \(W\).*compile-time constant"):
+        compile_model(quant)
