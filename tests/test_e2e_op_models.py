@@ -102,7 +102,7 @@ PENDING: dict[str, tuple[type[OnyxiaError], tuple[str, ...]]] = {
 # Float bounds wider than the suite's, as a fraction of the output's largest magnitude.
 # bert_dynamic_int8 (quantize_dynamic's defaults): onnxruntime's U8S8 MatMulInteger on this x86
 # machine (no AVX-VNNI) adds u8 x s8 product pairs in int16 and saturates, so its record is not the
-# exact integer product (one of 2048 in the first key projection). Onyxia computes it in int32:
+# exact integer product (e.g. 1 of the 2048 of the first key projection). Onyxia sums in int32:
 # measured 3.9e-4 of the output's scale apart, while the same model quantized with reduce_range
 # (no saturation) agrees to 2.8e-7. 2e-3 is 5x the measured gap and a quarter of the model's own
 # int8 error against its fp32 export (8.8e-3 of scale).
