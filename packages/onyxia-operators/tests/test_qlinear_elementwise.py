@@ -1,7 +1,8 @@
-"""com.microsoft QLinearAdd, QLinearMul and QLinearSigmoid against onnxruntime: uint8 and int8, broadcasting
-(onnxruntime's scalar-operand and per-row paths included), an omitted output zero point, saturation. Add and Mul must be
-equal element for element; Sigmoid may differ by one in at most 1 element in 1000 (onnxruntime tabulates MLAS's
-approximate logistic, Onyxia evaluates 1 / (1 + exp(-x)); see quantized/qlinear_elementwise.py)."""
+"""com.microsoft QLinearAdd, QLinearMul, QLinearSigmoid and QLinearLeakyRelu against onnxruntime: uint8 and int8,
+broadcasting (onnxruntime's scalar-operand and per-row paths included), an omitted output zero point, saturation.
+Add, Mul and LeakyRelu must be equal element for element; Sigmoid may differ by one in at most 1 element in 1000
+(onnxruntime tabulates MLAS's approximate logistic, Onyxia evaluates 1 / (1 + exp(-x)); see
+quantized/qlinear_elementwise.py)."""
 
 from __future__ import annotations
 
@@ -102,3 +103,22 @@ def test_qlinear_sigmoid_without_output_zero_point() -> None:
         {"x": x, "x_scale": scale(), "x_zp": None, "y_scale": np.array(1 / 256, np.float32), "y_zp": None},
     )
     assert np.abs(got.astype(np.int32) - expected.astype(np.int32)).max() <= 1
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("alpha", [0.01, 0.2, 1.7])
+def test_qlinear_leaky_relu_equals_onnxruntime(dtype: str, alpha: float) -> None:
+    """Every byte value under 10 random parameter sets: equal to onnxruntime's table, element for element."""
+    info = np.iinfo(DTYPES[dtype])
+    x = np.arange(info.min, info.max + 1).astype(DTYPES[dtype]).reshape(4, 64)
+    for _ in range(10):
+        inputs = {
+            "x": x,
+            "x_scale": scale(0.01, 0.1),
+            "x_zp": q(DTYPES[dtype]),
+            "y_scale": scale(0.005, 0.05),
+            "y_zp": q(DTYPES[dtype]),
+        }
+        model = make_model("QLinearLeakyRelu", inputs, {"alpha": alpha}, domain="com.microsoft")
+        (got,), (expected,) = onyxia_outputs(model, inputs), reference_outputs(model, inputs, "ort")
+        np.testing.assert_array_equal(got, expected)

@@ -1,4 +1,4 @@
-"""com.microsoft QLinearAdd, QLinearMul and QLinearSigmoid: elementwise ops on 8-bit tensors with per-tensor
+"""com.microsoft QLinearAdd, QLinearMul, QLinearSigmoid and QLinearLeakyRelu: elementwise ops on 8-bit tensors with per-tensor
 scales and zero points, computed as onnxruntime's CPU kernels compute them (qlinear_elementwise.wgsl states the
 arithmetic of each). QLinearAdd and QLinearMul broadcast as numpy does. Every scale and zero point holds one
 element (onnxruntime's kernels take them so); an omitted zero point is 0 (a shared one-element constant).
@@ -10,7 +10,8 @@ one where the sum lies within an ULP of a half: the tests measure 0 such element
 QLinearSigmoid evaluates 1 / (1 + exp(-x)) where onnxruntime tabulates MLAS's rational approximation of the
 logistic function: the two differ by a few ULP, which moves an output by one only when sigmoid(x) / y_scale lies
 that close to a half; the tests accept at most 1 in 1000 such elements against onnxruntime (measured: 0 of 51,200,
-every byte value under 100 random parameter sets each for uint8 and int8).
+every byte value under 100 random parameter sets each for uint8 and int8). QLinearLeakyRelu's table transform
+(v or v * alpha) is one correctly rounded product, so it is bit for bit.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from onyxia.core import (
     BufferRef,
+    DataType,
     InferenceCtx,
     NodeCtx,
     OperatorBase,
@@ -32,7 +34,7 @@ from onyxia.core import (
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.family import named_rows
-from onyxia.operators.layout import WORKGROUP_SIZE, broadcast_strides, type_defs
+from onyxia.operators.layout import WORKGROUP_SIZE, broadcast_strides, node_literal, type_defs
 from onyxia.operators.quantized.qlinear_params import byte_operand, one_element, range_defs, same_dtype, scale_input
 
 __all__ = ["QLINEAR_ELEMENTWISE_MS", "QLinearElementwiseOp", "zero_or_input"]
@@ -91,6 +93,9 @@ class QLinearElementwiseOp(OperatorBase):
         else:
             reads += [ctx.input(3), zero_or_input(ctx, 4, 0)]
         defs: dict[str, object] = {**type_defs(T=dtype, S_T=scale_t), **range_defs(dtype), "MODE": self.mode}
+        if self.mode == "leaky_relu":
+            alpha = ctx.attr_float("alpha", 0.01)
+            defs["ALPHA"] = node_literal(ctx, DataType.FLOAT, alpha, "attribute 'alpha'")
         defs |= {"WORKGROUP_SIZE": WORKGROUP_SIZE, "RANK": max(len(out_dims), 1)}
         if self.binary:
             defs["BINARY"] = True
@@ -111,5 +116,6 @@ QLINEAR_ELEMENTWISE_MS: dict[str, QLinearElementwiseOp] = named_rows(  # com.mic
         "QLinearAdd": QLinearElementwiseOp("add", binary=True),
         "QLinearMul": QLinearElementwiseOp("mul", binary=True),
         "QLinearSigmoid": QLinearElementwiseOp("sigmoid", binary=False),
+        "QLinearLeakyRelu": QLinearElementwiseOp("leaky_relu", binary=False),
     }
 )

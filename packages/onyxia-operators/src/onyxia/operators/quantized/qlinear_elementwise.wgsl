@@ -1,4 +1,5 @@
-// com.microsoft QLinearAdd, QLinearMul (numpy broadcasting) and QLinearSigmoid, one invocation per output element,
+// com.microsoft QLinearAdd, QLinearMul (numpy broadcasting), QLinearSigmoid and QLinearLeakyRelu, one invocation per
+// output element,
 // each as onnxruntime's CPU kernel computes it (MLAS), with every division correctly rounded (onyxia::quant):
 //   add:     r_a = a_scale / c_scale, r_b = b_scale / c_scale,
 //            fixed = c_zp - (r_a * a_zp + r_b * b_zp),  v = fma(a, r_a, fma(b, r_b, fixed))
@@ -6,9 +7,11 @@
 //   mul:     y = requantize((a - a_zp) * (b - b_zp), a_scale * b_scale / c_scale, c_zp)   (onyxia::requant)
 //   sigmoid: y = clamp(round_half_even(sigmoid(f32(x - x_zp) * x_scale) / y_scale) + y_zp)
 //            (onnxruntime's 256-entry lookup table of MlasComputeLogistic, computed here per element)
+//   leaky_relu: as sigmoid with v >= 0 ? v : v * ALPHA for the logistic function (its table's transform)
 // Bindings: 0 a, 1 a_scale, 2 a_zp, [3 b, 4 b_scale, 5 b_zp], then c_scale, c_zp, y (an omitted zero point is bound
 //   as a one-element zero buffer by the plan). Bytes are one per u32 (uint8) or i32 (int8), as stored.
-// Defs: T (storage type of every byte tensor), S_T (scale type), MODE (add | mul | sigmoid), LO, HI (i32 literals),
+// Defs: T (storage type of every byte tensor), S_T (scale type), MODE (add | mul | sigmoid | leaky_relu), ALPHA (f32
+//   literal, leaky_relu), LO, HI (i32 literals),
 //   BINARY, RANK, WORKGROUP_SIZE.
 // Dims: TOTAL; OUT_DIMS, A_STRIDES, B_STRIDES (RANK entries; 0 along a broadcast axis).
 #ifdef F16
@@ -67,6 +70,11 @@ fn element(i: u32) {
 #if MODE == sigmoid
     let v = f32(xa - za) * f32(a_scale[0]);
     let s = 1.0 / (1.0 + exp(-v));
+    y[i] = #{T}(i32(clamp(round_quotient(s, sc) + f32(zc), f32(#{LO}), f32(#{HI}))));
+#endif
+#if MODE == leaky_relu
+    let v = f32(xa - za) * f32(a_scale[0]);
+    let s = select(v * #{ALPHA}, v, v >= 0.0);
     y[i] = #{T}(i32(clamp(round_quotient(s, sc) + f32(zc), f32(#{LO}), f32(#{HI}))));
 #endif
 #if MODE == mul
