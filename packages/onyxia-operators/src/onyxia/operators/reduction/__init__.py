@@ -1,7 +1,7 @@
 """Reductions: ops that combine the elements along axes.
 
 Membership: an op belongs here when each output element combines a line (or set of lines) of input
-elements: the Reduce* family (one shader, one row per op), Softmax / LogSoftmax, ArgMax / ArgMin (a
+elements: the Reduce* family (one shader, one row per op), Softmax / LogSoftmax / Hardmax, ArgMax / ArgMin (a
 reduction to the winner's index, `arg_reduce`), TopK (the k best of each line and their indices,
 `top_k`) and CumSum (running sums along an axis, `scan`); com.onyxia SampleToken (the next token id drawn
 from a row of logits: ArgMax, or top-k / temperature sampling at a given uniform draw).

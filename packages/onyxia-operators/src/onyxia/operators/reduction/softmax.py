@@ -1,4 +1,5 @@
-"""`SoftmaxOp`: Softmax and LogSoftmax, for both ONNX axis conventions.
+"""`SoftmaxOp`: Softmax, LogSoftmax and Hardmax (1 at a row's first maximum), for both ONNX axis
+conventions.
 
 Opset 13 made the axis a true axis (default -1); before that the input is coerced to 2-D at
 `axis` (default 1) and normalised over everything from `axis` on. Both become (outer, L, inner)
@@ -27,6 +28,7 @@ _MIN_WORKGROUP = 8  # one SIMD chunk on lavapipe: a short row gets a workgroup n
 @dataclass(frozen=True)
 class SoftmaxOp:
     log: bool = False
+    hard: bool = False  # Hardmax: 1 at each row's first maximum, else 0
     coerce_2d: bool = False  # opset < 13 semantics
     name: str = "softmax"
 
@@ -41,6 +43,9 @@ class SoftmaxOp:
         layout = static_dims(self._row_layout(ctx))
         assert layout is not None, f"node '{ctx.node.name}': input 0 has a value, so its dims are static"
         rows = x.astype(np.float32).reshape(layout)
+        if self.hard:
+            winners = np.argmax(rows, axis=1)[:, None, :]  # first maximum of each (outer, inner) row
+            return [(np.arange(layout[1])[None, :, None] == winners).reshape(x.shape).astype(x.dtype)]
         shifted = rows - np.max(rows, axis=1, keepdims=True, initial=-np.inf)
         total = np.sum(np.exp(shifted), axis=1, keepdims=True)
         result = shifted - np.log(total) if self.log else np.exp(shifted) / total
@@ -61,6 +66,8 @@ class SoftmaxOp:
         defs = {**type_defs(X_T=x.dtype, Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": workgroup}
         if self.log:
             defs["LOG"] = True
+        if self.hard:
+            defs["HARD"] = True
         shader = ctx.compile_shader("reduction/softmax", _SOURCE, defs, {"ROWS": rows, "L": length, "INNER": inner})
         ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], rows)
 
@@ -82,4 +89,5 @@ def _versions(name: str, row: SoftmaxOp) -> dict[tuple[str, int, int | None], So
 SOFTMAX_OPS: dict[tuple[str, int, int | None], SoftmaxOp] = {
     **_versions("Softmax", SoftmaxOp()),
     **_versions("LogSoftmax", SoftmaxOp(log=True)),
+    **_versions("Hardmax", SoftmaxOp(hard=True)),
 }

@@ -1,7 +1,9 @@
 // Softmax / LogSoftmax along one axis, numerically stable (max, then sum of exp(x - max), then
-// normalise), one workgroup per row with workgroup reductions in between.
+// normalise), one workgroup per row with workgroup reductions in between; Hardmax (HARD) writes 1 at
+// the row's first maximum and 0 elsewhere.
 // Bindings: 0 in_x (read), 1 out_y (write).
-// Defs: X_T, Y_T (WGSL storage types), F16 (flag), LOG (flag: LogSoftmax), WORKGROUP_SIZE (power of two).
+// Defs: X_T, Y_T (WGSL storage types), F16 (flag), LOG (flag: LogSoftmax), HARD (flag: Hardmax),
+//       WORKGROUP_SIZE (power of two).
 // Dims: ROWS = OUTER * INNER rows, L elements per row, INNER the stride between a row's elements:
 //       element l of row r is at (r / INNER) * L * INNER + r % INNER + l * INNER. (Opset < 13
 //       Softmax coerces to 2-D: INNER = 1.)
@@ -30,6 +32,18 @@ fn main(
         local_max = max(local_max, f32(in_x[base + l * #{INNER}]));
     }
     let row_max = workgroup_max(lid, local_max);
+#ifdef HARD
+    var first = bitcast<f32>(0xff800000u);  // the lowest l holding the maximum, negated (exact below 2^24)
+    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
+        if (f32(in_x[base + l * #{INNER}]) == row_max) {
+            first = max(first, -f32(l));
+        }
+    }
+    let winner = u32(-workgroup_max(lid, first));
+    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
+        out_y[base + l * #{INNER}] = select(#{Y_T}(0.0), #{Y_T}(1.0), l == winner);
+    }
+#else
     var local_sum = 0.0;
     for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
         local_sum += exp(f32(in_x[base + l * #{INNER}]) - row_max);
@@ -46,4 +60,5 @@ fn main(
         out_y[i] = #{Y_T}(exp(f32(in_x[i]) - row_max) / row_sum);
 #endif
     }
+#endif
 }
