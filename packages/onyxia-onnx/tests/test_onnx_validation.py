@@ -140,3 +140,18 @@ def test_initializer_of_2_pow_31_elements_is_rejected_without_reading_it(tmp_pat
     model = _one(helper.make_node("Add", ["x", "w"], ["y"]), inputs=[_x(dims=(1,))], initializers=[big])
     with pytest.raises(ModelValidationError, match=r"initializer 'w': 2147483648 elements"):
         load_and_parse_model(save(model, tmp_path))
+
+
+def test_weights_listed_in_value_info_keep_their_shapes(tmp_path):
+    """torch's dynamo exporter lists weights in value_info too; their shapes must reach onnx's checks
+    (STFT requires a rank-1 window), not be dropped with the declared shapes of intermediates."""
+    window = helper.make_tensor("window", F, [16], [1.0] * 16)
+    step = helper.make_tensor("step", TensorProto.INT64, [], [4])
+    node = helper.make_node("STFT", ["signal", "step", "window"], ["y"], onesided=1)
+    inputs, outputs = [tensor_input("signal", F, [1, 64, 1])], [tensor_input("y", F, None)]
+    model = make_model([node], inputs, outputs, [window, step], opsets={"": 17})
+    model.graph.value_info.extend([tensor_input("window", F, [16]), tensor_input("step", TensorProto.INT64, [])])
+    path = save(model, tmp_path)
+    ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])  # onnxruntime loads it
+    graph = load_and_parse_model(path)
+    assert [n.op_type for n in graph.nodes] == ["STFT"]

@@ -264,8 +264,11 @@ def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
             graph.initializer.append(tensor)
         elif tensor.name not in declared:
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    weights = {tensor.name for tensor in model.graph.initializer}
     for source, target in ((model.graph.output, graph.output), (model.graph.value_info, graph.value_info)):
         for info in source:
+            if source is model.graph.value_info and info.name in weights:
+                continue  # torch's dynamo exporter lists weights here: cleared below, it would hide their shapes
             copy = target.add()
             copy.CopyFrom(info)
             if copy.type.HasField("tensor_type"):
