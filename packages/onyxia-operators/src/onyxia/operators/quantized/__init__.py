@@ -4,7 +4,8 @@ ONNX DynamicQuantizeLinear, QuantizeLinear, DequantizeLinear and MatMulInteger, 
 (the 8-bit ops of onnxruntime's `quantize_dynamic`), with com.microsoft DynamicQuantizeMatMul and the
 com.onyxia DynamicQuantizeMatMulGroup / GatedDynamicQuantizeMatMul its fusions make; the QOperator format
 (onnxruntime's quantize_static): ONNX QLinearMatMul, ConvInteger and QLinearConv, com.microsoft QGemm, QLinearAdd,
-QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat and QLinearGlobalAveragePool (exact int32 sums, requantized as MLAS does:
+QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearConcat and
+QLinearGlobalAveragePool (exact int32 sums, requantized as MLAS does:
 `qlinear_params`, wgsl/requant.wgsl), and com.microsoft DynamicQuantizeLSTM (on the float LSTM).
 
 Both read 4-bit data packed in u32 words (`packing`), so an int4 model's weights take on the
@@ -26,6 +27,7 @@ from onyxia.operators.quantized.qlinear_concat import QLINEAR_CONCAT_MS
 from onyxia.operators.quantized.qlinear_elementwise import QLINEAR_ELEMENTWISE_MS
 from onyxia.operators.quantized.qlinear_global_average_pool import QLINEAR_GLOBAL_AVERAGE_POOL_MS
 from onyxia.operators.quantized.qlinear_matmul import QGEMM_MS, QLINEAR_MATMUL
+from onyxia.operators.quantized.qlinear_softmax import QLINEAR_SOFTMAX_MS
 from onyxia.operators.quantized.quantize_linear import QuantizeLinearOp
 
 __all__ = ["QUANTIZED", "QUANTIZED_MS", "QUANTIZED_ONYXIA"]
@@ -49,5 +51,6 @@ QUANTIZED_MS: dict[str, Operator] = {  # com.microsoft
     **QLINEAR_CONCAT_MS,
     **QLINEAR_GLOBAL_AVERAGE_POOL_MS,
     **DYNAMIC_QUANTIZE_LSTM_MS,
+    **QLINEAR_SOFTMAX_MS,
 }
 QUANTIZED_ONYXIA: dict[str, Operator] = {**MATMUL_NBITS_GROUP, **DYNAMIC_QUANTIZE_MATMUL}  # com.onyxia
