@@ -1,9 +1,11 @@
 """End to end: onnxruntime's transformer optimizer (`optimize_model`) rewrites a BERT export and a
 ViT-shaped encoder into com.microsoft Attention / EmbedLayerNormalization / SkipLayerNormalization /
-BiasGelu; Onyxia runs the optimized model and matches onnxruntime on it.
+BiasGelu, and onnxruntime's own graph optimizer (session level EXTENDED) writes FusedMatMul into the
+ViT export; Onyxia runs each optimized model and matches onnxruntime on it.
 
-The BERT is optimum's export under tests/data/real_models (weights and feeds committed there); the
-ViT-shaped encoder is written in plain ops by `transformer_models.vit_encoder`.
+The BERT and ViT are optimum's exports under tests/data/real_models (weights and feeds committed
+there); the ViT-shaped encoder is written in plain ops by `transformer_models.vit_encoder`.
+(`optimize_model` runs with opt_level=0: its onnxruntime pre-pass imports torch, absent here.)
 """
 
 from __future__ import annotations
@@ -63,3 +65,19 @@ def test_vit_shaped_encoder_after_optimize_model(tmp_path: Path) -> None:
     assert ops["Attention"] == 2 and ops["SkipLayerNormalization"] == 4 and ops["BiasGelu"] == 2, ops
     pixels = np.random.default_rng(9).standard_normal((2, 3, 16, 16)).astype(np.float32)
     check_model(model, {"pixel_values": pixels})
+
+
+def test_vit_export_after_onnxruntime_graph_optimizer(tmp_path: Path) -> None:
+    """onnxruntime's EXTENDED level folds the export's q and k scalings into FusedMatMul's alpha."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "vit_optimized.onnx")
+    ort.InferenceSession(str(REAL_MODELS / "vit.onnx"), options, providers=["CPUExecutionProvider"])
+    model = onnx.load(options.optimized_model_filepath)
+    ops = _contrib_ops(model)
+    assert ops["FusedMatMul"] == 2, ops
+    recorded = np.load(REAL_MODELS / "vit.npz")
+    feeds = {k.removeprefix("input."): v for k, v in recorded.items() if k.startswith("input.")}
+    check_model(model, feeds, dims={"num_channels": 3})
