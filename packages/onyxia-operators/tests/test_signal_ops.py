@@ -195,6 +195,7 @@ _STFT_CASES = [
     ((2, 200, 1), 10, 32, 32, 0),
     ((2, 150, 2), 7, 20, 20, 0),  # complex signal
     ((1, 1600, 1), 160, 400, 400, 1),  # Whisper's hop and n_fft
+    ((2, 200), 10, 32, 32, 1),  # a real [batch, length] signal, as torch's TorchScript exporter writes it
 ]
 
 

@@ -1,4 +1,5 @@
-"""STFT (opset 17): ``signal [batch, length, 1 | 2]`` -> ``[batch, frames, bins, 2]``.
+"""STFT (opset 17): ``signal [batch, length, 1 | 2]`` -> ``[batch, frames, bins, 2]``; a real
+``[batch, length]`` signal too, as onnxruntime accepts it (torch's TorchScript exporter writes that).
 
 Frame f holds samples ``f*frame_step .. f*frame_step + frame_length - 1``, times the window when
 one is given; ``frames = (length - frame_length) // frame_step + 1``, so the signal length may be a
@@ -46,12 +47,13 @@ class StftOp:
         frames = _frames(ctx)
         assert isinstance(frames.count, int)  # the signal's value is known, so is its length
         starts = np.arange(frames.count)[:, None] * frames.step + np.arange(frames.length)[None, :]
-        segments = to_complex(x)[:, starts] * window.astype(np.float64)
+        segments = to_complex(x if x.ndim == 3 else x[..., None])[:, starts] * window.astype(np.float64)
         spectrum = np.fft.fft(segments, axis=-1)[..., : frames.bins]
         return [np.stack([spectrum.real, spectrum.imag], axis=-1).astype(ctx.output_numpy_dtype())]
 
     def plan(self, ctx: PlanCtx) -> None:
-        batch, length, parts = ctx.input_dims(0)
+        dims = ctx.input_dims(0)
+        batch, length, parts = dims[0], dims[1], dims[2] if len(dims) == 3 else 1
         frames = _frames(ctx)
         spectrum = Spectrum(
             length=frames.length,
@@ -69,8 +71,8 @@ class StftOp:
 
 def _frames(ctx: NodeCtx) -> _Frames:
     dims = ctx.input_dims(0)
-    if len(dims) != 3 or (isinstance(dims[2], int) and dims[2] not in (1, 2)):
-        raise ctx.error(f"signal (input 0) must be [batch, length, 1 | 2], found shape {list(dims)}")
+    if len(dims) not in (2, 3) or (len(dims) == 3 and isinstance(dims[2], int) and dims[2] not in (1, 2)):
+        raise ctx.error(f"signal (input 0) must be [batch, length, 1 | 2] or [batch, length], found shape {list(dims)}")
     step = read_scalar(ctx, 1, "frame_step")
     if step < 1:
         raise ctx.error(f"frame_step is {step}; expected a positive step")
