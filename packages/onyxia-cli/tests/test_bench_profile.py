@@ -49,6 +49,7 @@ def test_runner_extras_summarize_the_profile(runner: OnyxiaRunner) -> None:
     assert sum(row["dispatches"] for row in profile["by_op_type"]) == profile["dispatches_per_step"]
     assert sum(row["share"] for row in profile["by_op_type"]) == pytest.approx(1.0)
     assert profile["host_encode_ms_per_step"] > 0 and profile["gpu_ms_per_step"] > 0
+    assert profile["host_dims_ms_per_step"] > 0  # each decode step moves the cache length
 
 
 def test_summary_keeps_the_top_ops_in_order() -> None:

@@ -70,6 +70,9 @@ class ExecutorStats:
     bind_groups_created: int = 0
     buffers_created: int = 0
     dimension_updates: int = 0
+    dimension_update_ns: int = (
+        0  # host time in update_dimensions(), over all calls (a decode step's share of host work)
+    )
     runs: int = 0
     dispatches_encoded: int = field(default=0)  # by the latest run (skipped 0-size dispatches excluded)
     bytes_read_back: int = 0  # outputs copied into the staging buffer, over all runs

@@ -16,6 +16,7 @@ call sees the plan as the previous call left it."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Collection, Mapping
 
 import numpy as np
@@ -234,6 +235,13 @@ class PlanExecutor:
 
         While some dims are still unbound the values are only recorded; the first run binds the rest
         from its input shapes and evaluates everything then."""
+        started = time.perf_counter_ns()
+        try:
+            self._update_dimensions(dims)
+        finally:
+            self.stats.dimension_update_ns += time.perf_counter_ns() - started
+
+    def _update_dimensions(self, dims: Mapping[str, int]) -> None:
         checked = checked_dims(dims)
         known = self._symbols | self.compiled.dims.keys()
         unknown = sorted(set(checked) - known)

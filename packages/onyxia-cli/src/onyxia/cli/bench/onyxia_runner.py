@@ -95,11 +95,14 @@ class OnyxiaRunner:
         if self.profile:
             profiles: list[RunProfile] = []
             session.profiles = profiles
+            dims_ns = executor.stats.dimension_update_ns
             try:
                 self.decode(self._last, self.profile_steps)
             finally:
                 session.profiles = None
             figures["profile"] = summarize_profiles(profiles)
+            steps = max(len(profiles), 1)  # update_dimensions() runs before each step's profiled run
+            figures["profile"]["host_dims_ms_per_step"] = (executor.stats.dimension_update_ns - dims_ns) / 1e6 / steps
         return figures
 
 

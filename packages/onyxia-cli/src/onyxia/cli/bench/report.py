@@ -185,11 +185,13 @@ def _print_memory(memory: dict[str, Any], onyxia: dict[str, Any], console: Conso
 
 
 def _print_profile(profile: dict[str, Any], console: Console) -> None:
+    dims = profile.get("host_dims_ms_per_step", 0.0)  # update_dimensions(): absent from older JSON
     console.print(
         f"profile ({profile['steps']} decode steps, {profile['dispatches_per_step']} dispatches each): "
         f"GPU {profile['gpu_ms_per_step']:.2f} ms/step summed over dispatches; host before submit "
-        f"{profile['host_prepare_ms_per_step'] + profile['host_encode_ms_per_step']:.2f} ms/step "
-        f"(inputs {profile['host_prepare_ms_per_step']:.2f}, encode {profile['host_encode_ms_per_step']:.2f})"
+        f"{dims + profile['host_prepare_ms_per_step'] + profile['host_encode_ms_per_step']:.2f} ms/step "
+        f"(dims {dims:.2f}, inputs {profile['host_prepare_ms_per_step']:.2f}, "
+        f"encode {profile['host_encode_ms_per_step']:.2f})"
     )
     by_type = Table(title="top ops by type (GPU ms per decode step)")
     for column in ("op type", "dispatches", "GPU ms", "share"):
