@@ -70,8 +70,8 @@ def test_dump_dir_writes_loadable_onnx_and_text_after_each_change(cli, chain_mod
         "000-input.txt",
         "004-ShapeInference.onnx",
         "004-ShapeInference.txt",
-        "023-FuseElementwise.onnx",
-        "023-FuseElementwise.txt",
+        "025-FuseElementwise.onnx",
+        "025-FuseElementwise.txt",
         "index.txt",
         "stats.txt",
         "weights.bin",
@@ -82,18 +82,18 @@ def test_dump_dir_writes_loadable_onnx_and_text_after_each_change(cli, chain_mod
         onnx.checker.check_model(str(path), full_check=True)  # external data resolved beside the file
     # w (2 KiB) is stored once for the three dumps; b (256 B) stays inline
     assert (out / "weights.bin").stat().st_size == 8 * 64 * 4
-    raw = onnx.load(str(out / "023-FuseElementwise.onnx"), load_external_data=False)
+    raw = onnx.load(str(out / "025-FuseElementwise.onnx"), load_external_data=False)
     locations = {t.name: t.data_location for t in raw.graph.initializer}
     assert locations == {"w": TensorProto.EXTERNAL, "b": TensorProto.DEFAULT}
-    fused = onnx.load(str(out / "023-FuseElementwise.onnx"))
+    fused = onnx.load(str(out / "025-FuseElementwise.onnx"))
     assert [(n.domain, n.op_type) for n in fused.graph.node] == [("", "MatMul"), ("com.onyxia", "FusedElementwise")]
     assert {o.domain for o in fused.opset_import} == {"", "com.onyxia"}
     np.testing.assert_array_equal(
         numpy_helper.to_array(next(t for t in fused.graph.initializer if t.name == "w")),
         numpy_helper.to_array(next(t for t in onnx.load(str(chain_model)).graph.initializer if t.name == "w")),
     )
-    text = (out / "023-FuseElementwise.txt").read_text()
-    assert text.startswith("# after pass FuseElementwise (OPTIMIZATION, run 23): 1 rewrite(s), 4 -> 2 nodes")
+    text = (out / "025-FuseElementwise.txt").read_text()
+    assert text.startswith("# after pass FuseElementwise (OPTIMIZATION, run 25): 1 rewrite(s), 4 -> 2 nodes")
     assert "# ops: MatMul x1, com.onyxia::FusedElementwise x1" in text
     assert "graph chain(" in text and "%" in text
 
@@ -125,8 +125,8 @@ def test_index_lists_every_run_and_stats_has_totals(cli, chain_model: Path, tmp_
     runs = [line for line in index if line[:3].isdigit()]
     assert runs[0].startswith("000  (as loaded)") and runs[0].endswith("000-input.onnx, 000-input.txt")
     resolution = ["SymbolicResolution", "MarkValueInputs", "InsertValueReadbacks"]
-    inference = ["ShapeInference", "RecordValueChecks"]
-    assert [line.split()[1] for line in runs[1:8]] == resolution + inference * 2
+    inference = ["ShapeInference", "RecordValueChecks", "LowerContribOps"]
+    assert [line.split()[1] for line in runs[1:10]] == resolution + inference * 2
     assert [int(line[:3]) for line in runs] == list(range(len(runs)))
     assert runs[-1].split()[1] == "Planning" and runs[-1].endswith("unchanged")
     assert sum(line.endswith("unchanged") for line in runs) == len(runs) - 3  # input + the two changes

@@ -58,8 +58,8 @@ def test_observers_see_every_run_in_order_with_the_graph(registry: OperatorRegis
     assert [(i, n, st, c) for i, n, st, c, _ in seen] == [(r.index, r.name, r.stage, r.changed) for r in pipeline.runs]
     names = [s[1] for s in seen]
     resolution = ["SymbolicResolution", "MarkValueInputs", "InsertValueReadbacks"]
-    inference = ["ShapeInference", "RecordValueChecks"]
-    assert names[:7] == resolution + inference * 2  # inference settles in 2 rounds
+    inference = ["ShapeInference", "RecordValueChecks", "LowerContribOps"]
+    assert names[:9] == resolution + inference * 2  # inference settles in 2 rounds
     assert names.count("twice") == 3  # changed, changed, settled
     assert names[-1] == "Planning"
     assert [s[2] for s in seen] == sorted(s[2] for s in seen), "stages run in order"
@@ -140,7 +140,7 @@ def test_failed_compile_keeps_stats_and_still_logs_them(
         pipeline.compile(_graph())
     names = [s.name for s in pipeline.stats]
     resolution = ["SymbolicResolution", "MarkValueInputs", "InsertValueReadbacks"]
-    assert names[:6] == [*resolution, "ShapeInference", "RecordValueChecks", "ConstantFolding"]
+    assert names[:7] == [*resolution, "ShapeInference", "RecordValueChecks", "LowerContribOps", "ConstantFolding"]
     assert "Broken" not in names
     assert "ConstantFolding" in caplog.records[0].getMessage()
 
