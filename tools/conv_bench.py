@@ -12,7 +12,9 @@ model family whose convolutions dominate its run time:
   average and a Gemm classifier.
 
 Prints per model: Onyxia's and onnxruntime's median run (after warm-up) and their ratio, plus the largest
-output difference relative to onnxruntime's largest magnitude.
+output difference relative to onnxruntime's largest magnitude. With ``--fused`` Onyxia compiles with com.onyxia
+FusedConv registered and the FuseConvEpilogue pass before FuseElementwise (activations and residual Adds folded
+into the conv kernels), as the built-in registry will once it lists them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -33,6 +36,10 @@ import onyxia.compiler
 import onyxia.onnx
 import onyxia.operators
 from onyxia.cli.commands.run import bind_dims
+from onyxia.core import OperatorRegistry
+from onyxia.operators.family import ONYXIA_DOMAIN
+from onyxia.operators.passes import FuseConvEpilogue
+from onyxia.operators.vision.conv import CONV_ONYXIA
 from onyxia.runtime import Runtime
 
 
@@ -54,7 +61,7 @@ class _Builder:
         self.inits.append(onnx.numpy_helper.from_array(array.astype(np.float32), name))
         return name
 
-    def node(self, op: str, inputs: list[str], outputs: int = 1, **attrs: object) -> list[str]:
+    def node(self, op: str, inputs: list[str], outputs: int = 1, **attrs: Any) -> list[str]:
         names = [self.name(op.lower()) for _ in range(outputs)]
         self.nodes.append(helper.make_node(op, inputs, names, **attrs))
         return names
@@ -189,16 +196,23 @@ def _median(run: Callable[[], object], runs: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
-def bench(name: str, runs: int, runtime: Runtime, directory: Path) -> str:
+def _registry(fused: bool) -> OperatorRegistry:
+    registry = onyxia.operators.core_operator_registry()
+    if fused:
+        registry.register_family(ONYXIA_DOMAIN, CONV_ONYXIA)
+        names = [p.name for p in registry.passes]
+        registry.passes.insert(names.index("FuseElementwise"), FuseConvEpilogue())
+    return registry
+
+
+def bench(name: str, runs: int, runtime: Runtime, directory: Path, fused: bool) -> str:
     import onnxruntime as ort
 
     model, inputs = MODELS[name]()
     path = directory / f"{name}.onnx"
     onnx.save(model, path)
     graph = onyxia.onnx.load_and_parse_model(path)
-    compiled = onyxia.compiler.CompilerPipeline(onyxia.operators.core_operator_registry()).compile(
-        graph, bind_dims(graph, inputs, {})
-    )
+    compiled = onyxia.compiler.CompilerPipeline(_registry(fused)).compile(graph, bind_dims(graph, inputs, {}))
     executor = runtime.load_model(compiled)
     ours, outputs = _median(lambda: executor.run(inputs), runs)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -216,13 +230,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="*", help=f"some of {list(MODELS)} (default: all)")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--fused", action="store_true", help="register FusedConv and FuseConvEpilogue")
     args = parser.parse_args()
     runtime = Runtime()
     print("| model | Onyxia run (ms) | ORT CPU run (ms) | ratio | max rel. error | size |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as directory:
         for name in args.models or list(MODELS):
-            print(bench(name, args.runs, runtime, Path(directory)), flush=True)
+            print(bench(name, args.runs, runtime, Path(directory), args.fused), flush=True)
     return 0
 
 

@@ -6,6 +6,7 @@ from onyxia.core import FixedPoint, Pass
 from onyxia.operators.passes.alias_buffers import BufferAliasingPass
 from onyxia.operators.passes.eliminate_common_subexpressions import CommonSubexpressionEliminationPass
 from onyxia.operators.passes.eliminate_dead_code import DeadCodeEliminationPass
+from onyxia.operators.passes.fuse_conv_epilogue import FuseConvEpilogue
 from onyxia.operators.passes.fusions import (
     CancelTransposes,
     ElementwiseFusionPass,
@@ -34,6 +35,7 @@ __all__ = [
     "ElementwiseFusionPass",
     "FoldTransposeIntoMatMul",
     "FuseAttention",
+    "FuseConvEpilogue",
     "FuseElementwise",
     "FuseKvCache",
     "FuseMatMulBias",

@@ -24,11 +24,14 @@ from onyxia.core import (
 )
 from onyxia.core.shapes import dims_product
 from onyxia.operators.family import named_rows
-from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
+from onyxia.operators.layout import WORKGROUP_SIZE
 from onyxia.operators.typesets import FLOATS, require_dtype
+from onyxia.operators.vision.conv_fusion import FUSED_ACTIVATIONS
+from onyxia.operators.vision.conv_gemm import Epilogue, bind_epilogue, conv_shape, plan_tiled
+from onyxia.operators.vision.conv_variants import choose_variant
 from onyxia.operators.vision.geometry import Window, forward_window, transpose_window
 
-__all__ = ["CONV", "ConvOp"]
+__all__ = ["CONV", "CONV_ONYXIA", "ConvOp"]
 
 _SOURCE = load_wgsl(__package__, "conv.wgsl")
 
@@ -55,6 +58,7 @@ class ConvOp(OperatorBase):
     window: Callable[[NodeCtx, Sequence[SymbolicDim], Sequence[int]], Window]
     channels: Callable[[Sequence[int], int], _Channels]
     mode: str  # the shader's MODE def
+    fused: bool = False  # com.onyxia FusedConv: attributes activation (alpha, lo, hi), input 3 a residual
     name: str = "conv"
 
     def _geometry(self, ctx: NodeCtx) -> tuple[Window, _Channels]:
@@ -82,19 +86,40 @@ class ConvOp(OperatorBase):
         dims = [ctx.input_dims(0)[0], channels.out, *window.out]
         return [TensorType(ctx.input_dtype(0), shape_of(dims))]
 
+    def _epilogue(self, ctx: PlanCtx) -> Epilogue:
+        """FusedConv's activation and residual (conv_fusion.py made them); a plain Conv has none."""
+        if not self.fused:
+            return Epilogue()
+        activation = ctx.attr_str("activation", "none")
+        if activation not in FUSED_ACTIVATIONS:
+            raise ctx.error(f"has activation '{activation}'; expected one of {', '.join(FUSED_ACTIVATIONS)}")
+        constants: tuple[tuple[str, float], ...] = ()
+        if activation == "leaky_relu":
+            constants = (("ALPHA", ctx.attr_float("alpha", 0.01)),)
+        if activation == "clip":
+            constants = (("LO", ctx.attr_float("lo")), ("HI", ctx.attr_float("hi")))
+        residual = 3 if ctx.has_input(3) else None
+        if residual is not None and list(ctx.input_dims(3)) != list(ctx.output_dims(0)):
+            raise ctx.error(f"input 3 (residual) has shape {ctx.input_shape(3)}; expected the output's")
+        return Epilogue(activation, constants, residual)
+
     def plan(self, ctx: PlanCtx) -> None:
         window, channels = self._geometry(ctx)
-        inputs = [i for i in range(3) if ctx.has_input(i)]
-        for i in inputs:
-            require_dtype(ctx, ctx.input_dtype(i), FLOATS, f"input {i}")
+        for i in range(4):
+            if ctx.has_input(i):
+                require_dtype(ctx, ctx.input_dtype(i), FLOATS, f"input {i}")
         total = dims_product(ctx.output_dims(0))
         if total == 0:
             return
-        types = {name: ctx.input_dtype(i) for i, name in zip(inputs, ("X_T", "W_T", "B_T"))}
-        defs = {**type_defs(**types, Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
-        defs["MODE"] = self.mode
-        if ctx.has_input(2):
-            defs["HAS_BIAS"] = True
+        epilogue = self._epilogue(ctx)
+        shape = conv_shape(ctx, window, channels.in_per_group, channels.out_per_group, self.mode == "transpose")
+        variant = choose_variant(shape, f"node '{ctx.node.name}' ({ctx.node.op_type})")
+        if variant.kernel != "direct":
+            plan_tiled(ctx, window, ctx.attr_int("group", 1), variant, epilogue)
+            return
+        defs: dict[str, object] = {"WORKGROUP_SIZE": WORKGROUP_SIZE, "MODE": self.mode}
+        reads = [ctx.input(0), ctx.input(1)]
+        bind_epilogue(ctx, epilogue, reads, defs)
         dims = {
             "TOTAL": total,
             "C": ctx.input_dims(0)[1],
@@ -103,8 +128,7 @@ class ConvOp(OperatorBase):
             "MG": channels.out_per_group,
             **window.volume(),
         }
-        shader = ctx.compile_shader("vision/conv", _SOURCE, defs, dims)
-        reads = [ctx.input(i) for i in inputs]
+        shader = ctx.compile_shader(f"vision/conv@{variant.name}", _SOURCE, defs, dims)
         ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(total, WORKGROUP_SIZE))
 
 
@@ -114,3 +138,4 @@ CONV: dict[str, ConvOp] = named_rows(
         "ConvTranspose": ConvOp(transpose_window, _transpose_channels, "transpose"),
     }
 )
+CONV_ONYXIA: dict[str, ConvOp] = {"FusedConv": ConvOp(forward_window, _direct_channels, "direct", True, "FusedConv")}

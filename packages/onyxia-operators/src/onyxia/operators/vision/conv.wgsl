@@ -1,8 +1,8 @@
 // Direct convolution, one invocation per output element, gathering over its group's input channels
 // and the kernel window. Conv reads forward taps; ConvTranspose gathers the input positions whose
 // scattered window covers this output position, so no atomics or scratch buffers are needed.
-// Bindings: 0 in_x, 1 in_w, [2 in_b when HAS_BIAS] (read), then out_y (write).
-// Defs: X_T, W_T, B_T, Y_T  WGSL storage types (accumulation is f32)
+// Bindings: 0 in_x, 1 in_w, then conv_epilogue's (bias, residual, out_y) at BIND_B, BIND_R, BIND_Y.
+// Defs: X_T, W_T, B_T, Y_T  WGSL storage types (accumulation is f32); conv_epilogue's ACTIVATION & co.
 //       MODE             direct (Conv: W is [M, C/group, KD, KH, KW]) | transpose (ConvTranspose: W
 //                        is [C, M/group, KD, KH, KW])
 //       HAS_BIAS         flag: input 2 is the per-output-channel bias
@@ -17,15 +17,10 @@
 enable f16;
 #endif
 #import onyxia::entry
+#import onyxia::conv_epilogue
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 @group(0) @binding(1) var<storage, read> in_w: array<#{W_T}>;
-#ifdef HAS_BIAS
-@group(0) @binding(2) var<storage, read> in_b: array<#{B_T}>;
-@group(0) @binding(3) var<storage, read_write> out_y: array<#{Y_T}>;
-#else
-@group(0) @binding(2) var<storage, read_write> out_y: array<#{Y_T}>;
-#endif
 
 // The input coordinate output coordinate `o` reads through kernel tap `k`, or -1 when it falls in
 // the padding (direct) or between strided input positions (transpose).
@@ -86,8 +81,5 @@ fn element(i: u32) {
             }
         }
     }
-#ifdef HAS_BIAS
-    acc += f32(in_b[m]);
-#endif
-    out_y[i] = #{Y_T}(acc);
+    store(i, acc, bias(m));
 }

@@ -1,0 +1,63 @@
+// Depthwise Conv (one input channel per group): each output channel m reads only input channel m / MG, so
+// there is no reduction over channels to share between lanes. One invocation computes 4 neighbouring outputs of
+// one output row of channel m (the workgroup's y): per (kd, kh) it loads the SPAN input columns those 4 read once
+// and shares them across the kw taps; the weights depend on the workgroup only (uniform scalar loads).
+// Bindings: 0 in_x, 1 in_w (the graph's [M, 1, KD, KH, KW]), then conv_epilogue's at BIND_B, BIND_R, BIND_Y.
+// Defs: X_T, W_T, F16, conv_epilogue's, LANES. Dims: C, M, MG, OWQ (= ceil(OW / 4)), QUADS (= OD * OH * OWQ), P
+//       (= OD * OH * OW) and the volume (geometry.py).
+// Dispatch: (ceil(QUADS / LANES), M, N).
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::conv_epilogue
+
+@group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
+@group(0) @binding(1) var<storage, read> in_w: array<#{W_T}>;
+
+const SPAN: u32 = 3u * #{SW} + (#{KW} - 1u) * #{DW} + 1u;  // input columns of 4 outputs
+
+@compute @workgroup_size(#{LANES})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let quad = wid.x * #{LANES}u + lid.x;
+    let qc = min(quad, #{QUADS} - 1u);
+    let ow0 = (qc % #{OWQ}) * 4u;
+    let rest = qc / #{OWQ};
+    let oh = rest % #{OH};
+    let od = rest / #{OH};
+    let m = wid.y;
+    let n = wid.z;
+    let volume = (n * #{C} + m / #{MG}) * #{D};
+    let iw0 = i32(ow0 * #{SW}) - i32(#{PW});
+    var acc = vec4<f32>(0.0);
+    for (var kd = 0u; kd < #{KD}; kd++) {
+        let id = i32(od * #{SD} + kd * #{DD}) - i32(#{PD});
+        let d_inside = id >= 0 && id < i32(#{D});
+        for (var kh = 0u; kh < #{KH}; kh++) {
+            let ih = i32(oh * #{SH} + kh * #{DH}) - i32(#{PH});
+            let inside = d_inside && ih >= 0 && ih < i32(#{H});
+            let row = ((volume + u32(clamp(id, 0, i32(#{D}) - 1))) * #{H} + u32(clamp(ih, 0, i32(#{H}) - 1))) * #{W};
+            var xs: array<f32, SPAN>;
+            for (var s = 0u; s < SPAN; s++) {
+                let iw = iw0 + i32(s);
+                let ok = inside && iw >= 0 && iw < i32(#{W});
+                xs[s] = select(0.0, f32(in_x[row + u32(clamp(iw, 0, i32(#{W}) - 1))]), ok);
+            }
+            let k0 = ((m * #{KD} + kd) * #{KH} + kh) * #{KW};
+            for (var kw = 0u; kw < #{KW}; kw++) {
+                let wv = f32(in_w[k0 + kw]);
+                let t = kw * #{DW};
+                acc += vec4<f32>(xs[t], xs[t + #{SW}], xs[t + 2u * #{SW}], xs[t + 3u * #{SW}]) * wv;
+            }
+        }
+    }
+    if (quad >= #{QUADS}) {
+        return;
+    }
+    let b = bias(m);
+    let base = (n * #{M} + m) * #{P} + (od * #{OH} + oh) * #{OW} + ow0;
+    for (var j = 0u; j < 4u; j++) {
+        if (ow0 + j < #{OW}) {
+            store(base + j, acc[j], b);
+        }
+    }
+}

@@ -1,0 +1,152 @@
+"""Planning the tiled convolutions: the implicit GEMM kernels (``conv_gemm.wgsl``) and the depthwise one.
+
+`conv_shape` reads what the variant table (`conv_variants`) decides on; `plan_tiled` packs the weights,
+writes the defs and dispatches the chosen kernel. The GEMM kernels read W pre-packed at load (`packed_weights`):
+[G][CG * KD * KH * KW][MGQ * 4] with the channels past MG zero (MGQ: the group's channels over 4, rounded up to
+whole lanes), so each lane reads its 4 * VPL output channels of a tap as VPL adjacent vec4s. The packing is lazy (it runs when
+the runtime uploads the constant), and the graph's W is not uploaded unless another node binds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from onyxia.core import BufferRef, PlanCtx, SymbolicDim, TensorValue, load_wgsl
+from onyxia.operators.layout import type_defs
+from onyxia.operators.vision.conv_variants import ConvShape, ConvVariant
+from onyxia.operators.vision.geometry import Window
+
+__all__ = ["Epilogue", "bind_epilogue", "conv_shape", "plan_tiled"]
+
+_SOURCES = {
+    "rows": load_wgsl(__package__, "conv_gemm.wgsl"),
+    "pointwise": load_wgsl(__package__, "conv_gemm.wgsl"),
+    "depthwise": load_wgsl(__package__, "conv_depthwise.wgsl"),
+}
+_LABELS = {"rows": "vision/conv_gemm", "pointwise": "vision/conv_gemm", "depthwise": "vision/conv_depthwise"}
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What the kernel does after the sum: an activation (conv_epilogue.wgsl's ACTIVATION, with its
+    constants as f32 literals) and whether a residual input (same shape as the output) is added after it."""
+
+    activation: str = "none"
+    constants: tuple[tuple[str, float], ...] = ()  # ("ALPHA", 0.1), ("LO", 0.0), ("HI", 6.0)
+    residual: int | None = None  # the node input holding the residual
+
+    def defs(self) -> dict[str, object]:
+        return {"ACTIVATION": self.activation, **{k: f"{float(v)!r}" for k, v in self.constants}}
+
+
+def bind_epilogue(ctx: PlanCtx, epilogue: Epilogue, reads: list[BufferRef], defs: dict[str, object]) -> None:
+    """Append the bias (input 2) and residual reads after X and W, with conv_epilogue.wgsl's defs."""
+    types = type_defs(X_T=ctx.input_dtype(0), W_T=ctx.input_dtype(1), Y_T=ctx.output_tensor(0).dtype)
+    defs |= {**types, **epilogue.defs()}
+    if ctx.has_input(2):
+        defs |= {**type_defs(B_T=ctx.input_dtype(2)), "HAS_BIAS": True, "BIND_B": len(reads)}
+        reads.append(ctx.input(2))
+    if epilogue.residual is not None:
+        defs |= {"RESIDUAL": True, "BIND_R": len(reads)}
+        reads.append(ctx.input(epilogue.residual))
+    defs["BIND_Y"] = len(reads)
+
+
+def _known(ctx: PlanCtx, i: int) -> object | None:
+    tensor = ctx.input_tensor(i)
+    source = tensor.initializer if tensor.initializer is not None else tensor.value
+    if source is None or (isinstance(source, np.ndarray) and source.dtype == object):
+        return None
+    return source
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _static(dims: Mapping[str, SymbolicDim]) -> dict[str, int]:
+    """The static entries of `dims` (all of them, for a conv `conv_shape` calls static)."""
+    return {k: v for k, v in dims.items() if isinstance(v, int)}
+
+
+def conv_shape(ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool) -> ConvShape:
+    """The variant rules' view of this conv (every number 0 where not static)."""
+    volume = _static(window.volume())
+    static = len(volume) == len(window.volume()) and all(isinstance(d, int) for d in ctx.input_dims(0)[1:])
+    kernel = tuple(volume[f"K{a}"] for a in "DHW") if static else ()
+    pixels = volume["OD"] * volume["OH"] * volume["OW"] if static else 0
+    tiles = volume["OD"] * volume["OH"] * _cdiv(volume["OW"], 8) if static else 0
+    return ConvShape(
+        transpose=transpose,
+        static=static,
+        packable=_known(ctx, 1) is not None,
+        cg=cg,
+        mg=mg,
+        kernel=kernel,
+        strides=tuple(window.strides),
+        pads=(*window.pads_begin, *window.pads_end),
+        pixels=pixels,
+        row_tiles=tiles,
+    )
+
+
+def packed_weights(ctx: PlanCtx, group: int, taps: int, mg: int, columns: int) -> BufferRef:
+    """Input 1 ([M, CG, k...], `taps` = CG * k... per output channel) as [G][taps][columns] (see the module
+    docstring)."""
+    tensor = ctx.input_tensor(1)
+    source = _known(ctx, 1)
+
+    def load() -> np.ndarray:
+        data = source.numpy() if isinstance(source, TensorValue) else np.asarray(source)
+        w = data.reshape(group, mg, taps).transpose(0, 2, 1)  # [G, K, MG]
+        packed = np.zeros((group, taps, columns), data.dtype)
+        packed[:, :, :mg] = w
+        return packed.reshape(-1)
+
+    key = f"{tensor.name}:conv-packed-{columns}"
+    return ctx.constant(key, TensorValue(tensor.dtype, (group * taps * columns,), load, name=key))
+
+
+def _items(count: int) -> str:
+    """An unrolled `#for` loop's items: "0 1 ... count-1"."""
+    return " ".join(str(i) for i in range(count))
+
+
+def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, epilogue: Epilogue) -> None:
+    """Dispatch `variant`'s kernel for this Conv (input 0 X, 1 W, optional 2 B) with `epilogue`."""
+    x, w = ctx.input_dims(0), ctx.require_static(1)
+    c, m = w[1] * group, w[0]
+    cg, mg = c // group, m // group
+    volume = _static(window.volume())  # conv_shape found every dim static
+    pixels = volume["OD"] * volume["OH"] * volume["OW"]
+    kernel = variant.kernel
+    defs: dict[str, object] = {"LANES": variant.lanes}
+    vpl = variant.channels // 4  # vec4s of output channels per lane
+    quads = _cdiv(_cdiv(mg, 4), vpl) * vpl
+    taps = cg * int(np.prod(w[2:]))
+    weights = ctx.input(1) if kernel == "depthwise" else packed_weights(ctx, group, taps, mg, quads * 4)
+    reads = [ctx.input(0), weights]
+    bind_epilogue(ctx, epilogue, reads, defs)
+    dims: dict[str, object] = {"C": c, "M": m, "CG": cg, "MG": mg, "P": pixels, **volume}
+    batch = x[0]
+    if kernel == "depthwise":
+        runs = volume["OD"] * volume["OH"] * _cdiv(volume["OW"], 4)
+        dims |= {"OWQ": _cdiv(volume["OW"], 4), "QUADS": runs}
+        workgroups: tuple[SymbolicDim, ...] = (_cdiv(runs, variant.lanes), m, batch)
+    else:
+        owt = _cdiv(volume["OW"], variant.pixels)
+        dims |= {"MGQ": quads, "KG": taps, "OWT": owt}
+        span = (variant.pixels - 1) * window.strides[-1] + (w[-1] - 1) * window.dilations[-1] + 1
+        defs |= {"PIX": variant.pixels, kernel.upper(): True, "PIXELS": _items(variant.pixels)}
+        defs |= {"QUADS_OF_PIX": _items(variant.pixels // 4), "SPANS": _items(span), "KWS": _items(w[-1])}
+        tiles = _cdiv(pixels, variant.pixels) if kernel == "pointwise" else pixels // volume["OW"] * owt
+        if kernel == "pointwise" and pixels % 4 == 0 and variant.pixels % 4 == 0:
+            defs["X_VEC4"] = True
+        defs |= {"VPL": vpl, "VECS": _items(vpl)}
+        workgroups = (group * _cdiv(quads // vpl, variant.lanes), tiles, batch)
+    label = f"{_LABELS[kernel]}@{variant.name}"
+    shader = ctx.compile_shader(label, _SOURCES[kernel], defs, dims)  # type: ignore[arg-type]
+    ctx.dispatch(shader, reads, [ctx.output(0)], workgroups)

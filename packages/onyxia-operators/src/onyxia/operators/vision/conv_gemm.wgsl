@@ -1,0 +1,148 @@
+// Conv as an implicit GEMM: y[m, pixel] = sum over k = (c, kd, kh, kw) of w[m, k] * x[c, tap(pixel, k)].
+// A workgroup of LANES invocations covers PIX output pixels; each lane owns 4 * VPL output channels of one group
+// and keeps a PIX x 4 * VPL register tile, so each loaded value feeds many sums. This is what matters on lavapipe:
+// its loads run one lane at a time (a bounds-checked scalar load per lane and component), ~100x the cost of an
+// 8-lane FMA, so the kernel is shaped to load as little per FMA as it can. The x reads depend on the workgroup
+// only (the same for every lane), the weights are one vec4 per lane, channel quad and tap from the pre-packed W.
+// ROWS takes its PIX pixels from one output row and loads, per (c, kd, kh), the SPAN input columns they read
+// once, shared by the kw taps; POINTWISE (1 x 1, stride 1, no pads) takes PIX consecutive pixels of the
+// flattened image, read as vec4s with X_VEC4.
+// Bindings: 0 in_x, 1 in_w (packed, below), then conv_epilogue's at BIND_B, BIND_R, BIND_Y.
+// Weights: [G][KG][MGQ] of vec4<W_T>: KG = CG * KD * KH * KW taps per group in (c, kd, kh, kw) order, MGQ = the
+//       group's output channels over 4, rounded up to whole lanes (the channels past MG zero).
+// Defs: X_T, W_T (storage types; sums are f32), F16, conv_epilogue's (bias, activation, residual), LANES, PIX,
+//       VPL, ROWS | POINTWISE, X_VEC4 (POINTWISE, P % 4 == 0 and PIX % 4 == 0: x is read four pixels at a time);
+//       the unrolled loops' items PIXELS (0 .. PIX - 1), QUADS_OF_PIX (0 .. PIX / 4 - 1), SPANS (0 .. SPAN - 1),
+//       KWS (0 .. KW - 1), VECS (0 .. VPL - 1)
+// Dims: C, M, CG, MG, MGQ, KG, OWT (pixel tiles per output row), P (= OD * OH * OW), and the volume (geometry.py).
+// Dispatch: (G * ceil(MGQ / (VPL * LANES)), pixel tiles, N).
+#ifdef F16
+enable f16;
+#endif
+#import onyxia::conv_epilogue
+
+#ifdef X_VEC4
+@group(0) @binding(0) var<storage, read> in_x: array<vec4<#{X_T}>>;
+#else
+@group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
+#endif
+@group(0) @binding(1) var<storage, read> in_w: array<vec4<#{W_T}>>;
+
+const PIX: u32 = #{PIX}u;
+const VPL: u32 = #{VPL}u;
+const SPAN: u32 = (PIX - 1u) * #{SW} + (#{KW} - 1u) * #{DW} + 1u;  // input columns of one row tile
+
+fn weights(g: u32, k: u32, q: u32) -> vec4<f32> {
+    return vec4<f32>(in_w[(g * #{KG} + k) * #{MGQ} + q]);
+}
+
+#ifdef POINTWISE
+fn product(n: u32, g: u32, q: u32, p0: u32) -> array<vec4<f32>, PIX * VPL> {
+    var acc: array<vec4<f32>, PIX * VPL>;
+    for (var c = 0u; c < #{CG}; c++) {
+        let base = (n * #{C} + g * #{CG} + c) * #{P};
+#for v in #{VECS}
+        let w#{v} = weights(g, c, q + #{v}u);
+#endfor
+#ifdef X_VEC4
+#for u in #{QUADS_OF_PIX}
+        let x#{u} = vec4<f32>(in_x[(base + min(p0 + #{u}u * 4u, #{P} - 4u)) / 4u]);
+#for v in #{VECS}
+        acc[(#{u} * 4) * #{VPL} + #{v}] += x#{u}.x * w#{v};
+        acc[(#{u} * 4 + 1) * #{VPL} + #{v}] += x#{u}.y * w#{v};
+        acc[(#{u} * 4 + 2) * #{VPL} + #{v}] += x#{u}.z * w#{v};
+        acc[(#{u} * 4 + 3) * #{VPL} + #{v}] += x#{u}.w * w#{v};
+#endfor
+#endfor
+#else
+#for j in #{PIXELS}
+        let x#{j} = f32(in_x[base + min(p0 + #{j}u, #{P} - 1u)]);
+#for v in #{VECS}
+        acc[#{j} * #{VPL} + #{v}] += x#{j} * w#{v};
+#endfor
+#endfor
+#endif
+    }
+    return acc;
+}
+#else
+fn product(n: u32, g: u32, q: u32, od: u32, oh: u32, ow0: u32) -> array<vec4<f32>, PIX * VPL> {
+    var acc: array<vec4<f32>, PIX * VPL>;
+    let iw0 = i32(ow0 * #{SW}) - i32(#{PW});
+    for (var c = 0u; c < #{CG}; c++) {
+        let volume = (n * #{C} + g * #{CG} + c) * #{D};
+        for (var kd = 0u; kd < #{KD}; kd++) {
+            let id = i32(od * #{SD} + kd * #{DD}) - i32(#{PD});
+            if (id < 0 || id >= i32(#{D})) {
+                continue;
+            }
+            for (var kh = 0u; kh < #{KH}; kh++) {
+                let ih = i32(oh * #{SH} + kh * #{DH}) - i32(#{PH});
+                if (ih < 0 || ih >= i32(#{H})) {
+                    continue;
+                }
+                let row = ((volume + u32(id)) * #{H} + u32(ih)) * #{W};
+                var xs: array<f32, SPAN>;
+#for s in #{SPANS}
+                let iw#{s} = iw0 + #{s};
+                xs[#{s}] = select(0.0, f32(in_x[row + u32(clamp(iw#{s}, 0, i32(#{W}) - 1))]), iw#{s} >= 0 && iw#{s} < i32(#{W}));
+#endfor
+                let k0 = ((c * #{KD} + kd) * #{KH} + kh) * #{KW};
+#for kw in #{KWS}
+#for v in #{VECS}
+                let w#{kw}_#{v} = weights(g, k0 + #{kw}u, q + #{v}u);
+#endfor
+#for j in #{PIXELS}
+#for v in #{VECS}
+                acc[#{j} * #{VPL} + #{v}] += xs[#{j} * #{SW} + #{kw} * #{DW}] * w#{kw}_#{v};
+#endfor
+#endfor
+#endfor
+            }
+        }
+    }
+    return acc;
+}
+#endif
+
+@compute @workgroup_size(#{LANES})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let blocks = (#{MGQ} / VPL + #{LANES}u - 1u) / #{LANES}u;  // workgroups per group
+    let g = wid.x / blocks;
+    let lane = (wid.x % blocks) * #{LANES}u + lid.x;
+    let q = min(lane, #{MGQ} / VPL - 1u) * VPL;  // this lane's first channel quad in the group
+    let n = wid.z;
+#ifdef POINTWISE
+    let p0 = wid.y * PIX;
+    let acc = product(n, g, q, p0);
+#else
+    let owt = wid.y % #{OWT};
+    let rest = wid.y / #{OWT};
+    let oh = rest % #{OH};
+    let od = rest / #{OH};
+    let ow0 = owt * PIX;
+    let acc = product(n, g, q, od, oh, ow0);
+    let p0 = (od * #{OH} + oh) * #{OW} + ow0;
+#endif
+    if (lane * VPL >= #{MGQ}) {
+        return;
+    }
+    for (var r = 0u; r < 4u * VPL; r++) {
+        let mg = q * 4u + r;
+        if (mg >= #{MG}) {
+            break;
+        }
+        let m = g * #{MG} + mg;
+        let b = bias(m);
+        let out_base = (n * #{M} + m) * #{P} + p0;
+#for j in #{PIXELS}
+#ifdef POINTWISE
+        if (p0 + #{j}u < #{P}) {
+#else
+        if (ow0 + #{j}u < #{OW}) {
+#endif
+            store(out_base + #{j}u, acc[#{j} * #{VPL} + r / 4u][r % 4u], b);
+        }
+#endfor
+    }
+}

@@ -1,0 +1,109 @@
+"""Which kernel runs a Conv: one table of variants, the first that fits the conv's shape and the adapter wins.
+
+A variant names a kernel (``conv_gemm.wgsl`` as ROWS or POINTWISE, ``conv_depthwise.wgsl``, or ``conv.wgsl``,
+the direct one-invocation-per-output kernel that also serves ConvTranspose), the conditions it needs of the
+conv (`ConvShape`) and of the adapter (`Needs`, as the matmul variants), and its tile. The chosen row's name
+ends the shader label (``vision/conv_gemm@rows``), so a compiled plan records it. ``force_variants({"conv":
+name})`` (`onyxia.core.adapter_facts`) picks a row by name; a forced row that does not fit the conv is an
+error, so the tests can run every kernel on lavapipe.
+
+Tiles (the CPU rows, measured on lavapipe, Mesa 25.0 / LLVM 15 on 2 AMD EPYC cores): every storage load there
+runs lane by lane (a bounds-checked scalar load per lane and vector component, ~100x an 8-lane FMA), whether or not
+its address is the same for all lanes, so a tile is sized to feed many sums per loaded value. 8 lanes x 4 output
+channels x 8 pixels won: 16 pixels or 8 channels per lane spill more than they save (within noise), 4 pixels is
+~1.5x slower. Against the direct kernel (one invocation per output) the GEMM rows are 5-7x faster on YOLO-sized
+3 x 3 and 1 x 1 convs, the depthwise row ~2x. GPUs get 16-lane (GEMM) and 64-lane (depthwise) workgroups, where
+per-lane loads are cheap; not measured here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from onyxia.core import PlanningError
+from onyxia.core.adapter_facts import adapter_facts, forced_variant
+from onyxia.operators.matmul.variants import Needs
+
+__all__ = ["FAMILY", "VARIANTS", "ConvShape", "ConvVariant", "choose_variant"]
+
+FAMILY = "conv"  # the `force_variants` key of this table
+_MAX_GROUPS = 65535  # WebGPU's maxComputeWorkgroupsPerDimension
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """What the variant rules read of one Conv (forward convs; ConvTranspose is always `direct`)."""
+
+    transpose: bool
+    static: bool  # every dim but the batch is a compile-time number
+    packable: bool  # W is known at compile time (an initializer or a folded constant)
+    cg: int  # input channels per group
+    mg: int  # output channels per group
+    kernel: tuple[int, ...]  # KD, KH, KW
+    strides: tuple[int, ...]
+    pads: tuple[int, ...]  # begin then end, per axis
+    pixels: int  # output pixels per image (OD * OH * OW), 0 when not static
+    row_tiles: int  # OD * OH * ceil(OW / 8): the rows kernel's workgroups per image
+
+    @property
+    def forward(self) -> bool:
+        return not self.transpose and self.static
+
+
+def _depthwise(s: ConvShape) -> bool:
+    return s.forward and s.cg == 1
+
+
+def _pointwise(s: ConvShape) -> bool:
+    one = all(k == 1 for k in s.kernel) and all(v == 1 for v in s.strides) and not any(s.pads)
+    return s.forward and s.packable and one and -(-s.pixels // 8) <= _MAX_GROUPS
+
+
+def _rows(s: ConvShape) -> bool:
+    return s.forward and s.packable and s.row_tiles <= _MAX_GROUPS
+
+
+def _any(s: ConvShape) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class ConvVariant:
+    """One way to run a Conv (see the module docstring)."""
+
+    name: str
+    kernel: str  # "pointwise" | "rows" | "depthwise" | "direct"
+    fits: Callable[[ConvShape], bool]
+    needs: Needs = field(default_factory=Needs)
+    lanes: int = 8  # invocations per workgroup
+    pixels: int = 8  # output pixels per workgroup (gemm kernels)
+    channels: int = 4  # output channels per lane (gemm kernels; a multiple of 4)
+
+
+_CPU = Needs(cpu=True)
+_GPU = Needs(invocations=64)  # every adapter WebGPU allows has 256
+
+VARIANTS: tuple[ConvVariant, ...] = (
+    ConvVariant("depthwise", "depthwise", _depthwise, _CPU, lanes=8),
+    ConvVariant("pointwise", "pointwise", _pointwise, _CPU),
+    ConvVariant("rows", "rows", _rows, _CPU),
+    ConvVariant("depthwise_gpu", "depthwise", _depthwise, _GPU, lanes=64),
+    ConvVariant("pointwise_gpu", "pointwise", _pointwise, _GPU, lanes=16),
+    ConvVariant("rows_gpu", "rows", _rows, _GPU, lanes=16),
+    ConvVariant("direct", "direct", _any),
+)
+
+
+def choose_variant(shape: ConvShape, where: str) -> ConvVariant:
+    """The forced row (which must fit), else the first row that fits the conv and the adapter."""
+    forced = forced_variant(FAMILY)
+    if forced is not None:
+        row = next((v for v in VARIANTS if v.name == forced), None)
+        if row is None:
+            raise PlanningError(f"{where}: no conv variant '{forced}' (known: {', '.join(v.name for v in VARIANTS)})")
+        if not row.fits(shape):
+            raise PlanningError(f"{where}: the forced conv variant '{forced}' does not fit {shape}")
+        return row
+    facts = adapter_facts()
+    return next(v for v in VARIANTS if v.fits(shape) and v.needs.met_by(facts))

@@ -1,0 +1,203 @@
+"""Every row of the conv variant table (operators/vision/conv_variants.py), forced on lavapipe, against onnxruntime,
+and the fused epilogues (vision/conv_fusion.py) on the tiled kernels.
+
+Each case runs under every variant whose rule accepts it (1 x 1 convs under `pointwise`, one-channel groups under
+`depthwise`, every forward conv with a compile-time W under `rows` and `direct`); a forced variant that does not
+fit is an error, never a silent fallback. The plan's shader labels say which variant ran.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+from oracle import assert_close, reference_outputs, runtime
+
+from onyxia.compiler import CompilerPipeline
+from onyxia.core import CompiledModel, OperatorRegistry, PlanningError
+from onyxia.core.adapter_facts import AdapterFacts, force_variants, target_adapter
+from onyxia.onnx import load_and_parse_model
+from onyxia.operators import core_operator_registry
+from onyxia.operators.family import ONYXIA_DOMAIN
+from onyxia.operators.passes import FuseConvEpilogue
+from onyxia.operators.vision.conv import CONV_ONYXIA
+from onyxia.operators.vision.conv_variants import FAMILY, VARIANTS
+
+RNG = np.random.default_rng(11)
+
+# name -> (x shape, w shape, attributes)
+CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = {
+    "pointwise": ((1, 20, 9, 10), (36, 20, 1, 1), {}),
+    "pointwise_vec4": ((2, 16, 8, 8), (12, 16, 1, 1), {}),
+    "padded_3x3": ((1, 5, 11, 13), (9, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "asymmetric_pads": ((1, 4, 7, 9), (6, 4, 3, 2), {"pads": [0, 2, 1, 0]}),
+    "strided": ((1, 6, 17, 15), (10, 6, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "strided_1x1": ((1, 8, 9, 9), (5, 8, 1, 1), {"strides": [2, 2]}),
+    "dilated": ((1, 3, 12, 12), (7, 3, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    "grouped": ((1, 12, 8, 9), (18, 4, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    "depthwise": ((1, 10, 14, 13), (10, 1, 3, 3), {"group": 10, "pads": [1, 1, 1, 1]}),
+    "depthwise_strided_5x5": ((2, 6, 15, 16), (6, 1, 5, 5), {"group": 6, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+    "depthwise_multiplier": ((1, 4, 9, 7), (8, 1, 3, 3), {"group": 4, "pads": [1, 0, 1, 2]}),
+    "conv1d": ((1, 16, 37), (24, 16, 7), {"pads": [3, 3]}),
+    "conv3d": ((1, 3, 4, 6, 5), (4, 3, 2, 3, 3), {"pads": [0, 1, 1, 1, 1, 1]}),
+}
+
+
+def _fits(variant: str, name: str) -> bool:
+    x, w, attrs = CASES[name]
+    one = all(k == 1 for k in w[2:]) and not any(attrs.get("pads", [])) and set(attrs.get("strides", [1])) == {1}
+    kernel = next(v.kernel for v in VARIANTS if v.name == variant)
+    return {"pointwise": one, "depthwise": w[1] == 1, "rows": True, "direct": True}[kernel]
+
+
+PAIRS = [(v.name, name) for v in VARIANTS for name in CASES if _fits(v.name, name)]
+
+
+def _conv_model(
+    x: tuple[int, ...], w: tuple[int, ...], attrs: dict[str, Any], tail: list[onnx.NodeProto] | None = None
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    weights = {"w": RNG.standard_normal(w).astype(np.float32) * 0.3, "b": RNG.standard_normal(w[0]).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y" if not tail else "conv"], **attrs), *(tail or [])]
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x))],
+        [helper.make_empty_tensor_value_info("y")],
+        [numpy_helper.from_array(v, k) for k, v in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    return model, {"x": RNG.standard_normal(x).astype(np.float32)}
+
+
+def _registry() -> OperatorRegistry:
+    """The built-in registry plus FusedConv and FuseConvEpilogue (before FuseElementwise)."""
+    registry = core_operator_registry().register_family(ONYXIA_DOMAIN, CONV_ONYXIA)
+    names = [p.name for p in registry.passes]
+    if "FuseConvEpilogue" not in names:
+        registry.passes.insert(names.index("FuseElementwise"), FuseConvEpilogue())
+    return registry
+
+
+def _compile(model: onnx.ModelProto, registry: OperatorRegistry | None = None) -> CompiledModel:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "model.onnx")
+        onnx.save_model(model, path)
+        graph = load_and_parse_model(path)
+    return CompilerPipeline(registry or core_operator_registry()).compile(graph, {})
+
+
+def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], registry: OperatorRegistry | None = None) -> set[str]:
+    """Onyxia matches onnxruntime on `model`; returns the plan's conv shader labels."""
+    plan = _compile(model, registry)
+    got = runtime().load_model(plan).run(dict(feeds))
+    (expected,) = reference_outputs(model, feeds, "ort")
+    assert_close(got["y"], expected, "y")
+    return {s.label for s in plan.shaders if s.label.startswith("vision/conv")}
+
+
+@pytest.mark.parametrize(("variant", "case"), PAIRS)
+def test_variant_matches_onnxruntime(variant: str, case: str) -> None:
+    model, feeds = _conv_model(*CASES[case])
+    with force_variants({FAMILY: variant}):
+        labels = _run(model, feeds)
+    assert labels and all(label.endswith(f"@{variant}") for label in labels), labels
+
+
+def test_every_variant_is_exercised() -> None:
+    assert {v for v, _ in PAIRS} == {v.name for v in VARIANTS}
+
+
+@pytest.mark.parametrize(("variant", "case"), [("pointwise", "padded_3x3"), ("depthwise", "grouped")])
+def test_forced_variant_that_does_not_fit_is_an_error(variant: str, case: str) -> None:
+    model, _ = _conv_model(*CASES[case])
+    with force_variants({FAMILY: variant}), pytest.raises(PlanningError, match="does not fit"):
+        _compile(model)
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [("pointwise", "pointwise"), ("padded_3x3", "rows"), ("depthwise", "depthwise"), ("strided_1x1", "rows")],
+)
+def test_choice_by_shape_and_adapter(case: str, expected: str) -> None:
+    """lavapipe's facts pick the CPU rows; a GPU's facts the `_gpu` rows of the same kernel."""
+    model, _ = _conv_model(*CASES[case])
+    for facts, suffix in (
+        (AdapterFacts(), ""),
+        (AdapterFacts(cpu=False, subgroups=True, subgroup_min_size=32), "_gpu"),
+    ):
+        with target_adapter(facts):
+            labels = {s.label for s in _compile(model).shaders if s.label.startswith("vision/conv")}
+        assert labels == {f"vision/conv_{'depthwise' if expected == 'depthwise' else 'gemm'}@{expected}{suffix}"}
+
+
+def test_runtime_weights_take_the_direct_kernel() -> None:
+    """W computed at run time (here W * 1 of a graph input) cannot be pre-packed: the direct kernel runs it."""
+    x, w, attrs = CASES["padded_3x3"]
+    nodes = [helper.make_node("Mul", ["wx", "one"], ["wr"]), helper.make_node("Conv", ["x", "wr"], ["y"], **attrs)]
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x)),
+            helper.make_tensor_value_info("wx", onnx.TensorProto.FLOAT, list(w)),
+        ],
+        [helper.make_empty_tensor_value_info("y")],
+        [numpy_helper.from_array(np.ones(1, np.float32), "one")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    feeds = {"x": RNG.standard_normal(x).astype(np.float32), "wx": RNG.standard_normal(w).astype(np.float32)}
+    assert _run(model, feeds) == {"vision/conv@direct"}
+
+
+def _const(name: str, value: float) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, np.float32)))
+
+
+# epilogue -> nodes after the conv (reading "conv", writing "y"); "x" is also the residual where shapes allow
+EPILOGUES: dict[str, list[onnx.NodeProto]] = {
+    "relu": [helper.make_node("Relu", ["conv"], ["y"])],
+    "silu": [helper.make_node("Sigmoid", ["conv"], ["s"]), helper.make_node("Mul", ["s", "conv"], ["y"])],
+    "sigmoid": [helper.make_node("Sigmoid", ["conv"], ["y"])],
+    "hardswish": [helper.make_node("HardSwish", ["conv"], ["y"])],
+    "leaky_relu": [helper.make_node("LeakyRelu", ["conv"], ["y"], alpha=0.2)],
+    "clip": [_const("lo", 0.0), _const("hi", 0.5), helper.make_node("Clip", ["conv", "lo", "hi"], ["y"])],
+    "residual": [helper.make_node("Add", ["x", "conv"], ["y"])],
+    "silu_residual": [
+        helper.make_node("Sigmoid", ["conv"], ["s"]),
+        helper.make_node("Mul", ["conv", "s"], ["a"]),
+        helper.make_node("Add", ["a", "x"], ["y"]),
+    ],
+}
+
+
+@pytest.mark.parametrize("variant", ["pointwise", "rows", "depthwise", "direct"])
+@pytest.mark.parametrize("epilogue", list(EPILOGUES))
+def test_fused_epilogue(variant: str, epilogue: str) -> None:
+    """One FusedConv kernel per conv and its tail, equal to onnxruntime's unfused graph, on every kernel."""
+    case = {"pointwise": "pointwise_vec4", "depthwise": "depthwise"}.get(variant, "padded_3x3")
+    x, w, attrs = CASES[case]
+    if epilogue.endswith("residual"):  # the residual is x itself: same channels in and out
+        w = (x[1], *w[1:])
+    model, feeds = _conv_model(x, w, attrs, EPILOGUES[epilogue])
+    with force_variants({FAMILY: variant}):
+        plan = _compile(model, _registry())
+        labels = _run(model, feeds, _registry())
+    assert all(label.endswith(f"@{variant}") for label in labels), labels
+    assert [s.label for s in plan.shaders if not s.label.startswith("vision/conv")] == [], "the tail still runs"
+
+
+def test_conv_output_read_elsewhere_is_not_fused() -> None:
+    x, w, attrs = CASES["padded_3x3"]
+    tail = [
+        helper.make_node("Relu", ["conv"], ["r"]),
+        helper.make_node("Add", ["r", "conv"], ["y"]),
+    ]
+    model, feeds = _conv_model(x, w, attrs, tail)
+    plan = _compile(model, _registry())
+    _run(model, feeds, _registry())
+    assert any(not s.label.startswith("vision/conv") for s in plan.shaders), "the Relu's input is also the Add's"
