@@ -4,9 +4,9 @@ ONNX DynamicQuantizeLinear, QuantizeLinear, DequantizeLinear and MatMulInteger, 
 (the 8-bit ops of onnxruntime's `quantize_dynamic`), with com.microsoft DynamicQuantizeMatMul and the
 com.onyxia DynamicQuantizeMatMulGroup / GatedDynamicQuantizeMatMul its fusions make; the QOperator format
 (onnxruntime's quantize_static): ONNX QLinearMatMul, ConvInteger and QLinearConv, com.microsoft QGemm, QLinearAdd,
-QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearConcat and
-QLinearGlobalAveragePool (exact int32 sums, requantized as MLAS does:
-`qlinear_params`, wgsl/requant.wgsl), and com.microsoft DynamicQuantizeLSTM (on the float LSTM).
+QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearConcat and QLinearGlobalAveragePool (exact
+int32 sums, requantized as MLAS does: `qlinear_params`, wgsl/requant.wgsl), and com.microsoft DynamicQuantizeLSTM
+(on the float LSTM).
 
 Both read 4-bit data packed in u32 words (`packing`), so an int4 model's weights take on the
 GPU the bytes they take on disk; MatMulInteger reads a constant weight 4 bytes per word the same way.

@@ -103,10 +103,8 @@ class IntegerConvOp(OperatorBase):
             if ctx.has_input(self.bias) and (
                 ctx.input_dtype(self.bias) != DataType.INT32 or list(ctx.input_dims(self.bias)) != [w[0]]
             ):
-                raise ctx.error(
-                    f"input {self.bias} (B) is {ctx.input_dtype(self.bias).name.lower()} {list(ctx.input_dims(self.bias))}; "
-                    f"expected int32 [{w[0]}]"
-                )
+                found = f"{ctx.input_dtype(self.bias).name.lower()} {list(ctx.input_dims(self.bias))}"
+                raise ctx.error(f"input {self.bias} (B) is {found}; expected int32 [{w[0]}]")
         return forward_window(ctx, x[2:], kernel), w[0], group, out
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:

@@ -61,7 +61,9 @@ class _FloatWeights:
         return DataType.FLOAT if i in self.float_dims else super().input_dtype(i)  # type: ignore[misc, no-any-return]
 
     def input(self, i: int) -> BufferRef:
-        return self.float_buffers[i] if i in self.float_buffers else super().input(i)  # type: ignore[misc, no-any-return]
+        if i in self.float_buffers:
+            return self.float_buffers[i]
+        return super().input(i)  # type: ignore[misc, no-any-return]
 
 
 _VIEWS: dict[type, type] = {}

@@ -1,5 +1,5 @@
-"""com.microsoft QLinearAdd, QLinearMul, QLinearSigmoid and QLinearLeakyRelu: elementwise ops on 8-bit tensors with per-tensor
-scales and zero points, computed as onnxruntime's CPU kernels compute them (qlinear_elementwise.wgsl states the
+"""com.microsoft QLinearAdd, QLinearMul, QLinearSigmoid and QLinearLeakyRelu: elementwise ops on 8-bit tensors with
+per-tensor scales and zero points, computed as onnxruntime's CPU kernels compute them (qlinear_elementwise.wgsl states the
 arithmetic of each). QLinearAdd and QLinearMul broadcast as numpy does. Every scale and zero point holds one
 element (onnxruntime's kernels take them so); an omitted zero point is 0 (a shared one-element constant).
 
