@@ -51,3 +51,10 @@ def test_qlinear_conv_with_constant_weights_saturates() -> None:
     inputs = conv_inputs("s8s8", (1, 3, 8, 8), (4, 3, 3, 3), per_channel=True, bias=True)
     inputs["y_scale"] = np.array(0.004, np.float32)
     check_op("QLinearConv", inputs, {"pads": [1, 1, 1, 1]}, initializers=("w", "w_scale", "w_zp", "bias"))
+
+
+def test_qlinear_conv_per_channel_weight_zero_points() -> None:
+    """uint8 weights with one zero point per output channel (int8 ones are 0 per channel in onnxruntime's models)."""
+    inputs = conv_inputs("u8u8", (1, 3, 6, 6), (4, 3, 3, 3), per_channel=True, bias=True)
+    inputs["w_zp"] = q(np.uint8, 4)
+    check_op("QLinearConv", inputs, {"pads": [1, 1, 1, 1], "strides": [2, 1]})
