@@ -155,3 +155,23 @@ def test_weights_listed_in_value_info_keep_their_shapes(tmp_path):
     ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])  # onnxruntime loads it
     graph = load_and_parse_model(path)
     assert [n.op_type for n in graph.nodes] == ["STFT"]
+
+
+def test_contrib_ops_are_checked_against_onnxruntime_schemas(tmp_path):
+    """QLinearConcat's variadic, mixed-dtype inputs are accepted; an unknown attribute on QLinearAdd is not."""
+    u8, f = TensorProto.UINT8, F
+    scalars = [helper.make_tensor(n, t, [], [v]) for n, t, v in (("s", f, 0.1), ("z", u8, 3))]
+    concat = helper.make_node(
+        "QLinearConcat", ["s", "z", "a", "s", "z", "b", "s", "z"], ["y"], domain="com.microsoft", axis=0
+    )
+    inputs = [tensor_input("a", u8, [2, 3]), tensor_input("b", u8, [1, 3])]
+    model = make_model([concat], inputs, [tensor_input("y", u8, None)], scalars, opsets=MS)
+    path = save(model, tmp_path)
+    ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [n.op_type for n in load_and_parse_model(path).nodes] == ["QLinearConcat"]
+    add = helper.make_node(
+        "QLinearAdd", ["a", "s", "z", "a", "s", "z", "s", "z"], ["y"], domain="com.microsoft", fused=1
+    )
+    bad = make_model([add], inputs[:1], [tensor_input("y", u8, None)], scalars, opsets=MS)
+    with pytest.raises(ModelValidationError, match=r"\(QLinearAdd\): unknown attribute 'fused'"):
+        load_and_parse_model(save(bad, tmp_path, "bad.onnx"))

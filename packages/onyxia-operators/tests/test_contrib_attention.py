@@ -86,7 +86,7 @@ def test_symbolic_batch_and_sequence() -> None:
         ({"attrs": {"num_heads": N, "do_rotary": 1}}, "do_rotary=1 is not supported"),
         ({"m": np.ones((B, 1, S, S), np.int32)}, "mask_index of rank 4"),
         ({"m": np.ones(3, np.int32)}, "1-D mask_index must be [batch] or [2 * batch]"),
-        ({"m": np.ones(B, np.int64)}, "expected int32"),
+        ({"m": np.ones(B, np.int64)}, "'mask_index' is int64; expected one of int32"),
     ],
 )
 def test_refusals_name_the_problem(change: dict[str, object], message: str) -> None:

@@ -61,7 +61,7 @@ def test_symbolic_batch_and_sequence() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"ids": np.zeros((B, S), np.int64)}, "input 0 (input_ids) is i64; expected int32"),
+        ({"ids": np.zeros((B, S), np.int64)}, "input 0 'input_ids' is int64; expected one of int32"),
         ({"seg": None}, "segment_ids (input 1) and segment_embedding (input 4) come together"),
         ({"mask": np.ones((B, S + 1), np.int32)}, "input 7 (mask) must have input_ids' shape"),
         ({"gamma": np.ones(H + 1, np.float32)}, "input 5 (gamma) must be [16]"),

@@ -155,12 +155,13 @@ def _onnx_knows(op_type: str, opset: int) -> bool:
 
 def _check_contrib_node(node: onnx.NodeProto, schema: ContribSchema) -> Iterator[str]:
     inputs, outputs = list(node.input), list(node.output)
-    if not schema.min_inputs <= len(inputs) <= len(schema.inputs):
-        yield f"has {len(inputs)} inputs; expected {schema.min_inputs} to {len(schema.inputs)}"
+    most = schema.max_inputs
+    if len(inputs) < schema.min_inputs or (most is not None and len(inputs) > most):
+        yield f"has {len(inputs)} inputs; expected {schema.min_inputs} to {'any number' if most is None else most}"
     if not schema.min_outputs <= len(outputs) <= len(schema.outputs):
         yield f"has {len(outputs)} outputs; expected {schema.min_outputs} to {len(schema.outputs)}"
-    for index, (name, _param) in enumerate(schema.inputs[: schema.min_inputs]):
-        if index < len(inputs) and not inputs[index]:
+    for index, (name, _param) in enumerate(schema.inputs):
+        if index < len(inputs) and not inputs[index] and index not in schema.optional:
             yield f"input {index} '{name}' is empty; it is required"
     present = {attr.name: attr for attr in node.attribute}
     if len(present) < len(node.attribute):
@@ -193,7 +194,7 @@ def _check_contrib_types(
 ) -> Iterator[str]:
     """Type constraints over the inputs, then the declared dtypes of the outputs (as onnxruntime does)."""
     bound: dict[str, tuple[str, int]] = {}
-    slots = [("input", i, n, *s) for i, (n, s) in enumerate(zip(node.input, schema.inputs, strict=False))]
+    slots = [("input", i, n, *p) for i, n in enumerate(node.input) if (p := schema.input_param(i)) is not None]
     slots += [("output", i, n, *s) for i, (n, s) in enumerate(zip(node.output, schema.outputs, strict=False))]
     for kind, index, name, value, param in slots:
         dtype = types.get(name) if name else None
@@ -202,7 +203,7 @@ def _check_contrib_types(
         if dtype not in schema.types[param]:
             allowed = ", ".join(sorted(_dtype_name(t) for t in schema.types[param]))
             yield f"{where}: {kind} {index} '{value}' is {_dtype_name(dtype)}; expected one of {allowed}"
-        elif param in bound and bound[param][1] != dtype:
+        elif param in bound and bound[param][1] != dtype and not (schema.mixed and value == schema.inputs[-1][0]):
             first, first_dtype = bound[param]
             yield (
                 f"{where}: {kind} {index} '{value}' is {_dtype_name(dtype)} but '{first}' is "
