@@ -12,17 +12,12 @@ Integer outputs must be equal. Float outputs use the real-model suite's bound (1
 output's largest magnitude): measured on lavapipe (2026-11-28) the largest error over the passing
 files is 5.3e-7 of it (ViT, and the isolated STFT at 5.0e-7), about 20x inside. The exception is
 `bert_dynamic_int8`, see `FLOAT_BOUNDS`.
-
-A file whose op Onyxia does not run yet is in `PENDING` with the error it must raise: an
-UnsupportedOpError naming some of the listed ops and no other (so the list shrinks as ops land
-while the file still fails), or another error whose message carries the listed fragments. Once
-nothing is missing the test fails ("DID NOT RAISE") and the file moves to `PASSING`.
+Every generated file is in `PASSING`: each runs.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +29,6 @@ import onyxia.compiler
 import onyxia.onnx
 import onyxia.operators
 from onyxia.cli.commands.run import bind_dims
-from onyxia.core.errors import OnyxiaError, UnsupportedOpError
 
 DATA = Path(__file__).resolve().parent / "data" / "op_models"
 
@@ -86,13 +80,10 @@ PASSING: tuple[str, ...] = (
     "op_GRU",
     "op_LSTM_i32",
     "op_LSTM",
+    "bert_static_qoperator",
+    "op_QLinearSoftmax_u8",
 )
 
-# Files Onyxia refuses today: the error and the op names (UnsupportedOpError) or message fragments.
-PENDING: dict[str, tuple[type[OnyxiaError], tuple[str, ...]]] = {
-    "bert_static_qoperator": (UnsupportedOpError, ("com.microsoft::QLinearSoftmax",)),
-    "op_QLinearSoftmax_u8": (UnsupportedOpError, ("com.microsoft::QLinearSoftmax",)),
-}
 
 # Float bounds wider than the suite's, as a fraction of the output's largest magnitude.
 # bert_dynamic_int8 (quantize_dynamic's defaults): onnxruntime's U8S8 MatMulInteger on this x86
@@ -102,9 +93,6 @@ PENDING: dict[str, tuple[type[OnyxiaError], tuple[str, ...]]] = {
 # (no saturation) agrees to 2.8e-7. 2e-3 is 5x the measured gap and a quarter of the model's own
 # int8 error against its fp32 export (8.8e-3 of scale).
 FLOAT_BOUNDS: dict[str, float] = {"bert_dynamic_int8": 2e-3}
-
-# one line per missing op in UnsupportedOpError's message: "  com.microsoft::QLinearAdd (opset 1): ..."
-_MISSING_OP = re.compile(r"^\s+(\S+::\S+) \(opset", re.MULTILINE)
 
 
 def _records(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -127,8 +115,7 @@ def _run(runtime: Any, name: str) -> dict[str, np.ndarray]:
 def test_every_generated_file_is_in_one_table() -> None:
     manifest = json.loads((DATA / "manifest.json").read_text())
     names = [m["name"] for m in manifest["models"]]
-    assert sorted(names) == sorted([*PASSING, *PENDING]), "a file of tools/op_models is not in PASSING or PENDING"
-    assert not set(PASSING) & set(PENDING)
+    assert sorted(names) == sorted(PASSING), "a file of tools/op_models is not in PASSING"
 
 
 @pytest.mark.parametrize("name", PASSING)
@@ -143,17 +130,3 @@ def test_op_model_matches_onnxruntime(runtime: Any, name: str, record_property: 
         assert got[key].shape == ref.shape and got[key].dtype == ref.dtype == np.float32
         scale = float(np.abs(ref).max())
         np.testing.assert_allclose(got[key], ref, rtol=0, atol=FLOAT_BOUNDS[name] * scale, err_msg=f"{name}: {key}")
-
-
-@pytest.mark.parametrize("name", list(PENDING))
-def test_pending_op_model_is_refused_by_name(runtime: Any, name: str) -> None:
-    error, fragments = PENDING[name]
-    with pytest.raises(error) as caught:
-        _run(runtime, name)
-    message = str(caught.value)
-    if error is UnsupportedOpError:
-        named = set(_MISSING_OP.findall(message))
-        assert named and named <= set(fragments), f"{name}: expected some of {fragments} unsupported: {message}"
-        return
-    for fragment in fragments:
-        assert fragment in message, f"{name}: the error does not name {fragment!r}: {message}"
