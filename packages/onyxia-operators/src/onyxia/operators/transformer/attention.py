@@ -28,7 +28,7 @@ from onyxia.core import DataType, InferenceCtx, SymbolicDim, TensorType
 from onyxia.core.context import NodeCtx
 from onyxia.core.shapes import shape_of
 from onyxia.operators.family import ONYXIA_DOMAIN
-from onyxia.operators.transformer.lowering import Body, LoweredOp
+from onyxia.operators.lowering import Body, LoweredOp
 from onyxia.operators.transformer.masks import AttentionMask, check_mask_index, lower_mask
 
 __all__ = ["ATTENTION", "AttentionGeometry", "attend", "attention_geometry", "default_scale", "sdpa", "split_heads"]

@@ -26,8 +26,8 @@ import numpy as np
 from onyxia.core import DataType, InferenceCtx, TensorType
 from onyxia.core.context import NodeCtx
 from onyxia.core.shapes import shape_of
+from onyxia.operators.lowering import Body, LoweredOp
 from onyxia.operators.transformer.attention import attend, default_scale, sdpa, split_heads
-from onyxia.operators.transformer.lowering import Body, LoweredOp
 from onyxia.operators.transformer.masks import AttentionMask, check_mask_index
 
 __all__ = ["DECODER_MASKED_MHA"]

@@ -21,7 +21,7 @@ from onyxia.core import DataType, InferenceCtx, SymbolicDim, TensorType
 from onyxia.core.context import NodeCtx
 from onyxia.core.shapes import shape_of
 from onyxia.core.values import TensorValue
-from onyxia.operators.transformer.lowering import Body, LoweredOp
+from onyxia.operators.lowering import Body, LoweredOp
 
 __all__ = ["EMBED_LAYER_NORM"]
 

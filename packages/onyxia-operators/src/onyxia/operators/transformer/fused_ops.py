@@ -17,7 +17,7 @@ import numpy as np
 from onyxia.core import DataType, InferenceCtx, SymbolicDim, TensorType
 from onyxia.core.context import NodeCtx
 from onyxia.core.shapes import shape_of
-from onyxia.operators.transformer.lowering import Body, LoweredOp
+from onyxia.operators.lowering import Body, LoweredOp
 
 __all__ = ["FUSED_OPS"]
 

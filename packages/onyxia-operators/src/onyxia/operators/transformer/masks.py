@@ -25,7 +25,7 @@ import numpy as np
 
 from onyxia.core import DataType, SymbolicExpr
 from onyxia.core.context import NodeCtx
-from onyxia.operators.transformer.lowering import Body
+from onyxia.operators.lowering import Body
 
 __all__ = ["AttentionMask", "check_mask_index", "key_positions", "lower_mask"]
 

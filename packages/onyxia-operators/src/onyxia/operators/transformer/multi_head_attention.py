@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from onyxia.core import DataType, InferenceCtx, SymbolicDim, TensorType
 from onyxia.core.context import NodeCtx
 from onyxia.core.shapes import shape_of
+from onyxia.operators.lowering import Body, LoweredOp
 from onyxia.operators.transformer.attention import attend, default_scale, split_heads
-from onyxia.operators.transformer.lowering import Body, LoweredOp
 from onyxia.operators.transformer.masks import AttentionMask, check_mask_index
 
 __all__ = ["MULTI_HEAD_ATTENTION"]

@@ -1,7 +1,8 @@
 """`LoweredOp` and `LowerContribOps`: contrib ops that are compositions of ops Onyxia already runs.
 
 onnxruntime's transformer optimizer packs a BERT/ViT layer's plain ops into com.microsoft nodes
-(Attention, EmbedLayerNormalization, FusedMatMul ...). Each is exactly a short chain of ops with
+(Attention, EmbedLayerNormalization, FusedMatMul ...; `operators.transformer`), and its quantizer
+writes DynamicQuantizeLSTM (`operators.quantized`). Each is exactly a short chain of ops with
 kernels here (MatMul, Split, Reshape, Gather, LayerNormalization, com.onyxia
 ScaledDotProductAttention ...), so instead of a kernel per contrib op, its row says how to spell it
 in those ops and `LowerContribOps` replaces the node by that chain once its inputs are typed. The
