@@ -6,9 +6,8 @@ counts and attribute names and types, type constraints, declared output dtypes, 
 model failing any of these ran here before, with undefined results. So this checks the same things, with onnx's
 own schemas (`check_node` per node, then strict type and shape inference on a copy without weights, so loading a
 1 GB model never reads its external data), onnxruntime's contrib ops from `contrib_schemas`, a few attribute
-values the spec bounds, the 32-bit index range Onyxia's kernels use, and that every value is a tensor. All
-problems go in one `ModelValidationError`. Ops of other domains (plugins' `com.example`) are left to the
-registry's operator, which checks them when it plans them.
+values the spec bounds, the 32-bit index range Onyxia's kernels use, and that every value is a tensor, all
+in one `ModelValidationError`. Plugins' domains (`com.example`) are left to their operators, at planning.
 """
 
 from __future__ import annotations
@@ -154,8 +153,7 @@ def _onnx_knows(op_type: str, opset: int) -> bool:
 
 
 def _check_contrib_node(node: onnx.NodeProto, schema: ContribSchema) -> Iterator[str]:
-    inputs, outputs = list(node.input), list(node.output)
-    most = schema.max_inputs
+    inputs, outputs, most = list(node.input), list(node.output), schema.max_inputs
     if len(inputs) < schema.min_inputs or (most is not None and len(inputs) > most):
         yield f"has {len(inputs)} inputs; expected {schema.min_inputs} to {'any number' if most is None else most}"
     if not schema.min_outputs <= len(outputs) <= len(schema.outputs):

@@ -1,20 +1,17 @@
 """A dims change re-evaluates only what depends on the dims that moved.
 
-An LLM decode step moves ``past_sequence_length`` and ``total_sequence_length`` by one; about a
-tenth of a decoder's steps (attention, the cache append) read them. `IncrementalLayout` keeps, per
+A decode step moves the past and total lengths by one, which a tenth of its steps read. `IncrementalLayout` keeps, per
 set of changed dims, the buffers, steps, constraints and outputs that depend on it, and one
 `DimProgram` that evaluates all of their expressions in a single loop (each distinct sub-expression
-once) instead of walking `SymbolicExpr` trees per item. A step is also re-checked when a buffer it
-binds changed size, since its range checks read that size.
+once) instead of walking `SymbolicExpr` trees per item. A step whose bound buffer changed size is
+re-checked too (its range checks read that size).
 
-`update` mirrors `layout.evaluate_layout` on the affected items and returns None whenever its own
-checks fail (a violated constraint, a range out of bounds, a negative size), or raises what the
-arithmetic raises (a zero division): the executor then takes the full path, which raises with the
-message that names node and tensor, so this module only has to be right about values, never about
-error text. Sizes are kept by buffer slot (a list, not a `BufferRef` dict: hashing the frozen
-dataclass cost more than the arithmetic), with the largest size each buffer has been committed at;
-only a buffer above that can need to grow, so only those go to `BufferPool.ensure`, and a
-reallocation sends the executor down the full path too (it rebinds every dispatch).
+`update` mirrors `layout.evaluate_layout` on the affected items and returns None when its checks
+fail (a violated constraint, a range out of bounds, a negative size), or raises what the arithmetic
+raises: the executor then takes the full path, whose errors name node and tensor, so this module is
+right about values, never about error text. Sizes are kept by buffer slot (a list: hashing `BufferRef` cost more than the
+arithmetic), with what each buffer has room for; only a buffer past that goes to `BufferPool.ensure`,
+and a reallocation sends the executor down the full path (it rebinds every dispatch).
 """
 
 from __future__ import annotations
@@ -67,8 +64,7 @@ class _StepItem(_Item):
 
 @dataclass
 class Delta:
-    """`layout` for the new dims, and what moved: buffer sizes (`grown`: those above any size this
-    layout's history committed, which `BufferPool.ensure` must see), SYMBOLIC tensors, step values."""
+    """`layout` for the new dims and what moved: buffer sizes (`grown`: past their room), SYMBOLIC tensors, steps."""
 
     layout: DimsLayout
     buffers: list[BufferRef] = field(default_factory=list)
@@ -76,7 +72,7 @@ class Delta:
     symbolic: list[BufferRef] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)  # logical bytes by buffer slot
-    peaks: list[int] = field(default_factory=list)  # largest committed bytes by slot: allocated at least
+    peaks: list[int] = field(default_factory=list)  # bytes each slot has room for (`allocated`)
 
 
 @dataclass(frozen=True)
@@ -174,13 +170,10 @@ class IncrementalLayout:
         return delta
 
     def allocated(self, delta: Delta, capacity: Callable[[BufferRef], int]) -> None:
-        """Raise `delta`'s peaks of the buffers it grew to what was allocated for them (`capacity`:
-        the GPU buffer's size; the pool grows by at least 1.5x), so the steps after it do not send
-        those buffers to `BufferPool.ensure` again until they outgrow the allocation: a decode
-        step's masks grow by one element per step, and checking them all cost a quarter of it."""
+        """Raise the grown buffers' peaks to their allocation (`capacity`; the pool grows 1.5x), so the
+        next steps skip `BufferPool.ensure` until they outgrow it (a decode step's masks grow every step)."""
         for ref in delta.grown:
-            i = self._slot[ref]
-            delta.peaks[i] = max(delta.peaks[i], capacity(ref))
+            delta.peaks[self._slot[ref]] = max(delta.peaks[self._slot[ref]], capacity(ref))
 
     def _carried(self, base: DimsLayout) -> tuple[list[int], list[int]]:
         """(sizes, peaks) by slot for `base`: carried over from the delta that produced it, else read

@@ -3,7 +3,8 @@
 Prefill and every decode step run the same plan; only `update_dimensions()` differs (sequence,
 past and total lengths), so no shader or pipeline is created after the first step. The cache never
 visits the host: each present.N.* is aliased to (or, where in-place is impossible, GPU-copied into)
-its past_key_values.N.* buffer. A step reads back one token id (greedy) or one row of logits.
+its past_key_values.N.* buffer. A step reads back one token id (drawn on the GPU) or, for top-p and
+repetition penalties, one row of logits.
 """
 
 from __future__ import annotations
@@ -99,16 +100,9 @@ class LlmSession:
         (faster decode, approximate logits; `lm_head_precision`); "exact" (the default) changes nothing."""
         from onyxia.cli.llm.loading import build_session
 
+        report = progress or (lambda _: None)
         return build_session(
-            cls,
-            model_dir,
-            precision,
-            max_length,
-            runtime,
-            progress or (lambda _: None),
-            accuracy_level,
-            match_onnxruntime,
-            lm_head,
+            cls, model_dir, precision, max_length, runtime, report, accuracy_level, match_onnxruntime, lm_head
         )
 
     # ----- generation --------------------------------------------------------------------------
@@ -269,8 +263,7 @@ class LlmSession:
 
     def set_sampling(self, values: np.ndarray) -> None:
         """Queue SampleToken's params for the next run (a 12-byte write, skipped when unchanged)."""
-        data = values.tobytes()
-        if data != self._sampling:
+        if (data := values.tobytes()) != self._sampling:
             self.executor.write_input(SAMPLING, values)
             self._sampling = data
 
