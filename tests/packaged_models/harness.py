@@ -36,8 +36,11 @@ __all__ = [
     "run_onyxia",
 ]
 
-# Ops the README table names: control flow, data-dependent shapes and the recurrent/signal families.
-NOTABLE_OPS = ("If", "Loop", "LSTM", "GRU", "Resize", "NonZero", "TopK", "STFT", "DFT", "Einsum", "ConvTranspose")
+# Ops the README table names: control flow, recurrent, resampling, data-dependent and quantized ones.
+NOTABLE_OPS = (
+    *("If", "Loop", "LSTM", "GRU", "Resize", "ConvTranspose", "NonZero", "TopK", "STFT", "Einsum"),
+    *("ConvInteger", "DynamicQuantizeLSTM", "DynamicQuantizeLinear"),
+)
 
 
 def locate(package: str, resource: str) -> Path:
