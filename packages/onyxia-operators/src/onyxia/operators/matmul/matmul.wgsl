@@ -24,26 +24,13 @@
 #ifdef F16
 enable f16;
 #endif
+#import onyxia::batch_offsets::{batch_offsets}
 
 @group(0) @binding(0) var<storage, read> in_a: array<#{A_T}>;
 @group(0) @binding(1) var<storage, read> in_b: array<#{B_T}>;
 @group(0) @binding(2) var<storage, read_write> out_y: array<#{Y_T}>;
 
 const ROWS: u32 = #{ROWS}u;
-
-fn batch_offsets(z: u32) -> vec2<u32> {
-    var dims = array<u32, #{BATCH_RANK}>(#{BATCH_DIMS});
-    var a_strides = array<u32, #{BATCH_RANK}>(#{A_BATCH_STRIDES});
-    var b_strides = array<u32, #{BATCH_RANK}>(#{B_BATCH_STRIDES});
-    var rem = z;
-    var offsets = vec2<u32>(0u, 0u);
-    for (var d = i32(#{BATCH_RANK}) - 1; d >= 0; d--) {
-        let coord = rem % dims[d];
-        rem = rem / dims[d];
-        offsets += coord * vec2<u32>(a_strides[d], b_strides[d]);
-    }
-    return offsets;
-}
 
 // `cols` are already scaled by B_N_STRIDE
 fn b_row(base: u32, cols: vec4<u32>) -> vec4<#{ACC_T}> {

@@ -15,6 +15,7 @@
 // Dispatch: (ceil(N / (4 * WG)), M, batch).
 
 #import onyxia::u8_dot::{U8Sums, u8_accumulate, u8_products}
+#import onyxia::batch_offsets::{batch_offsets}
 
 @group(0) @binding(#{BIND_A}) var<storage, read> a: array<#{A_T}>;
 #ifdef PACKED_B
@@ -38,20 +39,6 @@
 #ifdef BIAS
 @group(0) @binding(#{BIND_BIAS}) var<storage, read> bias: array<f32>;
 #endif
-
-fn batch_offsets(z: u32) -> vec2<u32> {
-    var dims = array<u32, #{BATCH_RANK}>(#{BATCH_DIMS});
-    var a_strides = array<u32, #{BATCH_RANK}>(#{A_BATCH_STRIDES});
-    var b_strides = array<u32, #{BATCH_RANK}>(#{B_BATCH_STRIDES});
-    var rem = z;
-    var offsets = vec2<u32>(0u, 0u);
-    for (var d = i32(#{BATCH_RANK}) - 1; d >= 0; d--) {
-        let coord = rem % dims[d];
-        rem = rem / dims[d];
-        offsets += coord * vec2<u32>(a_strides[d], b_strides[d]);
-    }
-    return offsets;
-}
 
 // a[row + k .. row + k + 3] in u8 form, one byte each (zero past K)
 fn a_word(row: u32, k: u32) -> u32 {

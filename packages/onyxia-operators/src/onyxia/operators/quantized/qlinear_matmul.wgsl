@@ -15,6 +15,7 @@ enable f16;
 #endif
 #import onyxia::entry
 #import onyxia::requant::{output_multiplier, requantize}
+#import onyxia::batch_offsets::{batch_offsets}
 
 @group(0) @binding(#{BIND_A}) var<storage, read> a: array<#{A_T}>;
 @group(0) @binding(#{BIND_A_SCALE}) var<storage, read> a_scale: array<#{AS_T}>;
@@ -38,20 +39,6 @@ enable f16;
 @group(0) @binding(#{BIND_Y}) var<storage, read_write> y: array<#{Y_T}>;
 
 fn element_count() -> u32 { return #{TOTAL}; }
-
-fn batch_offsets(z: u32) -> vec2<u32> {
-    var dims = array<u32, #{BATCH_RANK}>(#{BATCH_DIMS});
-    var a_strides = array<u32, #{BATCH_RANK}>(#{A_BATCH_STRIDES});
-    var b_strides = array<u32, #{BATCH_RANK}>(#{B_BATCH_STRIDES});
-    var rem = z;
-    var offsets = vec2<u32>(0u, 0u);
-    for (var d = i32(#{BATCH_RANK}) - 1; d >= 0; d--) {
-        let coord = rem % dims[d];
-        rem = rem / dims[d];
-        offsets += coord * vec2<u32>(a_strides[d], b_strides[d]);
-    }
-    return offsets;
-}
 
 // Where the parameter of row m / column n (in the batch of B at `b_offset`) sits, per its mode:
 // tensor (one element), row, column, or batch (onnxruntime's [*B batch, 1, N]: one row of N per batch of B)
