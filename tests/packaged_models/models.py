@@ -124,7 +124,9 @@ PENDING: dict[str, Pending] = dict(
         _p(
             _m("swift_f0", "audio", "swift-f0", "swift_f0", "model.onnx", pre.swift_f0),
             "shader def 'PANEL' is not defined",
-            "MatMulGroup over weights that do not fit column panels: matmul_group.wgsl declares PANEL unconditionally",
+            "MatMulGroup over weights that do not fit column panels (matmul_group.wgsl declares PANEL"
+            " unconditionally); past that, its pitch output is float64 (a Cast to double and a Gather on it),"
+            " which WebGPU has no type for",
         ),
     ]
 )
