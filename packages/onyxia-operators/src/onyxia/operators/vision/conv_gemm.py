@@ -146,6 +146,8 @@ def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, e
         if kernel == "pointwise" and pixels % 4 == 0 and variant.pixels % 4 == 0:
             defs["X_VEC4"] = True
         defs |= {"VPL": vpl, "VECS": _items(vpl)}
+        if variant.shared_x:
+            defs["SUBGROUP_X"] = True
         workgroups = (group * _cdiv(quads // vpl, variant.lanes), tiles, batch)
     label = f"{_LABELS[kernel]}@{variant.name}"
     shader = ctx.compile_shader(label, _SOURCES[kernel], defs, dims)  # type: ignore[arg-type]

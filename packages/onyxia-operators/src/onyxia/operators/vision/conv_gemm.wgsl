@@ -11,7 +11,8 @@
 // Weights: [G][KG][MGQ] of vec4<W_T>: KG = CG * KD * KH * KW taps per group in (c, kd, kh, kw) order, MGQ = the
 //       group's output channels over 4, rounded up to whole lanes (the channels past MG zero).
 // Defs: X_T, W_T (storage types; sums are f32), F16, conv_epilogue's (bias, activation, residual), LANES, PIX,
-//       VPL, ROWS | POINTWISE, X_VEC4 (POINTWISE, P % 4 == 0 and PIX % 4 == 0: x is read four pixels at a time);
+//       VPL, SUBGROUP_X (x loaded by lane 0, shared by subgroupBroadcast), ROWS | POINTWISE, X_VEC4 (POINTWISE,
+//       P % 4 == 0 and PIX % 4 == 0: x is read four pixels at a time);
 //       the unrolled loops' items PIXELS (0 .. PIX - 1), QUADS_OF_PIX (0 .. PIX / 4 - 1), SPANS (0 .. SPAN - 1),
 //       KWS (0 .. KW - 1), VECS (0 .. VPL - 1)
 // Dims: C, M, CG, MG, MGQ, KG, OWT (pixel tiles per output row), P (= OD * OH * OW), and the volume (geometry.py).
@@ -32,6 +33,37 @@ const PIX: u32 = #{PIX}u;
 const VPL: u32 = #{VPL}u;
 const SPAN: u32 = (PIX - 1u) * #{SW} + (#{KW} - 1u) * #{DW} + 1u;  // input columns of one row tile
 
+var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SUBGROUP_X)
+
+// x[i], the same for every lane. With SUBGROUP_X one lane loads it and the subgroup shares it: lavapipe runs
+// every load lane by lane, so 8 lanes loading one address cost 8 loads, while an elected load and a broadcast
+// cost about one.
+#ifndef X_VEC4
+fn x_at(i: u32) -> f32 {
+#ifdef SUBGROUP_X
+    var v = 0.0;
+    if (subgroup_lane == 0u) {
+        v = f32(in_x[i]);
+    }
+    return subgroupBroadcast(v, 0u);
+#else
+    return f32(in_x[i]);
+#endif
+}
+#else
+fn x4_at(i: u32) -> vec4<f32> {
+#ifdef SUBGROUP_X
+    var v = vec4<f32>(0.0);
+    if (subgroup_lane == 0u) {
+        v = vec4<f32>(in_x[i]);
+    }
+    return subgroupBroadcast(v, 0u);
+#else
+    return vec4<f32>(in_x[i]);
+#endif
+}
+#endif
+
 fn weights(g: u32, k: u32, q: u32) -> vec4<f32> {
     return vec4<f32>(in_w[(g * #{KG} + k) * #{MGQ} + q]);
 }
@@ -46,7 +78,7 @@ fn product(n: u32, g: u32, q: u32, p0: u32) -> array<vec4<f32>, PIX * VPL> {
 #endfor
 #ifdef X_VEC4
 #for u in #{QUADS_OF_PIX}
-        let x#{u} = vec4<f32>(in_x[(base + min(p0 + #{u}u * 4u, #{P} - 4u)) / 4u]);
+        let x#{u} = x4_at((base + min(p0 + #{u}u * 4u, #{P} - 4u)) / 4u);
 #for v in #{VECS}
         acc[(#{u} * 4) * #{VPL} + #{v}] += x#{u}.x * w#{v};
         acc[(#{u} * 4 + 1) * #{VPL} + #{v}] += x#{u}.y * w#{v};
@@ -56,7 +88,7 @@ fn product(n: u32, g: u32, q: u32, p0: u32) -> array<vec4<f32>, PIX * VPL> {
 #endfor
 #else
 #for j in #{PIXELS}
-        let x#{j} = f32(in_x[base + min(p0 + #{j}u, #{P} - 1u)]);
+        let x#{j} = x_at(base + min(p0 + #{j}u, #{P} - 1u));
 #for v in #{VECS}
         acc[#{j} * #{VPL} + #{v}] += x#{j} * w#{v};
 #endfor
@@ -85,7 +117,7 @@ fn product(n: u32, g: u32, q: u32, od: u32, oh: u32, ow0: u32) -> array<vec4<f32
                 var xs: array<f32, SPAN>;
 #for s in #{SPANS}
                 let iw#{s} = iw0 + #{s};
-                xs[#{s}] = select(0.0, f32(in_x[row + u32(clamp(iw#{s}, 0, i32(#{W}) - 1))]), iw#{s} >= 0 && iw#{s} < i32(#{W}));
+                xs[#{s}] = select(0.0, x_at(row + u32(clamp(iw#{s}, 0, i32(#{W}) - 1))), iw#{s} >= 0 && iw#{s} < i32(#{W}));
 #endfor
                 let k0 = ((c * #{KD} + kd) * #{KH} + kh) * #{KW};
 #for kw in #{KWS}
@@ -106,12 +138,24 @@ fn product(n: u32, g: u32, q: u32, od: u32, oh: u32, ow0: u32) -> array<vec4<f32
 #endif
 
 @compute @workgroup_size(#{LANES})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+#ifdef SUBGROUP_X
+    @builtin(subgroup_invocation_id) sid: u32,
+#endif
+) {
+#ifdef SUBGROUP_X
+    subgroup_lane = sid;
+#endif
     let blocks = (#{MGQ} / VPL + #{LANES}u - 1u) / #{LANES}u;  // workgroups per group
     let g = wid.x / blocks;
     let lane = (wid.x % blocks) * #{LANES}u + lid.x;
     let q = min(lane, #{MGQ} / VPL - 1u) * VPL;  // this lane's first channel quad in the group
     let n = wid.z;
+    if (lane * VPL >= #{MGQ}) {
+        return;  // past the group's channels: inactive lanes skip their share of every lane-by-lane load
+    }
 #ifdef POINTWISE
     let p0 = wid.y * PIX;
     let acc = product(n, g, q, p0);
@@ -124,9 +168,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let acc = product(n, g, q, od, oh, ow0);
     let p0 = (od * #{OH} + oh) * #{OW} + ow0;
 #endif
-    if (lane * VPL >= #{MGQ}) {
-        return;
-    }
     for (var r = 0u; r < 4u * VPL; r++) {
         let mg = q * 4u + r;
         if (mg >= #{MG}) {

@@ -12,8 +12,10 @@ runs lane by lane (a bounds-checked scalar load per lane and vector component, ~
 its address is the same for all lanes, so a tile is sized to feed many sums per loaded value. 8 lanes x 4 output
 channels x 8 pixels won: 16 pixels or 8 channels per lane spill more than they save (within noise), 4 pixels is
 ~1.5x slower. Against the direct kernel (one invocation per output) the GEMM rows are 5-7x faster on YOLO-sized
-3 x 3 and 1 x 1 convs, the depthwise row ~2x. GPUs get 16-lane (GEMM) and 64-lane (depthwise) workgroups, where
-per-lane loads are cheap; not measured here.
+3 x 3 and 1 x 1 convs, the depthwise row ~2x. The ``_simd`` rows (a CPU rasteriser opened with subgroups, as
+the runtime opens lavapipe) let one lane load each x value that all lanes read and share it by subgroupBroadcast;
+they took 0.7-1.0x the plain rows' CPU time on four YOLO-sized convs (a shared machine: ~20% noise). GPUs get
+16-lane (GEMM) and 64-lane (depthwise) workgroups, where per-lane loads are cheap; not measured here.
 """
 
 from __future__ import annotations
@@ -79,13 +81,17 @@ class ConvVariant:
     lanes: int = 8  # invocations per workgroup
     pixels: int = 8  # output pixels per workgroup (gemm kernels)
     channels: int = 4  # output channels per lane (gemm kernels; a multiple of 4)
+    shared_x: bool = False  # gemm kernels: one lane loads each x value, a subgroup broadcast shares it
 
 
 _CPU = Needs(cpu=True)
+_CPU_SUBGROUPS = Needs(cpu=True, subgroups=True)
 _GPU = Needs(invocations=64)  # every adapter WebGPU allows has 256
 
 VARIANTS: tuple[ConvVariant, ...] = (
     ConvVariant("depthwise", "depthwise", _depthwise, _CPU, lanes=8),
+    ConvVariant("pointwise_simd", "pointwise", _pointwise, _CPU_SUBGROUPS, shared_x=True),
+    ConvVariant("rows_simd", "rows", _rows, _CPU_SUBGROUPS, shared_x=True),
     ConvVariant("pointwise", "pointwise", _pointwise, _CPU),
     ConvVariant("rows", "rows", _rows, _CPU),
     ConvVariant("depthwise_gpu", "depthwise", _depthwise, _GPU, lanes=64),
