@@ -130,6 +130,14 @@ def swift_f0(_: Path) -> Inputs:
     return {"audio": audio[None], "fmin": np.asarray(fmin, np.float32), "fmax": np.asarray(fmax, np.float32)}
 
 
+def dnsmos_sig_bak_ovr(_: Path) -> Inputs:
+    # speechmos/dnsmos.py DNSMOS.__call__: the clip repeated up to INPUT_LENGTH (9.01 s), its first segment
+    audio = speech_like(4.0)
+    while len(audio) < int(9.01 * SAMPLE_RATE):
+        audio = np.append(audio, audio)
+    return {"input_1": audio[None, : int(9.01 * SAMPLE_RATE)].astype(np.float32)}
+
+
 def plcmos(_: Path) -> Inputs:
     from speechmos.plcmos import PLCMOS
 
