@@ -38,7 +38,7 @@ import onyxia.operators
 from onyxia.cli.commands.run import bind_dims
 from onyxia.cli.llm.loading import adapter_facts_of
 from onyxia.core import OperatorRegistry
-from onyxia.core.adapter_facts import target_adapter
+from onyxia.core.adapter_facts import force_variants, target_adapter
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.passes import FuseConvEpilogue
 from onyxia.operators.vision.conv import CONV_ONYXIA
@@ -211,14 +211,15 @@ def _registry(fused: bool) -> OperatorRegistry:
     return registry
 
 
-def bench(name: str, runs: int, runtime: Runtime, directory: Path, fused: bool) -> str:
+def bench(name: str, runs: int, runtime: Runtime, directory: Path, fused: bool, variant: str | None) -> str:
     import onnxruntime as ort
 
     model, inputs = MODELS[name]()
     path = directory / f"{name}.onnx"
     onnx.save(model, path)
     graph = onyxia.onnx.load_and_parse_model(path)
-    with target_adapter(adapter_facts_of(runtime)):  # this device's variants, as the LLM loader compiles
+    forced = force_variants({"conv": variant} if variant else {})
+    with target_adapter(adapter_facts_of(runtime)), forced:  # this device's variants, as the LLM loader compiles
         compiled = onyxia.compiler.CompilerPipeline(_registry(fused)).compile(graph, bind_dims(graph, inputs, {}))
     executor = runtime.load_model(compiled)
     ours, ours_cpu, outputs = _median(lambda: executor.run(inputs), runs)
@@ -238,6 +239,7 @@ def main() -> int:
     parser.add_argument("models", nargs="*", help=f"some of {list(MODELS)} (default: all)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--fused", action="store_true", help="register FusedConv and FuseConvEpilogue")
+    parser.add_argument("--variant", help="force a conv variant (vision/conv_variants.py): 'direct' is the old kernel")
     args = parser.parse_args()
     runtime = Runtime()
     print(
@@ -247,7 +249,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as directory:
         for name in args.models or list(MODELS):
-            print(bench(name, args.runs, runtime, Path(directory), args.fused), flush=True)
+            print(bench(name, args.runs, runtime, Path(directory), args.fused, args.variant), flush=True)
     return 0
 
 
