@@ -22,7 +22,7 @@ from onyxia.operators.reduction import REDUCTION, REDUCTION_ONYXIA
 from onyxia.operators.shape import READ_BACK, SHAPE
 from onyxia.operators.signal import SIGNAL
 from onyxia.operators.transformer import TRANSFORMER_MS, LowerContribOps
-from onyxia.operators.vision import VISION
+from onyxia.operators.vision import VISION, VISION_ONYXIA
 
 __all__ = ["core_operator_registry", "register_builtin"]
 
@@ -63,6 +63,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             FUSED_ELEMENTWISE,
             READ_BACK,
             REDUCTION_ONYXIA,
+            VISION_ONYXIA,
         ),
     }
     for domain, family_tables in tables.items():

@@ -84,6 +84,7 @@ def default_passes() -> list[Pass]:
         FuseNormAddNorm(),
         FuseKvCache(),
         FuseAttention(),
+        FuseConvEpilogue(),
         cleanup_passes(),
         FuseElementwise(),
         BufferAliasingPass(),
