@@ -12,9 +12,9 @@ model family whose convolutions dominate its run time:
   average and a Gemm classifier.
 
 Prints per model: Onyxia's and onnxruntime's median run (after warm-up) and their ratio, plus the largest
-output difference relative to onnxruntime's largest magnitude. With ``--fused`` Onyxia compiles with com.onyxia
-FusedConv registered and the FuseConvEpilogue pass before FuseElementwise (activations and residual Adds folded
-into the conv kernels), as the built-in registry will once it lists them.
+output difference relative to onnxruntime's largest magnitude. Onyxia compiles with the built-in registry, whose
+FuseConvEpilogue folds activations and residual Adds into the conv kernels (com.onyxia FusedConv); ``--unfused``
+leaves them as their own ops, and ``--variant direct`` forces the first conv kernel (one invocation per output).
 """
 
 from __future__ import annotations
@@ -39,9 +39,6 @@ from onyxia.cli.commands.run import bind_dims
 from onyxia.cli.llm.loading import adapter_facts_of
 from onyxia.core import OperatorRegistry
 from onyxia.core.adapter_facts import force_variants, target_adapter
-from onyxia.operators.family import ONYXIA_DOMAIN
-from onyxia.operators.passes import FuseConvEpilogue
-from onyxia.operators.vision.conv import CONV_ONYXIA
 from onyxia.runtime import Runtime
 
 
@@ -202,16 +199,14 @@ def _median(run: Callable[[], object], runs: int) -> tuple[float, float, object]
     return statistics.median(walls), statistics.median(cpus), result
 
 
-def _registry(fused: bool) -> OperatorRegistry:
+def _registry(unfused: bool) -> OperatorRegistry:
     registry = onyxia.operators.core_operator_registry()
-    if fused:
-        registry.register_family(ONYXIA_DOMAIN, CONV_ONYXIA)
-        names = [p.name for p in registry.passes]
-        registry.passes.insert(names.index("FuseElementwise"), FuseConvEpilogue())
+    if unfused:  # the built-in registry fuses activations and residual Adds into the conv kernels
+        registry.passes = [p for p in registry.passes if p.name != "FuseConvEpilogue"]
     return registry
 
 
-def bench(name: str, runs: int, runtime: Runtime, directory: Path, fused: bool, variant: str | None) -> str:
+def bench(name: str, runs: int, runtime: Runtime, directory: Path, unfused: bool, variant: str | None) -> str:
     import onnxruntime as ort
 
     model, inputs = MODELS[name]()
@@ -220,7 +215,7 @@ def bench(name: str, runs: int, runtime: Runtime, directory: Path, fused: bool, 
     graph = onyxia.onnx.load_and_parse_model(path)
     forced = force_variants({"conv": variant} if variant else {})
     with target_adapter(adapter_facts_of(runtime)), forced:  # this device's variants, as the LLM loader compiles
-        compiled = onyxia.compiler.CompilerPipeline(_registry(fused)).compile(graph, bind_dims(graph, inputs, {}))
+        compiled = onyxia.compiler.CompilerPipeline(_registry(unfused)).compile(graph, bind_dims(graph, inputs, {}))
     executor = runtime.load_model(compiled)
     ours, ours_cpu, outputs = _median(lambda: executor.run(inputs), runs)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -238,7 +233,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="*", help=f"some of {list(MODELS)} (default: all)")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--fused", action="store_true", help="register FusedConv and FuseConvEpilogue")
+    parser.add_argument(
+        "--unfused", action="store_true", help="without FuseConvEpilogue (activations as their own ops)"
+    )
     parser.add_argument("--variant", help="force a conv variant (vision/conv_variants.py): 'direct' is the old kernel")
     args = parser.parse_args()
     runtime = Runtime()
@@ -249,7 +246,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as directory:
         for name in args.models or list(MODELS):
-            print(bench(name, args.runs, runtime, Path(directory), args.fused, args.variant), flush=True)
+            print(bench(name, args.runs, runtime, Path(directory), args.unfused, args.variant), flush=True)
     return 0
 
 
