@@ -366,7 +366,7 @@ def bench(session: nox.Session) -> None:
     session.run("onyxia", "bench", *args, env={"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"})
 
 
-# ----- session: models shipped inside packages' wheels (appended; self-contained; not in the default list: 5-15 min on lavapipe)
+# ----- session: models shipped inside packages' wheels (appended; self-contained; not in the default list: 3-15 min on lavapipe by load)
 @nox.session
 def packaged_models(session: nox.Session) -> None:
     """tests/packaged_models: ONNX models that PyPI packages ship in their wheels, against onnxruntime.
