@@ -1,4 +1,4 @@
-"""Nox sessions: every package tested alone from its built wheel, plus e2e, example, lint, types, size.
+"""Nox sessions: every package tested alone from its built wheel, plus e2e, packaged models, example, lint, types, size.
 
 Each package session builds the wheelhouse (all six packages and the example, once per nox
 invocation, skipping projects whose sources did not change since the last build), installs
@@ -38,6 +38,7 @@ nox.options.sessions = [
     "cli",
     "example",
     "e2e",
+    "packaged_models",
 ]
 
 ROOT = Path(__file__).parent.resolve()
@@ -366,6 +367,7 @@ def bench(session: nox.Session) -> None:
     session.run("onyxia", "bench", *args, env={"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"})
 
 
+# ----- session: models shipped inside packages' wheels (in the default list: about 4 min on lavapipe with the installs) -----
 # ----- session: models shipped inside packages' wheels (appended; self-contained; not in the default list: 3-15 min on lavapipe by load)
 @nox.session
 def packaged_models(session: nox.Session) -> None:

@@ -41,7 +41,9 @@ alias W_T = #{T};
 #endfor
 
 const ROWS: u32 = #{ROWS}u;
-const PANEL: u32 = #{PANEL}u;
+#ifdef PANELS
+const PANEL: u32 = #{PANEL}u;  // defined only for panelled weights (a run-time weight has no PANEL def)
+#endif
 
 fn w_at(slot: u32, i: u32) -> W_T {
     var v: W_T;
