@@ -130,7 +130,7 @@ def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, e
     weights = ctx.input(1) if kernel == "depthwise" else packed_weights(ctx, group, taps, mg, quads * 4)
     reads = [ctx.input(0), weights]
     bind_epilogue(ctx, epilogue, reads, defs)
-    dims: dict[str, object] = {"C": c, "M": m, "CG": cg, "MG": mg, "P": pixels, **volume}
+    dims: dict[str, SymbolicDim] = {"C": c, "M": m, "CG": cg, "MG": mg, "P": pixels, **volume}
     batch = x[0]
     if kernel == "depthwise":
         runs = volume["OD"] * volume["OH"] * _cdiv(volume["OW"], 4)
@@ -150,5 +150,5 @@ def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, e
             defs["SUBGROUP_X"] = True
         workgroups = (group * _cdiv(quads // vpl, variant.lanes), tiles, batch)
     label = f"{_LABELS[kernel]}@{variant.name}"
-    shader = ctx.compile_shader(label, _SOURCES[kernel], defs, dims)  # type: ignore[arg-type]
+    shader = ctx.compile_shader(label, _SOURCES[kernel], defs, dims)
     ctx.dispatch(shader, reads, [ctx.output(0)], workgroups)
