@@ -32,6 +32,7 @@ __all__ = [
     "error_line",
     "op_summary",
     "ort_seconds",
+    "ort_timed",
     "read_record",
     "run_onyxia",
 ]
@@ -109,25 +110,31 @@ def run_onyxia(runtime: Any, name: str, runs: int = 2) -> Measured:
     )
 
 
-def ort_seconds(name: str, runs: int = 5) -> tuple[float, float]:
-    """onnxruntime's CPU EP on the same inputs: session creation, and the median run after one warm-up."""
+def ort_timed(path: Path, inputs: Mapping[str, np.ndarray], runs: int = 5) -> tuple[float, float]:
+    """onnxruntime's CPU EP on `inputs`: session creation seconds, and the median run after one warm-up
+    (also the packaged-model suite's timing)."""
     import onnxruntime as ort
 
-    inputs, _ = read_record(name)
     start = time.perf_counter()
-    session = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     init = time.perf_counter() - start
-    session.run(None, inputs)
+    session.run(None, dict(inputs))
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        session.run(None, inputs)
+        session.run(None, dict(inputs))
         times.append(time.perf_counter() - start)
     return init, statistics.median(times)
 
 
-def op_summary(name: str) -> tuple[int, Counter[str]]:
-    """Node count and op histogram of the file, subgraphs (If branches, Loop bodies) included."""
+def ort_seconds(name: str, runs: int = 5) -> tuple[float, float]:
+    """`ort_timed` on a suite file and its recorded inputs."""
+    inputs, _ = read_record(name)
+    return ort_timed(DATA / f"{name}.onnx", inputs, runs)
+
+
+def op_summary(path: Path) -> tuple[int, Counter[str]]:
+    """Node count and op histogram of an ONNX file, subgraphs (If branches, Loop bodies) included."""
     ops: Counter[str] = Counter()
 
     def walk(graph: onnx.GraphProto) -> None:
@@ -137,7 +144,7 @@ def op_summary(name: str) -> tuple[int, Counter[str]]:
                 if attr.type == onnx.AttributeProto.GRAPH:
                     walk(attr.g)
 
-    walk(onnx.load(str(DATA / f"{name}.onnx"), load_external_data=False).graph)
+    walk(onnx.load(str(path), load_external_data=False).graph)
     return sum(ops.values()), ops
 
 

@@ -23,7 +23,7 @@ __all__ = ["main"]
 
 
 def _ops(name: str) -> str:
-    nodes, ops = op_summary(name)
+    nodes, ops = op_summary(DATA / f"{name}.onnx")
     notable = ", ".join(f"{op}" + (f" x{ops[op]}" if ops[op] > 1 else "") for op in NOTABLE_OPS if op in ops)
     return f"{nodes} nodes, {len(ops)} op types" + (f" ({notable})" if notable else "")
 

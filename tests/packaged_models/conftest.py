@@ -15,6 +15,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))  # tests/real_model_suite.py: the timing and op-count helpers
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -11,14 +11,16 @@ import importlib.metadata
 import importlib.util
 import statistics
 import time
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
+from real_model_suite import (  # tests/: shared with the exporter-made suite (conftest puts it on the path)
+    op_summary,
+    ort_timed,
+)
 
 import onyxia.compiler
 import onyxia.onnx
@@ -111,35 +113,6 @@ def ort_run(path: Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
     session = _cached_session(path)
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, dict(inputs)), strict=True))
-
-
-def ort_timed(path: Path, inputs: Mapping[str, np.ndarray], runs: int = 5) -> tuple[float, float]:
-    """onnxruntime CPU: session creation seconds, and the median run after one warm-up."""
-    start = time.perf_counter()
-    session = _session(path)
-    init = time.perf_counter() - start
-    session.run(None, dict(inputs))
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        session.run(None, dict(inputs))
-        times.append(time.perf_counter() - start)
-    return init, statistics.median(times)
-
-
-def op_summary(path: Path) -> tuple[int, Counter[str]]:
-    """Node count and op histogram, subgraphs (If branches, Loop bodies) included."""
-    ops: Counter[str] = Counter()
-
-    def walk(graph: onnx.GraphProto) -> None:
-        for node in graph.node:
-            ops[node.op_type] += 1
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    walk(attr.g)
-
-    walk(onnx.load(str(path), load_external_data=False).graph)
-    return sum(ops.values()), ops
 
 
 def assert_matches(name: str, got: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tol: float) -> float:

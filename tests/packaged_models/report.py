@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # tests/real_model_suite.py
 
 from harness import NOTABLE_OPS, assert_matches, op_summary, ort_run, ort_timed, run_onyxia, version
 from models import PASSING, PENDING
