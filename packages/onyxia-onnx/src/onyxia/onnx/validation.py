@@ -121,9 +121,8 @@ def _check_node(
 
 
 def _checkable(node: onnx.NodeProto) -> onnx.NodeProto:
-    """`node` as the checker wants it: schemas live under domain "", not its alias "ai.onnx"; and
-    the checker looks for external files relative to the working directory (the reader has already
-    opened them relative to the model), so such tensor attributes get a stand-in."""
+    """`node` as the checker wants it: domain "" for "ai.onnx", and a stand-in for external tensor
+    attributes (the checker would look for their files relative to the working directory)."""
     external = any(
         a.type == AttributeProto.TENSOR and a.t.data_location == TensorProto.EXTERNAL for a in node.attribute
     )
@@ -155,9 +154,9 @@ def _onnx_knows(op_type: str, opset: int) -> bool:
 def _check_contrib_node(node: onnx.NodeProto, schema: ContribSchema) -> Iterator[str]:
     inputs, outputs, most = list(node.input), list(node.output), schema.max_inputs
     if len(inputs) < schema.min_inputs or (most is not None and len(inputs) > most):
-        yield f"has {len(inputs)} inputs; expected {schema.min_inputs} to {'any number' if most is None else most}"
+        yield f"has {len(inputs)} inputs; expected {_count_range(schema.min_inputs, most)}"
     if not schema.min_outputs <= len(outputs) <= len(schema.outputs):
-        yield f"has {len(outputs)} outputs; expected {schema.min_outputs} to {len(schema.outputs)}"
+        yield f"has {len(outputs)} outputs; expected {_count_range(schema.min_outputs, len(schema.outputs))}"
     for index, (name, _param) in enumerate(schema.inputs):
         if index < len(inputs) and not inputs[index] and index not in schema.optional:
             yield f"input {index} '{name}' is empty; it is required"
@@ -173,6 +172,10 @@ def _check_contrib_node(node: onnx.NodeProto, schema: ContribSchema) -> Iterator
             yield f"attribute '{name}' is {found}; expected {expected}"
     for name in sorted(schema.required - present.keys()):
         yield f"required attribute '{name}' is missing"
+
+
+def _count_range(least: int, most: int | None) -> str:
+    return str(least) if least == most else f"{least} to {'any number' if most is None else most}"
 
 
 def _check_flags(node: onnx.NodeProto) -> Iterator[str]:
@@ -242,11 +245,8 @@ def _infer(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, list[int |
 
 
 def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Nodes, inputs and small initializers; weights become typed inputs, declared shapes are dropped.
-
-    onnxruntime merges a declared output shape that disagrees with inference leniently (a
-    warning), while onnx's strict mode fails on it, so declared shapes go; dtypes stay checked.
-    """
+    """Nodes, inputs and small initializers; weights become typed inputs, declared shapes are dropped
+    (onnxruntime merges a disagreeing declared shape with a warning, onnx's strict mode fails on it)."""
     light = onnx.ModelProto(ir_version=model.ir_version)
     opsets = {_domain(o.domain): o.version for o in model.opset_import}  # onnx's inference knows no "ai.onnx"
     light.opset_import.extend(onnx.helper.make_opsetid(domain, version) for domain, version in opsets.items())
