@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # tests/real_model_suite.py
 
 from harness import NOTABLE_OPS, assert_matches, op_summary, ort_run, ort_timed, run_onyxia, version
-from models import PASSING, PENDING
+from packaged_table import PASSING, PENDING
 
 from onyxia.runtime import Runtime
 

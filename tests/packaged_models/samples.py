@@ -1,7 +1,7 @@
 """Realistic raw inputs, made here rather than downloaded: rendered text, speech-like audio, real files.
 
 Each is deterministic (fixed seeds), so onnxruntime and Onyxia see the same bytes on every run and
-every machine. The packages' own pre-processing turns them into model inputs (see `models.py`).
+every machine. The packages' own pre-processing turns them into model inputs (see `packaged_table.py`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from harness import assert_matches, compile_and_load, ort_run, run_onyxia
-from models import PASSING, PENDING
+from packaged_table import PASSING, PENDING
 
 from onyxia.core import OnyxiaError
 
@@ -44,4 +44,4 @@ def test_pending_model_still_fails_clearly(runtime: Any, name: str) -> None:
     except OnyxiaError as error:
         assert reason in str(error), f"{name} fails differently now: {error}"
     else:
-        pytest.fail(f"{name} runs in Onyxia now: move it from PENDING to PASSING (models.py)")
+        pytest.fail(f"{name} runs in Onyxia now: move it from PENDING to PASSING (packaged_table.py)")
