@@ -34,6 +34,7 @@ enable f16;
 #endif
 #ifdef DECODE
 #import onyxia::reduce
+#import onyxia::attend_row
 #endif
 
 @group(0) @binding(#{BIND_Q}) var<storage, read> in_q: array<#{T}>;
@@ -124,6 +125,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
 }
 #else
+fn row_value(base: u32, j: u32, new_row: u32, h: u32) -> f32 {
+    return f32(in_v[base + j * #{HEAD_SIZE}u + h]);
+}
+
 @compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let head = wid.y;
@@ -141,37 +146,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         scores[score_base + j] = x;
         local_max = max(local_max, x);
     }
-    let row_max = workgroup_max(lid, local_max);
-    var local_sum = 0.0;
-    for (var j = range.lo + lid; j < range.hi; j += #{WORKGROUP_SIZE}u) {
-        let p = exp(scores[score_base + j] - row_max);
-        scores[score_base + j] = p;
-        local_sum += p;
-    }
-    let row_sum = workgroup_sum(lid, local_sum);
-    storageBarrier();  // every p is written before any invocation reads another's
-    let inv_sum = select(1.0 / row_sum, 0.0, row_sum == 0.0);
-    let lane = lid % #{DIM_LANES}u;
-    let slice = lid / #{DIM_LANES}u;
     let out_base = (b * #{NUM_HEADS}u + head) * #{HEAD_SIZE}u;
-    for (var chunk = 0u; chunk < (#{HEAD_SIZE}u + #{DIM_LANES}u - 1u) / #{DIM_LANES}u; chunk++) {
-        let h = chunk * #{DIM_LANES}u + lane;
-        var acc = 0.0;
-        if (h < #{HEAD_SIZE}u && slice < #{KEY_GROUPS}u) {
-            for (var j = range.lo + slice; j < range.hi; j += #{KEY_GROUPS}u) {
-                acc += scores[score_base + j] * f32(in_v[base + j * #{HEAD_SIZE}u + h]);
-            }
-        }
-        partial[lid] = acc;
-        workgroupBarrier();
-        if (slice == 0u && h < #{HEAD_SIZE}u) {
-            var sum = 0.0;
-            for (var g = 0u; g < #{KEY_GROUPS}u; g++) {
-                sum += partial[g * #{DIM_LANES}u + lane];
-            }
-            out_y[out_base + h] = #{T}(sum * inv_sum);
-        }
-        workgroupBarrier();
-    }
+    attend_row(lid, range.lo, range.hi, base, 0xffffffffu, score_base, out_base, local_max);
 }
 #endif

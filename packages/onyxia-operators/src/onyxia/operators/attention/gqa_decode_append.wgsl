@@ -1,7 +1,7 @@
 // GroupQueryAttention's one-token step over an in-place cache (present aliased to past), KV append included:
 // one dispatch where the unfused step takes two (kv_cache.wgsl's append, then gqa.wgsl's decode kernel).
 // One workgroup per (head, batch) row, as gqa.wgsl's decode kernel, computing the same values in the same
-// order: each workgroup builds the new key (rotated with ROTARY, stored as T, as the cache stores it) and
+// order (both end in onyxia::attend_row): each workgroup builds the new key (rotated with ROTARY, stored as T, as the cache stores it) and
 // value rows of its kv head in workgroup memory and reads them there for the new row; the past rows come
 // from the cache. The first query head of each kv head writes the new rows into the cache: no workgroup
 // reads a cache row another writes, so one dispatch is race-free.
@@ -19,6 +19,7 @@ enable f16;
 #endif
 #import onyxia::kv_rows
 #import onyxia::reduce
+#import onyxia::attend_row
 #ifdef ROTARY
 #import onyxia::rotary
 #endif
@@ -84,11 +85,11 @@ fn key_element(row: u32, is_new: bool, h: u32) -> f32 {
     return f32(cache_k[row + h]);
 }
 
-fn value_element(row: u32, is_new: bool, h: u32) -> f32 {
-    if (is_new) {
+fn row_value(base: u32, j: u32, new_row: u32, h: u32) -> f32 {
+    if (j == new_row) {
         return f32(new_v_row[h]);
     }
-    return f32(cache_v[row + h]);
+    return f32(cache_v[base + j * #{HEAD_SIZE}u + h]);
 }
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})
@@ -135,36 +136,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         scores[score_base + j] = x;
         local_max = max(local_max, x);
     }
-    let row_max = workgroup_max(lid, local_max);
-    var local_sum = 0.0;
-    for (var j = range.lo + lid; j < range.hi; j += #{WORKGROUP_SIZE}u) {
-        let p = exp(scores[score_base + j] - row_max);
-        scores[score_base + j] = p;
-        local_sum += p;
-    }
-    let row_sum = workgroup_sum(lid, local_sum);
-    storageBarrier();  // every p is written before any invocation reads another's
-    let inv_sum = select(1.0 / row_sum, 0.0, row_sum == 0.0);
-    let lane = lid % #{DIM_LANES}u;
-    let slice = lid / #{DIM_LANES}u;
     let out_base = (b * #{NUM_HEADS}u + head) * #{HEAD_SIZE}u;
-    for (var chunk = 0u; chunk < (#{HEAD_SIZE}u + #{DIM_LANES}u - 1u) / #{DIM_LANES}u; chunk++) {
-        let h = chunk * #{DIM_LANES}u + lane;
-        var acc = 0.0;
-        if (h < #{HEAD_SIZE}u && slice < #{KEY_GROUPS}u) {
-            for (var j = range.lo + slice; j < range.hi; j += #{KEY_GROUPS}u) {
-                acc += scores[score_base + j] * value_element(base + j * #{HEAD_SIZE}u, j == new_row, h);
-            }
-        }
-        partial[lid] = acc;
-        workgroupBarrier();
-        if (slice == 0u && h < #{HEAD_SIZE}u) {
-            var sum = 0.0;
-            for (var g = 0u; g < #{KEY_GROUPS}u; g++) {
-                sum += partial[g * #{DIM_LANES}u + lane];
-            }
-            out_y[out_base + h] = #{T}(sum * inv_sum);
-        }
-        workgroupBarrier();
-    }
+    attend_row(lid, range.lo, range.hi, base, new_row, score_base, out_base, local_max);
 }
