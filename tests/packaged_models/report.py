@@ -3,7 +3,7 @@
 Per passing model: the package and its installed version, nodes and op types (notable ones named),
 the largest difference from onnxruntime relative to the output's largest magnitude, Onyxia's
 compile + load seconds, its first run (where lavapipe compiles the shaders), its median later run,
-onnxruntime CPU's median run, and the ratio of the two medians. Then the pending models and why.
+onnxruntime CPU's median run, and the ratio of the two medians.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # tests/real_model_suite.py
 
 from harness import NOTABLE_OPS, assert_matches, op_summary, ort_run, ort_timed, run_onyxia, version
-from packaged_table import PASSING, PENDING
+from packaged_table import PASSING
 
 from onyxia.runtime import Runtime
 
@@ -54,10 +54,6 @@ def main() -> int:
             f"| {ort * 1e3:.2f} | {m.run_s / ort:.0f}x |",
             flush=True,
         )
-    print("\n| pending model | package | ops | why it does not run yet |\n|---|---|---|---|")
-    for name, pending in PENDING.items():
-        model = pending.model
-        print(f"| {name} | {model.distribution} {version(model.distribution)} | {_ops(model.path())} | {pending.why} |")
     return 0
 
 

@@ -95,3 +95,21 @@ def test_a_plan_waiting_for_run_time_values_says_so(cli, tmp_path: Path) -> None
         assert result.code == 0, result.err
         assert "deferred: planning needs run-time values" in result.out
         assert "node 'ReduceSum_0' (ReduceSum) input 1 (axes) from graph input 'axes'" in result.out
+
+
+def test_a_float64_plan_says_it_is_demoted(cli, tmp_path: Path) -> None:
+    """float64 runs as f32 on the GPU: validate and compile say so in one line, naming the tensors."""
+    node = helper.make_node("Exp", ["x"], ["y"], name="exp")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4])],
+    )
+    path = tmp_path / "exp64.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), path)
+    for command in ("validate", "compile"):
+        result = cli(command, str(path))
+        assert result.code == 0, result.err
+        assert "demoted: 2 tensors computed in a less precise type (double as f32)" in result.out
+        assert "'x', 'y'" in result.out or "'y', 'x'" in result.out

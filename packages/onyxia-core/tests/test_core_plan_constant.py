@@ -61,4 +61,4 @@ def test_same_key_with_other_contents_is_refused() -> None:
     with pytest.raises(PlanningError, match=r"constant 'k' is registered as uint32\[4\]; .* float\[4\]"):
         ctx.constant("k", np.zeros(4, np.float32))
     with pytest.raises(PlanningError, match="constant 'b'.*no WebGPU storage type"):
-        ctx.constant("b", np.zeros(2, np.float64))
+        ctx.constant("b", np.zeros(2, np.complex64))

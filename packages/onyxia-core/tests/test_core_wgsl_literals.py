@@ -28,6 +28,8 @@ from onyxia.core.shader_dims import shader_dims
         (DataType.FLOAT16, 1e5, "f16(bitcast<f32>(0x7f800000u))"),  # beyond f16: IEEE overflow to inf
         (DataType.FLOAT16, float("-inf"), "f16(bitcast<f32>(0xff800000u))"),
         (DataType.FLOAT16, float("nan"), "f16(bitcast<f32>(0x7fc00000u))"),
+        (DataType.DOUBLE, 0.1, "0.1f"),  # float64 is stored as f32: rounded to f32's shortest digits
+        (DataType.DOUBLE, 1e300, "bitcast<f32>(0x7f800000u)"),  # beyond f32: IEEE overflow to inf
         (DataType.INT32, 7, "7i"),
         (DataType.INT32, -(2**31), "i32(-2147483648)"),  # `-2147483648i` negates an out-of-range literal
         (DataType.INT64, 2**31 - 1, "2147483647i"),  # int64 is stored as i32
@@ -76,7 +78,7 @@ def test_f16_literals_round_trip_exactly() -> None:
         (DataType.UINT8, 2**40, r"is out of u32's range"),
         (DataType.INT32, 1.5, r"expected an integer, found 1.5"),
         (DataType.INT32, float("inf"), r"expected an integer, found inf"),
-        (DataType.DOUBLE, 1.0, r"double has no WGSL storage type"),
+        (DataType.BFLOAT16, 1.0, r"bfloat16 has no WGSL storage type"),
     ],
 )
 def test_literal_out_of_range_is_a_planning_error(dtype: DataType, value: float, match: str) -> None:

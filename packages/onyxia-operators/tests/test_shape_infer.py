@@ -22,6 +22,7 @@ from onyxia.core import (
     TensorValue,
     UnsupportedOpError,
 )
+from onyxia.core.dtypes import DemotionWarning
 from onyxia.operators import core_operator_registry
 from onyxia.operators.shape import RESHAPE
 
@@ -152,7 +153,7 @@ def test_cast_rejects_targets_without_a_host_form(to: DataType) -> None:
         run("Cast", [2], to=int(to), saturate=1)
 
 
-def test_cast_to_double_folds_but_is_rejected_on_the_gpu() -> None:
+def test_cast_to_double_folds_and_is_demoted_on_the_gpu() -> None:
     assert run("Cast", [2], to=int(DataType.DOUBLE)).dtype == DataType.DOUBLE
     b = GraphBuilder()
     folded = b.op("Cast", b.constant(np.array([1.5], np.float32)), to=int(DataType.DOUBLE))
@@ -160,7 +161,11 @@ def test_cast_to_double_folds_but_is_rejected_on_the_gpu() -> None:
     assert CompilerPipeline(REGISTRY).compile(b.graph).operations == []
     b = GraphBuilder()
     b.output(b.op("Cast", b.input("x", DataType.FLOAT, [2]), to=int(DataType.DOUBLE), _name="node0"))
-    with pytest.raises(OnyxiaError, match=r"node 'node0' \(Cast\): target dtype double is not implemented on the GPU"):
+    with pytest.warns(DemotionWarning, match="double as f32"):
+        assert len(CompilerPipeline(REGISTRY).compile(b.graph).operations) == 1
+    b = GraphBuilder()  # uint64 folds on the host too, but has no GPU form at all
+    b.output(b.op("Cast", b.input("x", DataType.FLOAT, [2]), to=int(DataType.UINT64), _name="node0"))
+    with pytest.raises(OnyxiaError, match=r"node 'node0' \(Cast\): target dtype uint64 is not implemented on the GPU"):
         CompilerPipeline(REGISTRY).compile(b.graph)
 
 

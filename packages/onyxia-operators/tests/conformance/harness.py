@@ -5,8 +5,9 @@ sets of inputs and expected outputs. It is *selected* when every op in its graph
 its local functions is registered at the model's opset. A selected case goes file →
 `load_and_parse_model` → compile → `load_model` → `run` and ends in one of four outcomes:
 
-- ``passed``: every output of every data set matches (exact for ints and bools, NaN where NaN);
-- ``rejected (dtype)``: a graph input or output has no WebGPU storage type (float64, bfloat16,
+- ``passed``: every output of every data set matches (exact for ints and bools, NaN where NaN; float64,
+  which the GPU computes as f32, at float32's tolerance);
+- ``rejected (dtype)``: a graph input or output has no WebGPU storage type (bfloat16, uint64,
   string, sequence ...). Such a case must fail at load/compile time with an `OnyxiaError`; if it
   compiles, or fails later or otherwise, it is ``failed``;
 - ``rejected``: a compile-time `UnsupportedOpError`, or a `PlanningError` about a dtype without a
@@ -78,7 +79,7 @@ class Case:
     data_sets: Sequence[tuple[Sequence[Any], Sequence[Any]]]
     rtol: float
     atol: float
-    no_gpu_type: str | None  # "input 'x' is DOUBLE" when a graph input/output has no WebGPU storage type
+    no_gpu_type: str | None  # "input 'x' is BFLOAT16" when a graph input/output has no WebGPU storage type
     storable: bool  # every graph input/output has a WebGPU storage type, int4/uint4 counted as storable
 
 
@@ -283,11 +284,21 @@ def _check_data_set(
 
 
 def _tolerance(case: Case, expected: np.ndarray) -> tuple[float, float] | None:
-    """The case's (rtol, atol), widened to the oracle's GPU tolerance for the dtype; None = exact."""
-    if expected.dtype not in TOLERANCE:
+    """The case's (rtol, atol), widened to the oracle's GPU tolerance for the dtype the GPU computes it in
+    (float64 is demoted to f32: `DataType.is_demoted`, so float32's); None = exact."""
+    computed = _computed_dtype(expected.dtype)
+    if computed not in TOLERANCE:
         return None
-    rtol, atol = TOLERANCE[expected.dtype]
+    rtol, atol = TOLERANCE[computed]
     return max(case.rtol, rtol), max(case.atol, atol)
+
+
+def _computed_dtype(dtype: np.dtype) -> np.dtype:
+    try:
+        onyxia_dtype = DataType.from_numpy(dtype)
+    except OnyxiaError:  # no ONNX counterpart (strings): compared exactly
+        return dtype
+    return onyxia_dtype.gpu_numpy if onyxia_dtype.is_demoted else dtype
 
 
 def _array(value: Any) -> np.ndarray:

@@ -30,6 +30,7 @@ __all__ = [
     "add_model_argument",
     "builtin_inputs",
     "deferred_note",
+    "demotion_note",
     "dim_names",
     "format_bytes",
     "graph_symbols",
@@ -55,6 +56,13 @@ def variant_note(model: CompiledModel) -> str:
     chosen = Counter(s.label.rsplit("@", 1)[1] for s in model.shaders if "@" in s.label)
     listed = ", ".join(f"{name} ({count} shaders)" for name, count in sorted(chosen.items()))
     return f"\nkernel variants: {escape(listed)}" if listed else ""
+
+
+def demotion_note(model: CompiledModel) -> str:
+    """A summary line when the plan computes tensors less precisely than declared (float64 as f32), so a
+    user comparing against onnxruntime knows the results are approximate (`CompiledModel.demoted`)."""
+    summary = model.demotion_summary()
+    return f"\n[yellow]demoted[/]: {escape(summary)}" if summary else ""
 
 
 def add_model_argument(parser: argparse.ArgumentParser) -> None:

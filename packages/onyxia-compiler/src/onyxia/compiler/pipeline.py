@@ -8,7 +8,8 @@ that ran before it. Every pass run is recorded as a `PassRun` (`pipeline.runs`, 
 The settings (`onyxia.core.settings`, from ``ONYXIA_*`` or code) switch on more: `check` runs
 `graph.check()` after every pass, `dump_ir` writes the graph text after each one (a built-in
 observer), `debug >= 1` logs each run as it ends (DEBUG level otherwise) and `pass_stats` logs the
-`PassStats` table at the end of each compile.
+`PassStats` table at the end of each compile. A plan that computes tensors less precisely than declared
+(float64 as f32: `CompiledModel.demoted`) is announced by a `DemotionWarning`.
 Compiling needs no GPU.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from onyxia.compiler.passes.record_value_checks import RecordValueChecksPass, at
 from onyxia.compiler.replanning import GraphReplanner
 from onyxia.compiler.stats import PassRun, PassStats, aggregate, format_stats
 from onyxia.core import CompiledModel, IrGraph, OnyxiaError, OperatorRegistry, Pass, PassSet, Stage
+from onyxia.core.dtypes import DemotionWarning
 from onyxia.core.settings import Settings, settings
 from onyxia.core.subgraphs import compiling_subgraphs
 
@@ -102,7 +105,10 @@ class CompilerPipeline:
         stages = self.passes(dims)
         subgraphs = _SubgraphCompiles(self, dims)
         with compiling_subgraphs(subgraphs):
-            return self._compile_stages(graph, work, dims, planner, stages, observers, config)
+            compiled = self._compile_stages(graph, work, dims, planner, stages, observers, config)
+        if compiled.demoted:  # Python shows a repeated warning once, so replanning at new dims stays quiet
+            warnings.warn(compiled.demotion_summary(), DemotionWarning, stacklevel=2)
+        return compiled
 
     def _compile_stages(
         self,

@@ -6,19 +6,27 @@ bool and the 8/16-bit integers widen to 32 bits, and int4/uint4 stay packed two 
 nibble first, exactly as ONNX stores them (read as u32 words of 8 nibbles): the 4-bit weights
 MatMulNBits and GatherBlockQuantized stream keep their on-disk size, and the few ops that compute
 on 4-bit values (Cast, QuantizeLinear, DequantizeLinear) unpack or pack them themselves
-(`onyxia.core.nibbles` has the host side). Types with no WGSL form (float64, bfloat16, float8,
-string, complex) are rejected at compile time by `require_gpu_type`.
+(`onyxia.core.nibbles` has the host side). float64 is *demoted*: carried as f32 on the GPU (rounded
+when uploaded, widened back when read), so a float64 model runs and returns float64 arrays, but with
+float32 precision and range; `DataType.is_demoted` marks such types so plans can say so
+(`CompiledModel.demoted`). Folding on the host still computes in float64. Types with no WGSL form
+(bfloat16, float8, string, complex) are rejected at compile time by `require_gpu_type`.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
 import numpy as np
 
 from onyxia.core.errors import PlanningError
 
-__all__ = ["FLOAT_TYPES", "INT_TYPES", "PACKED_4BIT", "DataType", "require_gpu_type"]
+__all__ = ["FLOAT_TYPES", "INT_TYPES", "PACKED_4BIT", "DataType", "DemotionWarning", "require_gpu_type"]
+
+
+class DemotionWarning(UserWarning):
+    """A compiled plan computes some tensors less precisely than declared (`CompiledModel.demoted`)."""
 
 
 class DataType(enum.IntEnum):
@@ -86,12 +94,17 @@ class DataType(enum.IntEnum):
     @property
     def wgsl(self) -> str:
         """WGSL scalar type of one stored element (``u32`` for packed 4-bit words)."""
-        return _GPU[self][0]
+        return _GPU[self].wgsl
 
     @property
     def gpu_numpy(self) -> np.dtype:
-        """numpy dtype of the GPU storage form (int64 -> int32, bool -> uint32, ...)."""
-        return np.dtype(_GPU[self][1])
+        """numpy dtype of the GPU storage form (int64 -> int32, bool -> uint32, float64 -> float32 ...)."""
+        return np.dtype(_GPU[self].numpy)
+
+    @property
+    def is_demoted(self) -> bool:
+        """Whether the GPU form loses precision, not only range (float64 as f32): results are approximate."""
+        return self in _GPU and _GPU[self].demoted
 
     @property
     def is_packed(self) -> bool:
@@ -139,20 +152,29 @@ _NUMPY: dict[DataType, type] = {
     DataType.INT4: np.int8,
 }
 
-# WGSL element type, numpy storage dtype
-_GPU: dict[DataType, tuple[str, type]] = {
-    DataType.FLOAT: ("f32", np.float32),
-    DataType.FLOAT16: ("f16", np.float16),
-    DataType.INT32: ("i32", np.int32),
-    DataType.INT64: ("i32", np.int32),
-    DataType.UINT32: ("u32", np.uint32),
-    DataType.BOOL: ("u32", np.uint32),
-    DataType.INT8: ("i32", np.int32),
-    DataType.INT16: ("i32", np.int32),
-    DataType.UINT8: ("u32", np.uint32),
-    DataType.UINT16: ("u32", np.uint32),
-    DataType.INT4: ("u32", np.uint8),  # packed bytes, bound as u32 words of 8 nibbles (see the docstring)
-    DataType.UINT4: ("u32", np.uint8),
+
+class _Storage(NamedTuple):
+    """How one dtype lives on the GPU."""
+
+    wgsl: str  # WGSL element type
+    numpy: type  # numpy dtype of the buffer's elements
+    demoted: bool = False  # precision is lost (not only range, as int64's is checked): results are approximate
+
+
+_GPU: dict[DataType, _Storage] = {
+    DataType.FLOAT: _Storage("f32", np.float32),
+    DataType.FLOAT16: _Storage("f16", np.float16),
+    DataType.DOUBLE: _Storage("f32", np.float32, demoted=True),  # WGSL has no f64
+    DataType.INT32: _Storage("i32", np.int32),
+    DataType.INT64: _Storage("i32", np.int32),  # range-checked at upload and by the checked kernels
+    DataType.UINT32: _Storage("u32", np.uint32),
+    DataType.BOOL: _Storage("u32", np.uint32),
+    DataType.INT8: _Storage("i32", np.int32),
+    DataType.INT16: _Storage("i32", np.int32),
+    DataType.UINT8: _Storage("u32", np.uint32),
+    DataType.UINT16: _Storage("u32", np.uint32),
+    DataType.INT4: _Storage("u32", np.uint8),  # packed bytes, bound as u32 words of 8 nibbles (see the docstring)
+    DataType.UINT4: _Storage("u32", np.uint8),
 }
 
 _SHORT = {
@@ -175,5 +197,6 @@ def require_gpu_type(dtype: DataType, where: str) -> None:
     if not dtype.has_gpu_type:
         raise PlanningError(
             f"{where}: dtype {dtype.name} has no WebGPU storage type "
-            "(supported: float32, float16, int64 as i32, int32, uint32, int8/uint8/int16/uint16, bool, packed int4/uint4)"
+            "(supported: float32, float16, float64 as f32, int64 as i32, int32, uint32, int8/uint8/int16/uint16, bool, "
+            "packed int4/uint4)"
         )

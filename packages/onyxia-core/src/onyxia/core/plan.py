@@ -267,5 +267,23 @@ class CompiledModel:
         return names
 
     @property
+    def demoted(self) -> tuple[str, ...]:
+        """Names of this plan's tensors that the GPU holds less precisely than declared (float64 as f32:
+        `DataType.is_demoted`), so they and what is computed from them are approximate. A subplan
+        (If/Loop) reports its own."""
+        return tuple(t.name for t in self.tensors.values() if t.dtype.is_demoted)
+
+    def demotion_summary(self, shown: int = 3) -> str:
+        """One line on `demoted` for warnings and the CLI ("" when nothing is): count, types, first names."""
+        demoted = [t for t in self.tensors.values() if t.dtype.is_demoted]
+        if not demoted:
+            return ""
+        kinds = ", ".join(sorted({f"{t.dtype.name.lower()} as {t.dtype.wgsl}" for t in demoted}))
+        listed = ", ".join(f"'{t.name}'" for t in demoted[:shown])
+        more = f" and {len(demoted) - shown} more" if len(demoted) > shown else ""
+        plural = "s" if len(demoted) > 1 else ""
+        return f"{len(demoted)} tensor{plural} computed in a less precise type ({kinds}), results approximate: {listed}{more}"
+
+    @property
     def dispatch_count(self) -> int:
         return sum(isinstance(s, Dispatch) for op in self.operations for s in op.steps)

@@ -62,7 +62,7 @@ def wgsl_dim(value: int, where: str) -> str:
 
 
 def _float_literal(dtype: DataType, value: object, where: str) -> str:
-    if dtype not in (DataType.FLOAT, DataType.FLOAT16):
+    if not dtype.has_gpu_type:
         raise PlanningError(f"{where}: {dtype.name.lower()} has no WGSL storage type for the value {value!r}")
     if not isinstance(value, (int, float, np.generic)):
         raise PlanningError(f"{where}: expected a number, found {value!r}")
@@ -70,14 +70,15 @@ def _float_literal(dtype: DataType, value: object, where: str) -> str:
         number = float(np.asarray(value, dtype=np.float64))
     except (TypeError, ValueError, OverflowError) as e:
         raise PlanningError(f"{where}: expected a number, found {value!r}") from e
+    half = dtype.wgsl == "f16"
     with warnings.catch_warnings():  # overflow to inf is the intended IEEE rounding, not a mistake
         warnings.simplefilter("ignore", RuntimeWarning)
-        rounded = np.float16(number) if dtype == DataType.FLOAT16 else np.float32(number)
+        rounded = np.float16(number) if half else np.float32(number)  # float64 is stored as f32
     if not np.isfinite(rounded):
         bits = int(np.float32(rounded).view(np.uint32))
         pattern = f"bitcast<f32>({bits:#010x}u)"
-        return pattern if dtype == DataType.FLOAT else f"f16({pattern})"
-    suffix = "h" if dtype == DataType.FLOAT16 else "f"
+        return f"f16({pattern})" if half else pattern
+    suffix = "h" if half else "f"
     text = str(rounded)  # numpy's shortest digits that round-trip in the rounded dtype ("-0.0" kept)
     return f"{text}{suffix}" if any(c in text for c in ".e") else f"{text}.0{suffix}"
 

@@ -30,7 +30,7 @@ __all__ = [
 CHECKED_BINARY = {"Add": "add_i64(a, b)", "Sub": "sub_i64(a, b)", "Mul": "mul_i64(a, b)"}
 CHECKED_UNARY = {"Neg": "neg_i64(x)", "Abs": "abs_i64(x)"}
 CHECKED_COMBINE = {"a + b": "add_i64(a, b)", "a * b": "mul_i64(a, b)", "x * x": "mul_i64(x, x)"}
-_CASTS = {DataType.FLOAT: "f32_to_i64(x)", DataType.UINT32: "u32_to_i64(x)"}
+_CASTS = {DataType.FLOAT: "f32_to_i64(x)", DataType.DOUBLE: "f32_to_i64(x)", DataType.UINT32: "u32_to_i64(x)"}
 
 
 def checked_cast(x: DataType, y: DataType) -> str | None:

@@ -1,4 +1,7 @@
-"""Named dtype sets for family rows (which dtypes a shader expression is valid WGSL for)."""
+"""Named dtype sets for family rows (which dtypes a shader expression is valid WGSL for).
+
+float64 sits among FLOATS because it is stored as f32 (`DataType.is_demoted`): a float kernel computes
+it as it computes float32, and the plan reports the demotion."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from onyxia.core import DataType, NodeCtx, UnsupportedOpError
 
 __all__ = ["ALL_GPU", "BOOL", "FLOATS", "INTS", "NUMERIC", "SIGNED", "require_dtype"]
 
-FLOATS = frozenset({DataType.FLOAT, DataType.FLOAT16})
+FLOATS = frozenset({DataType.FLOAT, DataType.FLOAT16, DataType.DOUBLE})
 SIGNED_INTS = frozenset({DataType.INT32, DataType.INT64, DataType.INT8, DataType.INT16})
 UNSIGNED_INTS = frozenset({DataType.UINT32, DataType.UINT8, DataType.UINT16})
 INTS = SIGNED_INTS | UNSIGNED_INTS

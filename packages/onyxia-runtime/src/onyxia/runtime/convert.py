@@ -5,7 +5,9 @@ integers widen to 32 bits. Narrowing int64 is checked, never wrapped: a token id
 beyond i32 would silently compute garbage. int4/uint4 stay packed two per byte on the GPU
 (`onyxia.core.nibbles`): weights arrive packed already, while `run()` takes and returns logical
 values as `ml_dtypes.int4`/`uint4` arrays (what `onnx.numpy_helper` uses; plain int8/uint8 arrays
-in range are accepted too), packed on the way in and unpacked on the way out.
+in range are accepted too), packed on the way in and unpacked on the way out. float64 is demoted to
+float32 on the way in (IEEE rounding: a magnitude beyond float32's range becomes infinite) and
+widened back on the way out, so callers see the declared dtype (`DataType.is_demoted`).
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def to_gpu(where: str, dtype: DataType, array: np.ndarray, error: type[OnyxiaErr
             )
     if array.dtype == target:
         return np.ascontiguousarray(array)
-    return np.ascontiguousarray(array.astype(target))
+    with np.errstate(over="ignore"):  # float64 -> float32 overflow to infinity is the documented rounding
+        return np.ascontiguousarray(array.astype(target))
 
 
 def storage_bytes(array: np.ndarray) -> np.ndarray:

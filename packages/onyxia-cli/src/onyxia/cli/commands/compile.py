@@ -30,6 +30,7 @@ from onyxia.cli.common import (
     add_dim_argument,
     add_model_argument,
     deferred_note,
+    demotion_note,
     format_bytes,
     load_graph,
     model_path,
@@ -129,6 +130,7 @@ def _summary(title: str, graph: IrGraph, model: CompiledModel, runs: list[PassRu
         f"{len(model.tensors)} buffers, {format_bytes(weights)} of weights (compiled in {ms:.0f} ms)"
         + deferred_note(model)
         + variant_note(model)
+        + demotion_note(model)
     )
 
 

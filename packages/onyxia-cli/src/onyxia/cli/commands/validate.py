@@ -20,6 +20,7 @@ from onyxia.cli.common import (
     add_dim_argument,
     add_model_argument,
     deferred_note,
+    demotion_note,
     load_graph,
     model_path,
     operator_registry,
@@ -65,7 +66,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     elapsed = (time.perf_counter() - start) * 1e3
     console.print(
         f"[green]ok[/]: {len(graph)} nodes -> {len(model.operations)} GPU ops, {model.dispatch_count} dispatches, "
-        f"{len(model.shaders)} shaders (compiled in {elapsed:.0f} ms)" + deferred_note(model) + variant_note(model)
+        f"{len(model.shaders)} shaders (compiled in {elapsed:.0f} ms)"
+        + deferred_note(model)
+        + variant_note(model)
+        + demotion_note(model)
     )
     if model.symbols:
         console.print("symbolic dims left for run time: " + escape(", ".join(sorted(model.symbols))))

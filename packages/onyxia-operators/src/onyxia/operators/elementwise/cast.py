@@ -5,8 +5,9 @@ between storage types plus, for 8/16-bit integer targets, the wrap-around ONNX (
 give when a value does not fit (int32 300 -> int8 44). Casting float to an integer truncates
 toward zero, which WGSL's conversions already do; bool is ``x != 0``. int4/uint4 stay packed on
 the GPU, so a cast from or to them is its own kernel (`cast_4bit`, which also says how values are
-rounded and wrapped into 4 bits) and never joins a fused elementwise chain. Targets without a WebGPU
-form (float64, uint64) still fold on the host; float8, bfloat16 and string are rejected outright,
+rounded and wrapped into 4 bits) and never joins a fused elementwise chain. float64 is stored as f32
+(demoted, `DataType.is_demoted`), so a cast to or from it is a float32 one on the GPU; uint64, with no
+WebGPU form, still folds on the host; float8, bfloat16 and string are rejected outright,
 since Onyxia has no host form for them either (so `saturate`, which only matters for float8, is
 accepted and ignored).
 """
