@@ -23,6 +23,7 @@ from onyxia.core import DataType, IrGraph, IrNode
 from onyxia.core.rewrite import Attr, Decline, Match, Ops, Rewriter, Rule, Var, op, producer, sole_use
 from onyxia.core.rewrite.rewriter import NewValue
 from onyxia.operators.family import ONYXIA_DOMAIN
+from onyxia.operators.vision.conv_folds import CONV_FOLDS
 
 __all__ = ["CONV_FUSIONS", "FUSED_ACTIVATIONS"]
 
@@ -142,4 +143,5 @@ FUSE_RESIDUAL = Rule(
     check=_residual_check,
     targets="YOLOv8 C2f bottleneck x + SiLU(conv), MobileNet inverted residual x + conv",
 )
-CONV_FUSIONS = (*CONV_FUSIONS, FUSE_RESIDUAL)
+# the folds first: a BatchNormalization or bias Add between a conv and its activation hides the activation
+CONV_FUSIONS = (*CONV_FOLDS, *CONV_FUSIONS, FUSE_RESIDUAL)
