@@ -1,12 +1,18 @@
-"""ONNX ConvInteger and QLinearConv: 8-bit convolution summed exactly in int32 (conv_integer.wgsl).
+"""ONNX ConvInteger and QLinearConv: 8-bit convolution summed exactly in int32, on the float Conv's kernels.
 
 The window arithmetic (kernel_shape, strides, pads, dilations, auto_pad; 1-D to 3-D) is vision/geometry.py's
-`forward_window`, the same as Conv's; the kernel is its own because the float Conv's is being rewritten for speed
-and these sums must stay integer. W is [M, C / group, k...] with static dims (the kernel size is a shader
-literal). onnxruntime pads x with x_zero_point, so a padded tap adds nothing. x_zero_point is per tensor;
-w_zero_point per tensor or per output channel ([M]); QLinearConv's w_scale likewise, x/y scales and y_zero_point
-per tensor, and the optional int32 bias [M] is added to the sum before onnxruntime's requantization
-(`onyxia::requant`: multiplier x_scale * w_scale[m] / y_scale, rounded half to even, saturated).
+`forward_window`, and the kernel is the one the conv variant table (vision/conv_variants.py) picks for Conv, run
+with INTEGER: the implicit GEMM (vision/conv_gemm.wgsl, W packed at load as int32 less its zero point) or the
+depthwise kernel, which sum in i32 (wrapping like onnxruntime's accumulator). The table's `direct` row runs
+conv_integer.wgsl, one invocation per output, for what those cannot take: a W or w_zero_point computed at run time
+(the GEMM reads W packed at load) and spatial dims that are not compile-time numbers. This op is the kernels'
+`ConvEpilogue`: onyxia::conv_integer_epilogue's zero points, int32 bias and requantization.
+
+W is [M, C / group, k...] with static dims (the kernel size is a shader literal). onnxruntime pads x with
+x_zero_point, so a padded tap adds nothing. x_zero_point is per tensor; w_zero_point per tensor or per output
+channel ([M]); QLinearConv's w_scale likewise, x/y scales and y_zero_point per tensor, and the optional int32 bias
+[M] is added to the sum before onnxruntime's requantization (`onyxia::requant`: multiplier x_scale * w_scale[m] /
+y_scale, rounded half to even, saturated).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onyxia.core import (
+    BufferRef,
     DataType,
     InferenceCtx,
     NodeCtx,
@@ -36,6 +43,8 @@ from onyxia.operators.quantized.qlinear_params import (
     scale_input,
     vector_of,
 )
+from onyxia.operators.vision.conv_gemm import conv_shape, plan_tiled
+from onyxia.operators.vision.conv_variants import choose_variant
 from onyxia.operators.vision.geometry import Window, forward_window
 
 __all__ = ["CONV_INTEGER", "IntegerConvOp"]
@@ -61,10 +70,37 @@ class IntegerConvOp(OperatorBase):
     def requant(self) -> bool:
         return self.y_zp >= 0
 
-    def _inputs(self) -> dict[str, int]:
-        """Shader binding names -> input positions, in binding order."""
-        names = {"X": 0, "X_SCALE": self.x_scale, "XZP": self.x_zp, "W": self.w, "W_SCALE": self.w_scale}
-        return names | {"WZP": self.w_zp, "Y_SCALE": self.y_scale, "YZP": self.y_zp, "BIAS": self.bias}
+    @property
+    def weight(self) -> int:
+        return self.w
+
+    @property
+    def weight_zero_point(self) -> int:
+        return self.w_zp
+
+    def bind(self, ctx: PlanCtx, reads: list[BufferRef], defs: dict[str, object], packed: bool) -> None:
+        """onyxia::conv_integer_epilogue's reads after x and W (w_zero_point only when W is not `packed` less
+        it) and defs."""
+        m = ctx.input_dims(self.w)[0]
+        out = ctx.output_tensor(0).dtype
+        types = {"X_T": ctx.input_dtype(0), "W_T": ctx.input_dtype(self.w), "Y_T": out}
+        if self.requant:
+            types["S_T"] = ctx.input_dtype(self.x_scale)
+        defs |= {**type_defs(**types), "INTEGER": True}
+        names = {"XZP": self.x_zp, "WZP": -1 if packed else self.w_zp, "X_SCALE": self.x_scale}
+        names |= {"W_SCALE": self.w_scale, "Y_SCALE": self.y_scale, "YZP": self.y_zp, "BIAS": self.bias}
+        for name, i in names.items():
+            if i >= 0 and ctx.has_input(i):
+                defs[f"BIND_{name}"] = len(reads)
+                reads.append(ctx.input(i))
+                defs[name] = True
+        defs["BIND_Y"] = len(reads)
+        if "WZP" in defs and vector_of(ctx, self.w_zp, m, "w_zero_point", "channel"):
+            defs["WZP_CHANNELS"] = True
+        if self.requant:
+            defs |= {"REQUANT": True, **range_defs(out)}
+            if vector_of(ctx, self.w_scale, m, "w_scale", "channel"):
+                defs["WS_CHANNELS"] = True
 
     def _check(self, ctx: NodeCtx) -> tuple[Window, int, int, DataType]:
         """Geometry, output channels, group and output dtype, after checking every input."""
@@ -114,27 +150,24 @@ class IntegerConvOp(OperatorBase):
         return [TensorType(out, shape_of([ctx.input_dims(0)[0], m, *window.out]))]
 
     def plan(self, ctx: PlanCtx) -> None:
-        window, m, group, out = self._check(ctx)
+        window, m, group, _ = self._check(ctx)
         total = dims_product(ctx.output_dims(0))
         if total == 0:
             return
-        types = {"X_T": ctx.input_dtype(0), "W_T": ctx.input_dtype(self.w), "Y_T": out}
-        if self.requant:
-            types["S_T"] = ctx.input_dtype(self.x_scale)
-        defs: dict[str, object] = {**type_defs(**types), "WORKGROUP_SIZE": WORKGROUP_SIZE}
-        bound = {name: i for name, i in self._inputs().items() if i >= 0 and ctx.has_input(i)}
-        defs |= {f"BIND_{name}": slot for slot, name in enumerate([*bound, "Y"])}
-        defs |= {name: True for name in ("XZP", "WZP", "BIAS") if name in bound}
-        if vector_of(ctx, self.w_zp, m, "w_zero_point", "channel"):
-            defs["WZP_CHANNELS"] = True
-        if self.requant:
-            defs |= {"REQUANT": True, **range_defs(out)}
-            if vector_of(ctx, self.w_scale, m, "w_scale", "channel"):
-                defs["WS_CHANNELS"] = True
-        cg = ctx.input_dims(self.w)[1]
+        cg = ctx.require_static(self.w)[1]
+        shape = conv_shape(ctx, window, cg, m // group, False, packed=(self.w, self.w_zp))
+        variant = choose_variant(shape, f"node '{ctx.node.name}' ({ctx.node.op_type})")
+        if variant.kernel != "direct":
+            plan_tiled(ctx, window, group, variant, self)
+            return
+        defs: dict[str, object] = {"WORKGROUP_SIZE": WORKGROUP_SIZE}
+        reads = [ctx.input(0), ctx.input(self.w)]
+        self.bind(ctx, reads, defs, packed=False)
         dims: dict[str, SymbolicDim] = {"TOTAL": total, "C": ctx.input_dims(0)[1], "M": m, "CG": cg, "MG": m // group}
-        shader = ctx.compile_shader(ctx.node.op_type, _SOURCE, defs, {**dims, **window.volume()})
-        ctx.dispatch(shader, [ctx.input(i) for i in bound.values()], [ctx.output(0)], ceil_div(total, WORKGROUP_SIZE))
+        shader = ctx.compile_shader(
+            f"quantized/conv_integer@{variant.name}", _SOURCE, defs, {**dims, **window.volume()}
+        )
+        ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(total, WORKGROUP_SIZE))
 
 
 CONV_INTEGER: dict[str, IntegerConvOp] = named_rows(

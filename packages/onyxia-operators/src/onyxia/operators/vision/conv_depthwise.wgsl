@@ -2,14 +2,23 @@
 // there is no reduction over channels to share between lanes. One invocation computes 4 neighbouring outputs of
 // one output row of channel m (the workgroup's y): per (kd, kh) it loads the SPAN input columns those 4 read once
 // and shares them across the kw taps; the weights depend on the workgroup only (uniform scalar loads).
-// Bindings: 0 in_x, 1 in_w (the graph's [M, 1, KD, KH, KW]), then conv_epilogue's at BIND_B, BIND_R, BIND_Y.
-// Defs: X_T, W_T, F16, conv_epilogue's, LANES. Dims: C, M, MG, OWQ (= ceil(OW / 4)), QUADS (= OD * OH * OWQ), P
-//       (= OD * OH * OW) and the volume (geometry.py).
+// INTEGER (ConvInteger, QLinearConv) sums exactly in i32: x and w lose their zero points as they are loaded (a
+// padded tap then reads 0, as onnxruntime pads x with x_zp), onyxia::conv_integer_epilogue replaces
+// onyxia::conv_epilogue.
+// Bindings: 0 in_x, 1 in_w (the graph's [M, 1, KD, KH, KW]), then the epilogue module's at their BIND_* defs.
+// Defs: X_T, W_T, F16, INTEGER, the epilogue module's, LANES.
+// Dims: C, M, MG, OWQ (= ceil(OW / 4)), QUADS (= OD * OH * OWQ), P (= OD * OH * OW) and the volume (geometry.py).
 // Dispatch: (ceil(QUADS / LANES), M, N).
 #ifdef F16
 enable f16;
 #endif
+#ifdef INTEGER
+#import onyxia::conv_integer_epilogue
+alias acc_t = i32;
+#else
 #import onyxia::conv_epilogue
+alias acc_t = f32;
+#endif
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 @group(0) @binding(1) var<storage, read> in_w: array<#{W_T}>;
@@ -28,7 +37,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let n = wid.z;
     let volume = (n * #{C} + m / #{MG}) * #{D};
     let iw0 = i32(ow0 * #{SW}) - i32(#{PW});
-    var acc = vec4<f32>(0.0);
+#ifdef INTEGER
+    let zx = x_zero();
+    let zw = w_zero(m);
+#else
+    let zx = 0.0;
+    let zw = 0.0;
+#endif
+    var acc = vec4<acc_t>(0);
     for (var kd = 0u; kd < #{KD}; kd++) {
         let id = i32(od * #{SD} + kd * #{DD}) - i32(#{PD});
         let d_inside = id >= 0 && id < i32(#{D});
@@ -36,17 +52,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             let ih = i32(oh * #{SH} + kh * #{DH}) - i32(#{PH});
             let inside = d_inside && ih >= 0 && ih < i32(#{H});
             let row = ((volume + u32(clamp(id, 0, i32(#{D}) - 1))) * #{H} + u32(clamp(ih, 0, i32(#{H}) - 1))) * #{W};
-            var xs: array<f32, SPAN>;
+            var xs: array<acc_t, SPAN>;
             for (var s = 0u; s < SPAN; s++) {
                 let iw = iw0 + i32(s);
                 let ok = inside && iw >= 0 && iw < i32(#{W});
-                xs[s] = select(0.0, f32(in_x[row + u32(clamp(iw, 0, i32(#{W}) - 1))]), ok);
+                xs[s] = select(acc_t(0), acc_t(in_x[row + u32(clamp(iw, 0, i32(#{W}) - 1))]) - zx, ok);
             }
             let k0 = ((m * #{KD} + kd) * #{KH} + kh) * #{KW};
             for (var kw = 0u; kw < #{KW}; kw++) {
-                let wv = f32(in_w[k0 + kw]);
+                let wv = acc_t(in_w[k0 + kw]) - zw;
                 let t = kw * #{DW};
-                acc += vec4<f32>(xs[t], xs[t + #{SW}], xs[t + 2u * #{SW}], xs[t + 3u * #{SW}]) * wv;
+                acc += vec4<acc_t>(xs[t], xs[t + #{SW}], xs[t + 2u * #{SW}], xs[t + 3u * #{SW}]) * wv;
             }
         }
     }

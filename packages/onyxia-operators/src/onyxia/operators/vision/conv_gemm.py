@@ -3,23 +3,31 @@
 `conv_shape` reads what the variant table (`conv_variants`) decides on; `plan_tiled` packs the weights,
 writes the defs and dispatches the chosen kernel. The GEMM kernels read W pre-packed at load (`packed_weights`):
 [G][CG * KD * KH * KW][MGQ * 4] with the channels past MG zero (MGQ: the group's channels over 4, rounded up to
-whole lanes), so each lane reads its 4 * VPL output channels of a tap as VPL adjacent vec4s. The packing is lazy (it runs when
-the runtime uploads the constant), and the graph's W is not uploaded unless another node binds it.
+whole lanes), so each lane reads its 4 * VPL output channels of a tap as VPL adjacent vec4s. The packing is lazy
+(it runs when the runtime uploads the constant), and the graph's W is not uploaded unless another node binds it.
+
+The caller's `ConvEpilogue` says where W is and binds what follows x and W: the float `Epilogue` (Conv,
+FusedConv) or the integer ops' (quantized/conv_integer.py: ConvInteger, QLinearConv), which run the same kernels
+with INTEGER, exact i32 sums. Their packed W is int32 with w's zero point already subtracted (per tensor or per
+output channel): that zero point is a constant in the models exporters write and packing rewrites W once anyway,
+so the kernel's inner loop has no weight offset to apply; x's zero point is a run-time value (DynamicQuantizeLinear
+computes it), subtracted in the kernel as each x value is loaded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from onyxia.core import BufferRef, PlanCtx, SymbolicDim, TensorValue, load_wgsl
+from onyxia.core import BufferRef, DataType, PlanCtx, SymbolicDim, TensorValue, load_wgsl
 from onyxia.operators.layout import type_defs
 from onyxia.operators.vision.conv_variants import ConvShape, ConvVariant
 from onyxia.operators.vision.geometry import Window
 
-__all__ = ["Epilogue", "bind_epilogue", "conv_shape", "plan_tiled"]
+__all__ = ["ConvEpilogue", "Epilogue", "bind_epilogue", "conv_shape", "plan_tiled"]
 
 _SOURCES = {
     "rows": load_wgsl(__package__, "conv_gemm.wgsl"),
@@ -27,6 +35,26 @@ _SOURCES = {
     "depthwise": load_wgsl(__package__, "conv_depthwise.wgsl"),
 }
 _LABELS = {"rows": "vision/conv_gemm", "pointwise": "vision/conv_gemm", "depthwise": "vision/conv_depthwise"}
+
+
+class ConvEpilogue(Protocol):
+    """What the op planning a tiled conv supplies besides x (input 0)."""
+
+    @property
+    def weight(self) -> int:
+        """The input holding W ([M, C / group, k...], static dims)."""
+        ...
+
+    @property
+    def weight_zero_point(self) -> int | None:
+        """None for a float conv; for an integer one (INTEGER) the input of w's zero point, subtracted from W as
+        it is packed (an absent input: zero)."""
+        ...
+
+    def bind(self, ctx: PlanCtx, reads: list[BufferRef], defs: dict[str, object], packed: bool) -> None:
+        """Append the epilogue's reads after x and W (`packed`: the kernel reads W packed) and set its defs,
+        the storage types and BIND_Y among them."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -38,8 +66,14 @@ class Epilogue:
     constants: tuple[tuple[str, float], ...] = ()  # ("ALPHA", 0.1), ("LO", 0.0), ("HI", 6.0)
     residual: int | None = None  # the node input holding the residual
 
+    weight = 1
+    weight_zero_point = None
+
     def defs(self) -> dict[str, object]:
         return {"ACTIVATION": self.activation, **{k: f"{float(v)!r}" for k, v in self.constants}}
+
+    def bind(self, ctx: PlanCtx, reads: list[BufferRef], defs: dict[str, object], packed: bool) -> None:
+        bind_epilogue(ctx, self, reads, defs)
 
 
 def bind_epilogue(ctx: PlanCtx, epilogue: Epilogue, reads: list[BufferRef], defs: dict[str, object]) -> None:
@@ -72,8 +106,11 @@ def _static(dims: Mapping[str, SymbolicDim]) -> dict[str, int]:
     return {k: v for k, v in dims.items() if isinstance(v, int)}
 
 
-def conv_shape(ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool) -> ConvShape:
-    """The variant rules' view of this conv (every number 0 where not static)."""
+def conv_shape(
+    ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool, packed: tuple[int, ...] = (1,)
+) -> ConvShape:
+    """The variant rules' view of this conv (every number 0 where not static); W can be packed when the inputs
+    `packed` (W, and an integer conv's weight zero point) are absent or known at compile time."""
     volume = _static(window.volume())
     static = len(volume) == len(window.volume()) and all(isinstance(d, int) for d in ctx.input_dims(0)[1:])
     kernel = tuple(volume[f"K{a}"] for a in "DHW") if static else ()
@@ -82,7 +119,7 @@ def conv_shape(ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool) 
     return ConvShape(
         transpose=transpose,
         static=static,
-        packable=_known(ctx, 1) is not None,
+        packable=all(_known(ctx, i) is not None for i in packed if ctx.has_input(i)),
         cg=cg,
         mg=mg,
         kernel=kernel,
@@ -93,21 +130,35 @@ def conv_shape(ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool) 
     )
 
 
-def packed_weights(ctx: PlanCtx, group: int, taps: int, mg: int, columns: int) -> BufferRef:
-    """Input 1 ([M, CG, k...], `taps` = CG * k... per output channel) as [G][taps][columns] (see the module
-    docstring)."""
-    tensor = ctx.input_tensor(1)
-    source = _known(ctx, 1)
+def _array(source: object) -> np.ndarray:
+    return source.numpy() if isinstance(source, TensorValue) else np.asarray(source)
+
+
+def packed_weights(
+    ctx: PlanCtx, epilogue: ConvEpilogue, group: int, taps: int, mg: int, columns: int
+) -> tuple[BufferRef, DataType]:
+    """W ([M, CG, k...], `taps` = CG * k... per output channel) as [G][taps][columns] (see the module docstring),
+    and its dtype: W's, or int32 less w's zero point for an integer conv."""
+    tensor = ctx.input_tensor(epilogue.weight)
+    source = _known(ctx, epilogue.weight)
+    zero_point = epilogue.weight_zero_point
+    zp_source = _known(ctx, zero_point) if zero_point is not None and ctx.has_input(zero_point) else None
+    dtype = tensor.dtype if zero_point is None else DataType.INT32
+    key = f"{tensor.name}:conv-packed-{columns}"
+    if zero_point is not None:
+        zp_name = ctx.input_tensor(zero_point).name if zp_source is not None else "0"
+        key += f"-int32-less-{zp_name}"
 
     def load() -> np.ndarray:
-        data = source.numpy() if isinstance(source, TensorValue) else np.asarray(source)
-        w = data.reshape(group, mg, taps).transpose(0, 2, 1)  # [G, K, MG]
-        packed = np.zeros((group, taps, columns), data.dtype)
-        packed[:, :, :mg] = w
+        w = _array(source).reshape(group, mg, taps)
+        if zero_point is not None:
+            zp = np.zeros(1, np.int32) if zp_source is None else _array(zp_source).astype(np.int32).reshape(-1)
+            w = w.astype(np.int32) - (zp.reshape(group, mg, 1) if zp.size > 1 else zp[0])
+        packed = np.zeros((group, taps, columns), w.dtype)
+        packed[:, :, :mg] = w.transpose(0, 2, 1)  # [G, K, MG]
         return packed.reshape(-1)
 
-    key = f"{tensor.name}:conv-packed-{columns}"
-    return ctx.constant(key, TensorValue(tensor.dtype, (group * taps * columns,), load, name=key))
+    return ctx.constant(key, TensorValue(dtype, (group * taps * columns,), load, name=key)), dtype
 
 
 def _items(count: int) -> str:
@@ -115,21 +166,27 @@ def _items(count: int) -> str:
     return " ".join(str(i) for i in range(count))
 
 
-def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, epilogue: Epilogue) -> None:
-    """Dispatch `variant`'s kernel for this Conv (input 0 X, 1 W, optional 2 B) with `epilogue`."""
-    x, w = ctx.input_dims(0), ctx.require_static(1)
+def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, epilogue: ConvEpilogue) -> None:
+    """Dispatch `variant`'s kernel for this conv (x input 0, W where `epilogue` says) with `epilogue`."""
+    x, w = ctx.input_dims(0), ctx.require_static(epilogue.weight)
     c, m = w[1] * group, w[0]
     cg, mg = c // group, m // group
     volume = _static(window.volume())  # conv_shape found every dim static
     pixels = volume["OD"] * volume["OH"] * volume["OW"]
     kernel = variant.kernel
     defs: dict[str, object] = {"LANES": variant.lanes}
+    if epilogue.weight_zero_point is not None:
+        defs["INTEGER"] = True
     vpl = variant.channels // 4  # vec4s of output channels per lane
     quads = _cdiv(_cdiv(mg, 4), vpl) * vpl
     taps = cg * int(np.prod(w[2:]))
-    weights = ctx.input(1) if kernel == "depthwise" else packed_weights(ctx, group, taps, mg, quads * 4)
+    if kernel == "depthwise":
+        weights, w_type = ctx.input(epilogue.weight), ctx.input_dtype(epilogue.weight)
+    else:
+        weights, w_type = packed_weights(ctx, epilogue, group, taps, mg, quads * 4)
     reads = [ctx.input(0), weights]
-    bind_epilogue(ctx, epilogue, reads, defs)
+    epilogue.bind(ctx, reads, defs, packed=kernel != "depthwise")
+    defs["W_T"] = w_type.wgsl
     dims: dict[str, SymbolicDim] = {"C": c, "M": m, "CG": cg, "MG": mg, "P": pixels, **volume}
     batch = x[0]
     if kernel == "depthwise":

@@ -7,10 +7,14 @@
 // ROWS takes its PIX pixels from one output row and loads, per (c, kd, kh), the SPAN input columns they read
 // once, shared by the kw taps; POINTWISE (1 x 1, stride 1, no pads) takes PIX consecutive pixels of the
 // flattened image, read as vec4s with X_VEC4.
-// Bindings: 0 in_x, 1 in_w (packed, below), then conv_epilogue's at BIND_B, BIND_R, BIND_Y.
+// INTEGER (ConvInteger, QLinearConv) sums exactly in i32 instead of f32: every x loses x's zero point as it is
+// loaded (once per workgroup's value, shared by all its sums; a padded tap then reads 0, as onnxruntime pads x
+// with x_zp), the packed weights already lost w's (packed at load), and onyxia::conv_integer_epilogue replaces
+// onyxia::conv_epilogue (bias, requantization).
+// Bindings: 0 in_x, 1 in_w (packed, below), then the epilogue module's at their BIND_* defs.
 // Weights: [G][KG][MGQ] of vec4<W_T>: KG = CG * KD * KH * KW taps per group in (c, kd, kh, kw) order, MGQ = the
 //       group's output channels over 4, rounded up to whole lanes (the channels past MG zero).
-// Defs: X_T, W_T (storage types; sums are f32), F16, conv_epilogue's (bias, activation, residual), LANES, PIX,
+// Defs: X_T, W_T (storage types; W_T is i32 with INTEGER), F16, INTEGER, the epilogue module's, LANES, PIX,
 //       VPL, SUBGROUP_X (x loaded by lane 0, shared by subgroupBroadcast), ROWS | POINTWISE, X_VEC4 (POINTWISE,
 //       P % 4 == 0 and PIX % 4 == 0: x is read four pixels at a time);
 //       the unrolled loops' items PIXELS (0 .. PIX - 1), QUADS_OF_PIX (0 .. PIX / 4 - 1), SPANS (0 .. SPAN - 1),
@@ -20,7 +24,30 @@
 #ifdef F16
 enable f16;
 #endif
+#ifdef INTEGER
+#import onyxia::conv_integer_epilogue
+alias acc_t = i32;
+var<private> zero_x: i32;  // x's zero point, read once per invocation
+
+fn summand(v: #{X_T}) -> i32 {
+    return i32(v) - zero_x;
+}
+
+fn summand4(v: vec4<#{X_T}>) -> vec4<i32> {
+    return vec4<i32>(v) - vec4<i32>(zero_x);
+}
+#else
 #import onyxia::conv_epilogue
+alias acc_t = f32;
+
+fn summand(v: #{X_T}) -> f32 {
+    return f32(v);
+}
+
+fn summand4(v: vec4<#{X_T}>) -> vec4<f32> {
+    return vec4<f32>(v);
+}
+#endif
 
 #ifdef X_VEC4
 @group(0) @binding(0) var<storage, read> in_x: array<vec4<#{X_T}>>;
@@ -39,38 +66,38 @@ var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SUB
 // every load lane by lane, so 8 lanes loading one address cost 8 loads, while an elected load and a broadcast
 // cost about one.
 #ifndef X_VEC4
-fn x_at(i: u32) -> f32 {
+fn x_at(i: u32) -> acc_t {
 #ifdef SUBGROUP_X
-    var v = 0.0;
+    var v = acc_t(0);
     if (subgroup_lane == 0u) {
-        v = f32(in_x[i]);
+        v = summand(in_x[i]);
     }
     return subgroupBroadcast(v, 0u);
 #else
-    return f32(in_x[i]);
+    return summand(in_x[i]);
 #endif
 }
 #else
-fn x4_at(i: u32) -> vec4<f32> {
+fn x4_at(i: u32) -> vec4<acc_t> {
 #ifdef SUBGROUP_X
-    var v = vec4<f32>(0.0);
+    var v = vec4<acc_t>(0);
     if (subgroup_lane == 0u) {
-        v = vec4<f32>(in_x[i]);
+        v = summand4(in_x[i]);
     }
     return subgroupBroadcast(v, 0u);
 #else
-    return vec4<f32>(in_x[i]);
+    return summand4(in_x[i]);
 #endif
 }
 #endif
 
-fn weights(g: u32, k: u32, q: u32) -> vec4<f32> {
-    return vec4<f32>(in_w[(g * #{KG} + k) * #{MGQ} + q]);
+fn weights(g: u32, k: u32, q: u32) -> vec4<acc_t> {
+    return vec4<acc_t>(in_w[(g * #{KG} + k) * #{MGQ} + q]);
 }
 
 #ifdef POINTWISE
-fn product(n: u32, g: u32, q: u32, p0: u32) -> array<vec4<f32>, PIX * VPL> {
-    var acc: array<vec4<f32>, PIX * VPL>;
+fn product(n: u32, g: u32, q: u32, p0: u32) -> array<vec4<acc_t>, PIX * VPL> {
+    var acc: array<vec4<acc_t>, PIX * VPL>;
     for (var c = 0u; c < #{CG}; c++) {
         let base = (n * #{C} + g * #{CG} + c) * #{P};
 #for v in #{VECS}
@@ -98,8 +125,8 @@ fn product(n: u32, g: u32, q: u32, p0: u32) -> array<vec4<f32>, PIX * VPL> {
     return acc;
 }
 #else
-fn product(n: u32, g: u32, q: u32, od: u32, oh: u32, ow0: u32) -> array<vec4<f32>, PIX * VPL> {
-    var acc: array<vec4<f32>, PIX * VPL>;
+fn product(n: u32, g: u32, q: u32, od: u32, oh: u32, ow0: u32) -> array<vec4<acc_t>, PIX * VPL> {
+    var acc: array<vec4<acc_t>, PIX * VPL>;
     let iw0 = i32(ow0 * #{SW}) - i32(#{PW});
     for (var c = 0u; c < #{CG}; c++) {
         let volume = (n * #{C} + g * #{CG} + c) * #{D};
@@ -114,10 +141,10 @@ fn product(n: u32, g: u32, q: u32, od: u32, oh: u32, ow0: u32) -> array<vec4<f32
                     continue;
                 }
                 let row = ((volume + u32(id)) * #{H} + u32(ih)) * #{W};
-                var xs: array<f32, SPAN>;
+                var xs: array<acc_t, SPAN>;
 #for s in #{SPANS}
                 let iw#{s} = iw0 + #{s};
-                xs[#{s}] = select(0.0, x_at(row + u32(clamp(iw#{s}, 0, i32(#{W}) - 1))), iw#{s} >= 0 && iw#{s} < i32(#{W}));
+                xs[#{s}] = select(acc_t(0), x_at(row + u32(clamp(iw#{s}, 0, i32(#{W}) - 1))), iw#{s} >= 0 && iw#{s} < i32(#{W}));
 #endfor
                 let k0 = ((c * #{KD} + kd) * #{KH} + kh) * #{KW};
 #for kw in #{KWS}
@@ -147,6 +174,9 @@ fn main(
 ) {
 #ifdef SUBGROUP_X
     subgroup_lane = sid;
+#endif
+#ifdef INTEGER
+    zero_x = x_zero();
 #endif
     let blocks = (#{MGQ} / VPL + #{LANES}u - 1u) / #{LANES}u;  // workgroups per group
     let g = wid.x / blocks;
