@@ -148,3 +148,69 @@ def test_add_of_a_full_tensor_is_a_residual_not_a_bias() -> None:
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "r"], ["y"])]
     model, feeds = _model(nodes, inits, (1, 2, 5, 3))
     check_model(model, feeds)
+
+
+def _c(name: str, value: np.ndarray | float, inits: dict[str, np.ndarray]) -> str:
+    inits[name] = np.asarray(value, np.float32)
+    return name
+
+
+def _lcnet_block(
+    pads: list[int], gate: tuple[float, float, float, float]
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """PP-LCNetV3 as paddle2onnx writes it: depthwise conv -> affine block -> x * Clip(x + 3, 0, 6) / 6 ->
+    affine block -> 1 x 1 conv (pads `pads`) -> per-channel Mul, Sub, Div."""
+    three, lo, hi, six = gate
+    i: dict[str, np.ndarray] = {"dw": _w(6, 1, 3, 3), "dwb": _w(6), "pw": _w(8, 6, 1, 1), "pwb": _w(8)}
+    nodes = [
+        helper.make_node("Conv", ["x", "dw", "dwb"], ["c1"], group=6, pads=[1, 1, 1, 1]),
+        helper.make_node("Mul", [_c("s1", 1.3, i), "c1"], ["m1"]),
+        helper.make_node("Add", ["m1", _c("t1", 0.2, i)], ["a1"]),
+        helper.make_node("Add", ["a1", _c("three", three, i)], ["p3"]),
+        helper.make_node("Clip", ["p3", _c("lo", lo, i), _c("hi", hi, i)], ["cl"]),
+        helper.make_node("Mul", ["a1", "cl"], ["g"]),
+        helper.make_node("Div", ["g", _c("six", six, i)], ["hs"]),
+        helper.make_node("Mul", ["hs", _c("s2", 0.7, i)], ["m2"]),
+        helper.make_node("Add", [_c("t2", -0.4, i), "m2"], ["a2"]),
+        helper.make_node("Conv", ["a2", "pw", "pwb"], ["c2"], pads=pads),
+        helper.make_node("Mul", ["c2", _c("s3", RNG.random((1, 8, 1, 1)) + 0.5, i)], ["m3"]),
+        helper.make_node("Sub", ["m3", _c("t3", _w(8, 1, 1), i)], ["d3"]),
+        helper.make_node("Div", ["d3", _c("k3", 2.0, i)], ["y"]),
+    ]
+    return _model(nodes, i, (1, 6, 9, 8))
+
+
+def test_lcnet_block_is_two_conv_kernels() -> None:
+    """Affine blocks fold into the convs on either side (the 1 x 1 conv reads no padding), the spelled-out
+    HardSwish becomes the depthwise conv's epilogue, the trailing Mul / Sub / Div fold into the 1 x 1 conv."""
+    model, feeds = _lcnet_block([0, 0, 0, 0], (3.0, 0.0, 6.0, 6.0))
+    check_model(model, feeds)
+    labels = _labels(model)
+    assert len(labels) == 2 and all(label.startswith("vision/conv") for label in labels), labels
+
+
+@pytest.mark.parametrize(
+    ("pads", "gate"),
+    [([1, 1, 1, 1], (3.0, 0.0, 6.0, 6.0)), ([0, 0, 0, 0], (3.0, 0.0, 5.0, 6.0))],
+    ids=["padded_conv_keeps_the_affine", "not_hardswish"],
+)
+def test_lcnet_block_variants_that_keep_elementwise_passes(pads: list[int], gate: tuple[float, ...]) -> None:
+    """A padded conv would read t where it reads zeros; a Clip to 5 is no HardSwish: both stay correct and
+    keep an elementwise pass (the per-channel ops after the last conv still fold)."""
+    model, feeds = _lcnet_block(pads, gate)  # type: ignore[arg-type]
+    check_model(model, feeds)
+    labels = _labels(model)
+    assert any(label.startswith("elementwise/") for label in labels), labels
+
+
+def test_per_channel_input_affine_into_grouped_pointwise_conv() -> None:
+    inits = {"w": _w(6, 2, 1, 1), "b": _w(6), "s": _w(1, 4, 1, 1) + 1.0, "t": _w(4, 1, 1)}
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Mul", ["r", "s"], ["m"]),
+        helper.make_node("Add", ["t", "m"], ["a"]),
+        helper.make_node("Conv", ["a", "w", "b"], ["y"], group=2),
+    ]
+    model, feeds = _model(nodes, inits, (2, 4, 5, 7))
+    check_model(model, feeds)
+    assert sorted(label.split("/")[0] for label in _labels(model)) == ["elementwise", "vision"]

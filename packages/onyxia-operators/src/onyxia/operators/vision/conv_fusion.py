@@ -24,6 +24,8 @@ from onyxia.core.rewrite import Attr, Decline, Match, Ops, Rewriter, Rule, Var, 
 from onyxia.core.rewrite.rewriter import NewValue
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.vision.conv_folds import CONV_FOLDS
+from onyxia.operators.vision.conv_input_folds import CONV_INPUT_FOLDS
+from onyxia.operators.vision.conv_upsample import CONV_UPSAMPLE
 
 __all__ = ["CONV_FUSIONS", "FUSED_ACTIVATIONS"]
 
@@ -144,4 +146,4 @@ FUSE_RESIDUAL = Rule(
     targets="YOLOv8 C2f bottleneck x + SiLU(conv), MobileNet inverted residual x + conv",
 )
 # the folds first: a BatchNormalization or bias Add between a conv and its activation hides the activation
-CONV_FUSIONS = (*CONV_FOLDS, *CONV_FUSIONS, FUSE_RESIDUAL)
+CONV_FUSIONS = (*CONV_FOLDS, *CONV_UPSAMPLE, *CONV_INPUT_FOLDS, *CONV_FUSIONS, FUSE_RESIDUAL)
