@@ -113,3 +113,4 @@ def test_a_float64_plan_says_it_is_demoted(cli, tmp_path: Path) -> None:
         assert result.code == 0, result.err
         assert "demoted: 2 tensors computed in a less precise type (double as f32)" in result.out
         assert "'x', 'y'" in result.out or "'y', 'x'" in result.out
+        assert ".py:" not in result.err, "a warning printed in Python's file:line form"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = make_console(sys.stderr)
     _configure_logging(args.verbose, errors)
     try:
-        with override(**_settings_from_flags(args)):
+        with override(**_settings_from_flags(args)), warnings.catch_warnings():
+            warnings.showwarning = _log_warning
             status: int = args.handler(args, console)
         return status
     except InputError as e:
@@ -105,6 +107,12 @@ def _configure_logging(verbosity: int, console: Console) -> None:
     handler = RichHandler(console=console, show_time=False, show_path=False)
     handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
     logger.handlers = [handler]
+
+
+def _log_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """Warnings (a plan's float64 demotion, say) print as one ``onyxia:`` log line, not Python's file:line form;
+    `catch_warnings` in `main` puts the usual display back, so an embedded `main()` changes nothing."""
+    logging.getLogger("onyxia").warning("%s: %s", category.__name__, message)
 
 
 def _version() -> str:
