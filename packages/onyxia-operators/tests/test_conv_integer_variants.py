@@ -135,14 +135,18 @@ def test_constant_weights_take_the_tiled_kernels(case: str, expected: str) -> No
         assert len(labels) == 1 and labels.pop().startswith(f"vision/conv_{kernel}@{expected}"), (form, labels)
 
 
-def test_run_time_weight_zero_point_takes_the_direct_kernel() -> None:
-    """A w_zero_point fed at run time cannot be subtracted as W is packed: the direct kernel runs it."""
+@pytest.mark.parametrize(
+    ("fed", "expected"), [("w", "quantized/conv_integer@direct"), ("w_zp", "vision/conv_gemm@rows")]
+)
+def test_run_time_inputs(fed: str, expected: str) -> None:
+    """A W fed at run time cannot be packed at load: the direct kernel runs it. A w_zero_point fed at run time
+    is read by the GEMM as it runs (it subtracts the zero points in the kernel, not at packing)."""
     model, feeds, reference = _build("ConvInteger", "padded_3x3")
-    w_zp = next(t for t in model.graph.initializer if t.name == "w_zp")
-    model.graph.initializer.remove(w_zp)
-    model.graph.input.append(helper.make_tensor_value_info("w_zp", w_zp.data_type, []))
-    feeds["w_zp"] = numpy_helper.to_array(w_zp)
-    assert _run(model, feeds, reference) == {"quantized/conv_integer@direct"}
+    tensor = next(t for t in model.graph.initializer if t.name == fed)
+    model.graph.initializer.remove(tensor)
+    model.graph.input.append(helper.make_tensor_value_info(fed, tensor.data_type, list(tensor.dims)))
+    feeds[fed] = numpy_helper.to_array(tensor)
+    assert _run(model, feeds, reference) == {expected}
 
 
 def test_full_range_sums_are_exact_on_the_gemm() -> None:

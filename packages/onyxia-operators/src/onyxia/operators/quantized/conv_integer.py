@@ -2,10 +2,10 @@
 
 The window arithmetic (kernel_shape, strides, pads, dilations, auto_pad; 1-D to 3-D) is vision/geometry.py's
 `forward_window`, and the kernel is the one the conv variant table (vision/conv_variants.py) picks for Conv, run
-with INTEGER: the implicit GEMM (vision/conv_gemm.wgsl, W packed at load as int32 less its zero point) or the
+with INTEGER: the implicit GEMM (vision/conv_gemm.wgsl, W's bytes packed at load, four channels to a u32) or the
 depthwise kernel, which sum in i32 (wrapping like onnxruntime's accumulator). The table's `direct` row runs
-conv_integer.wgsl, one invocation per output, for what those cannot take: a W or w_zero_point computed at run time
-(the GEMM reads W packed at load) and spatial dims that are not compile-time numbers. This op is the kernels'
+conv_integer.wgsl, one invocation per output, for what those cannot take: a W computed at run time (the GEMM reads
+W packed at load) and spatial dims that are not compile-time numbers. This op is the kernels'
 `ConvEpilogue`: onyxia::conv_integer_epilogue's zero points, int32 bias and requantization.
 
 W is [M, C / group, k...] with static dims (the kernel size is a shader literal). onnxruntime pads x with
@@ -78,16 +78,15 @@ class IntegerConvOp(OperatorBase):
     def weight_zero_point(self) -> int:
         return self.w_zp
 
-    def bind(self, ctx: PlanCtx, reads: list[BufferRef], defs: dict[str, object], packed: bool) -> None:
-        """onyxia::conv_integer_epilogue's reads after x and W (w_zero_point only when W is not `packed` less
-        it) and defs."""
+    def bind(self, ctx: PlanCtx, reads: list[BufferRef], defs: dict[str, object]) -> None:
+        """onyxia::conv_integer_epilogue's reads after x and W, and its defs."""
         m = ctx.input_dims(self.w)[0]
         out = ctx.output_tensor(0).dtype
         types = {"X_T": ctx.input_dtype(0), "W_T": ctx.input_dtype(self.w), "Y_T": out}
         if self.requant:
             types["S_T"] = ctx.input_dtype(self.x_scale)
         defs |= {**type_defs(**types), "INTEGER": True}
-        names = {"XZP": self.x_zp, "WZP": -1 if packed else self.w_zp, "X_SCALE": self.x_scale}
+        names = {"XZP": self.x_zp, "WZP": self.w_zp, "X_SCALE": self.x_scale}
         names |= {"W_SCALE": self.w_scale, "Y_SCALE": self.y_scale, "YZP": self.y_zp, "BIAS": self.bias}
         for name, i in names.items():
             if i >= 0 and ctx.has_input(i):
@@ -155,14 +154,14 @@ class IntegerConvOp(OperatorBase):
         if total == 0:
             return
         cg = ctx.require_static(self.w)[1]
-        shape = conv_shape(ctx, window, cg, m // group, False, packed=(self.w, self.w_zp))
+        shape = conv_shape(ctx, window, cg, m // group, False, weight=self.w)
         variant = choose_variant(shape, f"node '{ctx.node.name}' ({ctx.node.op_type})")
         if variant.kernel != "direct":
             plan_tiled(ctx, window, group, variant, self)
             return
         defs: dict[str, object] = {"WORKGROUP_SIZE": WORKGROUP_SIZE}
         reads = [ctx.input(0), ctx.input(self.w)]
-        self.bind(ctx, reads, defs, packed=False)
+        self.bind(ctx, reads, defs)
         dims: dict[str, SymbolicDim] = {"TOTAL": total, "C": ctx.input_dims(0)[1], "M": m, "CG": cg, "MG": m // group}
         shader = ctx.compile_shader(
             f"quantized/conv_integer@{variant.name}", _SOURCE, defs, {**dims, **window.volume()}

@@ -1,8 +1,8 @@
 // ConvInteger and QLinearConv, direct (1-D to 3-D, grouped and depthwise): one invocation per output element sums
 // (x - x_zp) * (w - w_zp[m]) over its group's input channels and the kernel window exactly in i32. This is the
 // conv variant table's `direct` row for the integer ops: it serves what the tiled kernels (vision/conv_gemm.wgsl,
-// vision/conv_depthwise.wgsl with INTEGER) cannot, a W or w_zero_point computed at run time (the GEMM reads W
-// pre-packed at load) and spatial dims that are not compile-time numbers. A tap in the padding adds nothing
+// vision/conv_depthwise.wgsl with INTEGER) cannot, a W computed at run time (the GEMM reads W packed at load)
+// and spatial dims that are not compile-time numbers. A tap in the padding adds nothing
 // (onnxruntime pads x with x_zp); onyxia::conv_integer_epilogue adds the bias and requantizes.
 // Bindings: 0 x, 1 w, then onyxia::conv_integer_epilogue's at their BIND_* defs. Bytes are one per u32 (uint8) or
 //   i32 (int8).

@@ -8,10 +8,10 @@ whole lanes), so each lane reads its 4 * VPL output channels of a tap as VPL adj
 
 The caller's `ConvEpilogue` says where W is and binds what follows x and W: the float `Epilogue` (Conv,
 FusedConv) or the integer ops' (quantized/conv_integer.py: ConvInteger, QLinearConv), which run the same kernels
-with INTEGER, exact i32 sums. Their packed W is int32 with w's zero point already subtracted (per tensor or per
-output channel): that zero point is a constant in the models exporters write and packing rewrites W once anyway,
-so the kernel's inner loop has no weight offset to apply; x's zero point is a run-time value (DynamicQuantizeLinear
-computes it), subtracted in the kernel as each x value is loaded.
+with INTEGER: exact i32 sums, each operand's zero point subtracted in the kernel as it is loaded (one integer op
+per loaded value on lavapipe, where the loads cost ~100x; sum-of-row and sum-of-column correction terms would need
+a per-pixel window sum of x, padding-aware, computed as often as the sums they correct). Their packed W keeps the
+bytes, four channels to a u32 word, so a lane loads a channel quad's weights in one load instead of four.
 """
 
 from __future__ import annotations
@@ -47,13 +47,11 @@ class ConvEpilogue(Protocol):
 
     @property
     def weight_zero_point(self) -> int | None:
-        """None for a float conv; for an integer one (INTEGER) the input of w's zero point, subtracted from W as
-        it is packed (an absent input: zero)."""
+        """None for a float conv; for an integer one (INTEGER) the input of w's zero point (may be absent)."""
         ...
 
-    def bind(self, ctx: PlanCtx, reads: list[BufferRef], defs: dict[str, object], packed: bool) -> None:
-        """Append the epilogue's reads after x and W (`packed`: the kernel reads W packed) and set its defs,
-        the storage types and BIND_Y among them."""
+    def bind(self, ctx: PlanCtx, reads: list[BufferRef], defs: dict[str, object]) -> None:
+        """Append the epilogue's reads after x and W and set its defs, the storage types and BIND_Y among them."""
         ...
 
 
@@ -72,7 +70,7 @@ class Epilogue:
     def defs(self) -> dict[str, object]:
         return {"ACTIVATION": self.activation, **{k: f"{float(v)!r}" for k, v in self.constants}}
 
-    def bind(self, ctx: PlanCtx, reads: list[BufferRef], defs: dict[str, object], packed: bool) -> None:
+    def bind(self, ctx: PlanCtx, reads: list[BufferRef], defs: dict[str, object]) -> None:
         bind_epilogue(ctx, self, reads, defs)
 
 
@@ -106,11 +104,9 @@ def _static(dims: Mapping[str, SymbolicDim]) -> dict[str, int]:
     return {k: v for k, v in dims.items() if isinstance(v, int)}
 
 
-def conv_shape(
-    ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool, packed: tuple[int, ...] = (1,)
-) -> ConvShape:
-    """The variant rules' view of this conv (every number 0 where not static); W can be packed when the inputs
-    `packed` (W, and an integer conv's weight zero point) are absent or known at compile time."""
+def conv_shape(ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool, weight: int = 1) -> ConvShape:
+    """The variant rules' view of this conv (every number 0 where not static); W (input `weight`) can be packed
+    when it is known at compile time."""
     volume = _static(window.volume())
     static = len(volume) == len(window.volume()) and all(isinstance(d, int) for d in ctx.input_dims(0)[1:])
     kernel = tuple(volume[f"K{a}"] for a in "DHW") if static else ()
@@ -119,7 +115,7 @@ def conv_shape(
     return ConvShape(
         transpose=transpose,
         static=static,
-        packable=all(_known(ctx, i) is not None for i in packed if ctx.has_input(i)),
+        packable=_known(ctx, weight) is not None,
         cg=cg,
         mg=mg,
         kernel=kernel,
@@ -130,35 +126,24 @@ def conv_shape(
     )
 
 
-def _array(source: object) -> np.ndarray:
-    return source.numpy() if isinstance(source, TensorValue) else np.asarray(source)
-
-
-def packed_weights(
-    ctx: PlanCtx, epilogue: ConvEpilogue, group: int, taps: int, mg: int, columns: int
-) -> tuple[BufferRef, DataType]:
-    """W ([M, CG, k...], `taps` = CG * k... per output channel) as [G][taps][columns] (see the module docstring),
-    and its dtype: W's, or int32 less w's zero point for an integer conv."""
+def packed_weights(ctx: PlanCtx, epilogue: ConvEpilogue, group: int, taps: int, mg: int, columns: int) -> BufferRef:
+    """W ([M, CG, k...], `taps` = CG * k... per output channel) as [G][taps][columns] (see the module docstring);
+    an integer conv's as [G][taps][columns / 4] u32 words, a channel quad's 4 bytes in each."""
     tensor = ctx.input_tensor(epilogue.weight)
     source = _known(ctx, epilogue.weight)
-    zero_point = epilogue.weight_zero_point
-    zp_source = _known(ctx, zero_point) if zero_point is not None and ctx.has_input(zero_point) else None
-    dtype = tensor.dtype if zero_point is None else DataType.INT32
-    key = f"{tensor.name}:conv-packed-{columns}"
-    if zero_point is not None:
-        zp_name = ctx.input_tensor(zero_point).name if zp_source is not None else "0"
-        key += f"-int32-less-{zp_name}"
+    integer = epilogue.weight_zero_point is not None
+    count = group * taps * (columns // 4 if integer else columns)
+    key = f"{tensor.name}:conv-packed-{columns}" + ("-bytes" if integer else "")
 
     def load() -> np.ndarray:
-        w = _array(source).reshape(group, mg, taps)
-        if zero_point is not None:
-            zp = np.zeros(1, np.int32) if zp_source is None else _array(zp_source).astype(np.int32).reshape(-1)
-            w = w.astype(np.int32) - (zp.reshape(group, mg, 1) if zp.size > 1 else zp[0])
-        packed = np.zeros((group, taps, columns), w.dtype)
-        packed[:, :, :mg] = w.transpose(0, 2, 1)  # [G, K, MG]
-        return packed.reshape(-1)
+        data = source.numpy() if isinstance(source, TensorValue) else np.asarray(source)
+        w = data.reshape(group, mg, taps).transpose(0, 2, 1)  # [G, K, MG]
+        packed = np.zeros((group, taps, columns), np.uint8 if integer else data.dtype)
+        packed[:, :, :mg] = w.view(np.uint8) if integer else w
+        return packed.reshape(-1).view("<u4") if integer else packed.reshape(-1)
 
-    return ctx.constant(key, TensorValue(dtype, (group * taps * columns,), load, name=key)), dtype
+    dtype = DataType.UINT32 if integer else tensor.dtype
+    return ctx.constant(key, TensorValue(dtype, (count,), load, name=key))
 
 
 def _items(count: int) -> str:
@@ -181,12 +166,11 @@ def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, e
     quads = _cdiv(_cdiv(mg, 4), vpl) * vpl
     taps = cg * int(np.prod(w[2:]))
     if kernel == "depthwise":
-        weights, w_type = ctx.input(epilogue.weight), ctx.input_dtype(epilogue.weight)
+        weights = ctx.input(epilogue.weight)
     else:
-        weights, w_type = packed_weights(ctx, epilogue, group, taps, mg, quads * 4)
+        weights = packed_weights(ctx, epilogue, group, taps, mg, quads * 4)
     reads = [ctx.input(0), weights]
-    epilogue.bind(ctx, reads, defs, packed=kernel != "depthwise")
-    defs["W_T"] = w_type.wgsl
+    epilogue.bind(ctx, reads, defs)
     dims: dict[str, SymbolicDim] = {"C": c, "M": m, "CG": cg, "MG": mg, "P": pixels, **volume}
     batch = x[0]
     if kernel == "depthwise":

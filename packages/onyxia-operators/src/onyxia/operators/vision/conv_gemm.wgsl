@@ -7,14 +7,17 @@
 // ROWS takes its PIX pixels from one output row and loads, per (c, kd, kh), the SPAN input columns they read
 // once, shared by the kw taps; POINTWISE (1 x 1, stride 1, no pads) takes PIX consecutive pixels of the
 // flattened image, read as vec4s with X_VEC4.
-// INTEGER (ConvInteger, QLinearConv) sums exactly in i32 instead of f32: every x loses x's zero point as it is
-// loaded (once per workgroup's value, shared by all its sums; a padded tap then reads 0, as onnxruntime pads x
-// with x_zp), the packed weights already lost w's (packed at load), and onyxia::conv_integer_epilogue replaces
-// onyxia::conv_epilogue (bias, requantization).
+// INTEGER (ConvInteger, QLinearConv) sums exactly in i32 instead of f32, and each operand loses its zero point
+// as it is loaded: x's once per workgroup's value, shared by all its sums (a padded tap then reads 0, as
+// onnxruntime pads x with x_zp), w's (per tensor or per channel, held per lane) from each unpacked channel quad.
+// Its packed weights hold a quad's 4 bytes in one u32: a lane's weight loads, which dominate the GEMM's loads, are
+// a quarter of a vec4's. onyxia::conv_integer_epilogue replaces onyxia::conv_epilogue (bias, requantization).
 // Bindings: 0 in_x, 1 in_w (packed, below), then the epilogue module's at their BIND_* defs.
-// Weights: [G][KG][MGQ] of vec4<W_T>: KG = CG * KD * KH * KW taps per group in (c, kd, kh, kw) order, MGQ = the
-//       group's output channels over 4, rounded up to whole lanes (the channels past MG zero).
-// Defs: X_T, W_T (storage types; W_T is i32 with INTEGER), F16, INTEGER, the epilogue module's, LANES, PIX,
+// Weights: [G][KG][MGQ] of vec4<W_T> (INTEGER: of u32, channel 4i + b in byte b): KG = CG * KD * KH * KW taps
+//       per group in (c, kd, kh, kw) order, MGQ = the group's output channels over 4, rounded up to whole lanes
+//       (the channels past MG zero).
+// Defs: X_T, W_T (storage types; INTEGER: W's, its signedness read from it), F16, INTEGER, the epilogue
+//       module's, LANES, PIX,
 //       VPL, SUBGROUP_X (x loaded by lane 0, shared by subgroupBroadcast), ROWS | POINTWISE, X_VEC4 (POINTWISE,
 //       P % 4 == 0 and PIX % 4 == 0: x is read four pixels at a time);
 //       the unrolled loops' items PIXELS (0 .. PIX - 1), QUADS_OF_PIX (0 .. PIX / 4 - 1), SPANS (0 .. SPAN - 1),
@@ -28,6 +31,7 @@ enable f16;
 #import onyxia::conv_integer_epilogue
 alias acc_t = i32;
 var<private> zero_x: i32;  // x's zero point, read once per invocation
+var<private> zero_w: array<vec4<i32>, #{VPL}>;  // the weight zero points of this lane's channel quads
 
 fn summand(v: #{X_T}) -> i32 {
     return i32(v) - zero_x;
@@ -54,7 +58,11 @@ fn summand4(v: vec4<#{X_T}>) -> vec4<f32> {
 #else
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 #endif
+#ifdef INTEGER
+@group(0) @binding(1) var<storage, read> in_w: array<u32>;
+#else
 @group(0) @binding(1) var<storage, read> in_w: array<vec4<#{W_T}>>;
+#endif
 
 const PIX: u32 = #{PIX}u;
 const VPL: u32 = #{VPL}u;
@@ -91,8 +99,19 @@ fn x4_at(i: u32) -> vec4<acc_t> {
 }
 #endif
 
-fn weights(g: u32, k: u32, q: u32) -> vec4<acc_t> {
-    return vec4<acc_t>(in_w[(g * #{KG} + k) * #{MGQ} + q]);
+// The weights of tap k for the lane's channel quad v (q: its first quad)
+fn weights(g: u32, k: u32, q: u32, v: u32) -> vec4<acc_t> {
+#ifdef INTEGER
+    let word = in_w[(g * #{KG} + k) * #{MGQ} + q + v];
+#if W_T == i32
+    let quad = (vec4<i32>(bitcast<i32>(word)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
+#else
+    let quad = vec4<i32>((vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
+#endif
+    return quad - zero_w[v];
+#else
+    return vec4<acc_t>(in_w[(g * #{KG} + k) * #{MGQ} + q + v]);
+#endif
 }
 
 #ifdef POINTWISE
@@ -101,7 +120,7 @@ fn product(n: u32, g: u32, q: u32, p0: u32) -> array<vec4<acc_t>, PIX * VPL> {
     for (var c = 0u; c < #{CG}; c++) {
         let base = (n * #{C} + g * #{CG} + c) * #{P};
 #for v in #{VECS}
-        let w#{v} = weights(g, c, q + #{v}u);
+        let w#{v} = weights(g, c, q, #{v}u);
 #endfor
 #ifdef X_VEC4
 #for u in #{QUADS_OF_PIX}
@@ -149,7 +168,7 @@ fn product(n: u32, g: u32, q: u32, od: u32, oh: u32, ow0: u32) -> array<vec4<acc
                 let k0 = ((c * #{KD} + kd) * #{KH} + kh) * #{KW};
 #for kw in #{KWS}
 #for v in #{VECS}
-                let w#{kw}_#{v} = weights(g, k0 + #{kw}u, q + #{v}u);
+                let w#{kw}_#{v} = weights(g, k0 + #{kw}u, q, #{v}u);
 #endfor
 #for j in #{PIXELS}
 #for v in #{VECS}
@@ -175,9 +194,6 @@ fn main(
 #ifdef SUBGROUP_X
     subgroup_lane = sid;
 #endif
-#ifdef INTEGER
-    zero_x = x_zero();
-#endif
     let blocks = (#{MGQ} / VPL + #{LANES}u - 1u) / #{LANES}u;  // workgroups per group
     let g = wid.x / blocks;
     let lane = (wid.x % blocks) * #{LANES}u + lid.x;
@@ -186,6 +202,14 @@ fn main(
     if (lane * VPL >= #{MGQ}) {
         return;  // past the group's channels: inactive lanes skip their share of every lane-by-lane load
     }
+#ifdef INTEGER
+    zero_x = x_zero();
+    for (var v = 0u; v < VPL; v++) {
+        let m = g * #{MG} + min((q + v) * 4u, #{MG} - 1u);  // channels past MG: any zero point, never stored
+        let last = #{M} - 1u;
+        zero_w[v] = vec4<i32>(w_zero(m), w_zero(min(m + 1u, last)), w_zero(min(m + 2u, last)), w_zero(min(m + 3u, last)));
+    }
+#endif
 #ifdef POINTWISE
     let p0 = wid.y * PIX;
     let acc = product(n, g, q, p0);

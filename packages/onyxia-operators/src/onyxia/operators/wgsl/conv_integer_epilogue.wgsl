@@ -3,9 +3,9 @@
 // by the three kernels that run them (vision/conv_gemm.wgsl and vision/conv_depthwise.wgsl with INTEGER, and
 // quantized/conv_integer.wgsl, the direct one), as onyxia::conv_epilogue is the float convolutions'.
 // Sums are exact in i32 (wrapping as onnxruntime's accumulator): each kernel subtracts x_zero() from every x it
-// loads, so a padded tap (onnxruntime pads x with x_zp) reads 0, and w's zero point from its weights (the GEMM
-// reads weights pre-packed at load with it already subtracted, so it declares no w_zp). QLinearConv then adds
-// its int32 bias and requantizes (onyxia::requant, multiplier x_scale * w_scale[m] / y_scale).
+// loads, so a padded tap (onnxruntime pads x with x_zp) reads 0, and w_zero(m) from output channel m's weights.
+// QLinearConv then adds its int32 bias and requantizes (onyxia::requant, multiplier x_scale * w_scale[m] /
+// y_scale).
 // Declares, at their BIND_* defs: x_zp (XZP), w_zp (WZP), x_scale, w_scale, y_scale, y_zp (REQUANT), bias
 // (BIAS), out_y. Reads defs X_T, W_T, Y_T (storage types), S_T (scale type), XZP, WZP, WZP_CHANNELS (one w_zp
 // per output channel), WS_CHANNELS (one w_scale per output channel), BIAS, REQUANT with LO, HI (i32 literals).
