@@ -214,3 +214,37 @@ def test_per_channel_input_affine_into_grouped_pointwise_conv() -> None:
     model, feeds = _model(nodes, inits, (2, 4, 5, 7))
     check_model(model, feeds)
     assert sorted(label.split("/")[0] for label in _labels(model)) == ["elementwise", "vision"]
+
+
+@pytest.mark.parametrize(
+    ("attrs", "tail"),
+    [
+        ({"pads": [2, 0, 2, 0], "strides": [2, 1]}, "Relu"),
+        ({"dilations": [2, 1], "pads": [3, 0, 5, 0]}, "residual"),
+        ({}, "Slice"),
+    ],
+    ids=["padded_strided_relu", "dilated_residual", "magika"],
+)
+def test_column_conv_runs_as_a_row(attrs: dict[str, Any], tail: str) -> None:
+    """magika's [N, C, L, 1] conv with a [5, 1] kernel runs on the [N, C, 1, L] view of the same bytes."""
+    inits = {"w": _w(6, 6, 5, 1), "b": _w(6), "starts": np.array([1], np.int64), "ends": np.array([9], np.int64)}
+    tails = {
+        "Relu": [helper.make_node("Relu", ["c"], ["y"])],
+        "residual": [helper.make_node("Add", ["x", "c"], ["y"])],
+        "Slice": [helper.make_node("Slice", ["c", "starts", "ends", "starts"], ["y"])],
+    }
+    model, feeds = _model(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs), *tails[tail]], inits, (2, 6, 20, 1)
+    )
+    check_model(model, feeds)
+    plan = compile_model(model)
+    convs = [s for s in plan.shaders if s.label.startswith("vision/conv")]
+    assert len(convs) == 1 and "#{" not in convs[0].source
+    if tail != "Slice":
+        assert len(plan.shaders) == 1, [s.label for s in plan.shaders]
+
+
+def test_column_conv_with_width_padding_stays() -> None:
+    inits = {"w": _w(4, 3, 3, 1)}
+    model, feeds = _model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], inits, (1, 3, 9, 1))
+    check_model(model, feeds)

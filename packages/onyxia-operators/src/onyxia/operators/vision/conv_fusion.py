@@ -23,6 +23,7 @@ from onyxia.core import DataType, IrGraph, IrNode
 from onyxia.core.rewrite import Attr, Decline, Match, Ops, Rewriter, Rule, Var, op, producer, sole_use
 from onyxia.core.rewrite.rewriter import NewValue
 from onyxia.operators.family import ONYXIA_DOMAIN
+from onyxia.operators.vision.conv_axes import CONV_AXES
 from onyxia.operators.vision.conv_folds import CONV_FOLDS
 from onyxia.operators.vision.conv_input_folds import CONV_INPUT_FOLDS
 from onyxia.operators.vision.conv_upsample import CONV_UPSAMPLE
@@ -146,4 +147,4 @@ FUSE_RESIDUAL = Rule(
     targets="YOLOv8 C2f bottleneck x + SiLU(conv), MobileNet inverted residual x + conv",
 )
 # the folds first: a BatchNormalization or bias Add between a conv and its activation hides the activation
-CONV_FUSIONS = (*CONV_FOLDS, *CONV_UPSAMPLE, *CONV_INPUT_FOLDS, *CONV_FUSIONS, FUSE_RESIDUAL)
+CONV_FUSIONS = (*CONV_FOLDS, *CONV_UPSAMPLE, *CONV_AXES, *CONV_INPUT_FOLDS, *CONV_FUSIONS, FUSE_RESIDUAL)

@@ -4,12 +4,12 @@ With ``k == s`` and no pads each output pixel comes from exactly one input pixel
 ``M * s * s`` channels followed by ``DepthToSpace(CRD)``: the tiled pointwise GEMM kernel instead of the direct
 one, which for a ConvTranspose visits all ``k * k`` taps per output to use ``(k / s)^2`` of them (PP-OCRv4 det:
 its two 2 x 2 stride-2 upsamplers were 29% of its GPU time). The lowering waits while a fold (conv_folds.py)
-can still reach the ConvTranspose, and an activation behind the DepthToSpace moves in front of it (an
-elementwise op commutes with a permutation), where the conv epilogue takes it (conv_fusion.py).
+can still reach the ConvTranspose, and an activation behind the DepthToSpace moves in front of it (conv_axes.py),
+where the conv epilogue takes it (conv_fusion.py).
 
 Declines (reason logged, graph unchanged): a ConvTranspose that is not 2-D float32 with constant weights, whose
 kernel differs from its strides or is not square, with groups, dilations, pads, output padding or an output
-shape; an activation whose parameters are not scalar constants.
+shape.
 """
 
 from __future__ import annotations
@@ -19,12 +19,9 @@ import numpy as np
 from onyxia.core import DataType, IrGraph
 from onyxia.core.rewrite import Decline, Match, Rewriter, Rule, Var, op
 from onyxia.core.rewrite.rewriter import NewValue
-from onyxia.operators.vision.conv_folds import bare_conv, initializer, known, pending_fold
+from onyxia.operators.vision.conv_folds import initializer, known, pending_fold
 
 __all__ = ["CONV_UPSAMPLE"]
-
-# activations that commute with DepthToSpace (elementwise, so applying them before the permutation is equal)
-_MOVABLE = ("Relu", "Sigmoid", "HardSwish", "LeakyRelu", "Clip", "Tanh", "HardSigmoid")
 
 
 def _transpose_check(graph: IrGraph, m: Match) -> Decline | None:
@@ -68,21 +65,6 @@ def _lower_transpose(r: Rewriter, m: Match) -> list[NewValue]:
     return [r.op("DepthToSpace", conv, blocksize=int(s), mode="CRD", name=node.name)]
 
 
-# ----- act(DepthToSpace(y)) -> DepthToSpace(act(y)) ---------------------------------------------
-def _move_check(graph: IrGraph, m: Match) -> Decline | None:
-    extra = [known(graph, t) for t in m.node.inputs[1:] if t is not None]
-    if any(value is None or value.size != 1 for value in extra):
-        return Decline("the activation's parameters are not scalar constants", m.node)
-    if bare_conv(graph, m.y) is None:
-        return Decline("DepthToSpace's input is not a conv's: nothing would fuse", m.node)
-    return None
-
-
-def _move(r: Rewriter, m: Match) -> list[NewValue]:
-    act = r.op(m.node.op_type, m.y, *m.node.inputs[1:], **m.node.attributes)
-    return [r.op("DepthToSpace", act, **m.space.attributes)]
-
-
 CONV_UPSAMPLE: tuple[Rule, ...] = (
     Rule(
         "ConvTranspose_k_eq_s_as_pointwise_Conv",
@@ -90,15 +72,5 @@ CONV_UPSAMPLE: tuple[Rule, ...] = (
         _lower_transpose,
         check=_transpose_check,
         targets="PP-OCR det / U-Net 2 x 2 stride-2 upsamplers",
-    ),
-    *(
-        Rule(
-            f"move_{act}_before_DepthToSpace",
-            getattr(op, act)(op.DepthToSpace(Var("y"), _name="space"), _extra_inputs=True),
-            _move,
-            check=_move_check,
-            targets="PP-OCR det: Relu / Sigmoid after an upsampling ConvTranspose",
-        )
-        for act in _MOVABLE
     ),
 )
