@@ -28,7 +28,11 @@ def _bn(name: str, x: str, y: str, channels: int, inits: dict[str, np.ndarray]) 
 
 
 def _model(
-    nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray], x: tuple[int, ...], outputs: tuple[str, ...] = ("y",)
+    nodes: list[onnx.NodeProto],
+    inits: dict[str, np.ndarray],
+    x: tuple[int, ...],
+    outputs: tuple[str, ...] = ("y",),
+    opset: int = 17,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     graph = helper.make_graph(
         nodes,
@@ -37,7 +41,7 @@ def _model(
         [helper.make_empty_tensor_value_info(o) for o in outputs],
         [numpy_helper.from_array(v, k) for k, v in inits.items()],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
     return model, {"x": RNG.standard_normal(x).astype(np.float32)}
 
 
@@ -81,7 +85,7 @@ def test_batch_norm_folds_into_grouped_and_3d_convs() -> None:
     assert not any(label.startswith("normalization/") for label in _labels(model))
 
 
-def _upsampler(attrs: dict[str, Any], group: int = 1) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+def _upsampler(attrs: dict[str, Any], group: int = 1, opset: int = 17) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """PP-OCRv4 det's head: ConvTranspose -> Add(bias) -> BatchNormalization -> Relu -> ConvTranspose -> Add -> Sigmoid."""
     k = attrs.get("kernel_shape", [2, 2])[0]
     inits = {
@@ -100,13 +104,15 @@ def _upsampler(attrs: dict[str, Any], group: int = 1) -> tuple[onnx.ModelProto, 
         helper.make_node("Add", ["c2", "u2"], ["a2"]),
         helper.make_node("Sigmoid", ["a2"], ["y"]),
     ]
-    return _model(nodes, inits, (2, 6, 5, 7))
+    return _model(nodes, inits, (2, 6, 5, 7), opset=opset)
 
 
-def test_upsampling_conv_transpose_runs_as_pointwise_conv() -> None:
+@pytest.mark.parametrize("opset", [17, 10])
+def test_upsampling_conv_transpose_runs_as_pointwise_conv(opset: int) -> None:
     """k == s ConvTransposes: the bias Add and BatchNormalization fold, the Relu and Sigmoid move in front of
-    the DepthToSpace into the pointwise kernel's epilogue; nothing runs the direct kernel."""
-    model, feeds = _upsampler({"kernel_shape": [2, 2], "strides": [2, 2]})
+    the DepthToSpace into the pointwise kernel's epilogue; nothing runs the direct kernel. Opset 10 has no
+    DepthToSpace mode attribute: the lowering's DCR order is the default there too."""
+    model, feeds = _upsampler({"kernel_shape": [2, 2], "strides": [2, 2]}, opset=opset)
     check_model(model, feeds)
     labels = _labels(model)
     assert all("@direct" not in label for label in labels), labels
@@ -248,3 +254,22 @@ def test_column_conv_with_width_padding_stays() -> None:
     inits = {"w": _w(4, 3, 3, 1)}
     model, feeds = _model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], inits, (1, 3, 9, 1))
     check_model(model, feeds)
+
+
+@pytest.mark.parametrize("opset", [17, 12])
+@pytest.mark.parametrize("tail", ["tanh_bn", "residual"])
+def test_depth_1_volume_conv_runs_as_2d(opset: int, tail: str) -> None:
+    """rivagan's [N, C, 1, H, W] convs with [1, k, k] kernels run as 2-D convs of the plane (Squeeze and
+    Unsqueeze spelled for the opset: axes an attribute before 13)."""
+    inits = {"w": _w(4, 4, 1, 5, 5, scale=0.1), "b": _w(4)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[0, 2, 2, 0, 2, 2])]
+    if tail == "residual":
+        nodes.append(helper.make_node("Add", ["c", "x"], ["y"]))
+    else:
+        nodes += [helper.make_node("Tanh", ["c"], ["t"]), _bn("bn", "t", "y", 4, inits)]
+    model, feeds = _model(nodes, inits, (2, 4, 1, 9, 11), opset=opset)
+    check_model(model, feeds)
+    plan = compile_model(model)
+    assert any(s.label.startswith("vision/conv_gemm") and "#{KD}" not in s.source for s in plan.shaders)
+    if tail == "residual":
+        assert [s.label.split("@")[0] for s in plan.shaders] == ["vision/conv_gemm"]

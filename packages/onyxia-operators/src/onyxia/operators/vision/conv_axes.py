@@ -1,21 +1,25 @@
-"""Rules that re-view a conv's tensors: a column conv as a row conv, and activations moved in front of views.
+"""Rules that re-view a conv's tensors: a column conv as a row conv, a depth-1 3-D conv as 2-D, activations moved.
 
 The tiled conv kernel (conv_gemm.wgsl ROWS) takes 8 output pixels from one output row, so a conv over
 ``[N, C, H, 1]`` with a ``[KH, 1]`` kernel (jax2tf / Keras Conv1D exported as 2-D: magika's 5-tap conv over
 512 bytes) fills 1 of every 8 pixel slots. ``[N, C, H, 1]`` and ``[N, C, 1, H]`` are the same bytes, so the
 conv runs as ``Reshape -> Conv([1, KH]) -> Reshape`` on the transposed geometry (kernel, strides, dilations
-and pads of H moved to W) with W's weights re-viewed: free views around a conv 8x better tiled.
+and pads of H moved to W) with W's weights re-viewed: free views around a conv 8x better tiled. Likewise a
+3-D conv of a depth-1 volume with a depth-1 kernel (rivagan's watermark encoder and decoder) is the 2-D conv
+of its plane between a Squeeze and an Unsqueeze (views; the 2-D kernel skips the depth loop and its checks).
 
 A conv output that only passes through a view (this rule's Reshape, conv_upsample.py's DepthToSpace) before
 its activation would hide that activation from the epilogue fusion (conv_fusion.py); an elementwise
 activation commutes with any view, so it moves in front of it.
 
-Declines (reason logged, graph unchanged): weights not known at compile time, padding along W, an input
-whose W is not 1 or whose H is 1 (nothing to gain); an activation whose parameters are not scalar constants
+Declines (reason logged, graph unchanged): weights not known at compile time, padding along W (depth), an
+input whose W is not 1 or whose H is 1 (nothing to gain), a volume deeper than 1, auto_pad; an activation whose parameters are not scalar constants
 or whose view does not read a conv.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -24,7 +28,7 @@ from onyxia.core.rewrite import Decline, Match, Rewriter, Rule, Var, op, sole_us
 from onyxia.core.rewrite.patterns import Ops
 from onyxia.core.rewrite.rewriter import NewValue
 from onyxia.operators.family import ONYXIA_DOMAIN
-from onyxia.operators.vision.conv_folds import bare_conv, initializer, known
+from onyxia.operators.vision.conv_folds import bare_conv, initializer, known, pending_fold
 
 __all__ = ["CONV_AXES"]
 
@@ -52,8 +56,14 @@ def _column_check(graph: IrGraph, m: Match) -> Decline | None:
     pads = list(a.get("pads", [0, 0, 0, 0]))
     if w is None or w.shape[3] != 1 or pads[1] or pads[3] or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         return Decline("a [KH, 1] kernel known at compile time without W padding is needed", node)
-    if node.domain != ONYXIA_DOMAIN and _residual_pending(graph, node):
-        return Decline("a residual Add fuses into it first (then the FusedConv turns)", node)
+    return _waits(graph, node)
+
+
+def _waits(graph: IrGraph, node: IrNode) -> Decline | None:
+    """A fold (conv_folds.py) or a residual Add reaches the conv only while it is not yet re-viewed."""
+    y = node.outputs[0]
+    if y is not None and (pending_fold(graph, y) or (node.domain != ONYXIA_DOMAIN and _residual_pending(graph, node))):
+        return Decline("a fold or a residual Add reaches it first (then the new conv turns)", node)
     return None
 
 
@@ -94,6 +104,44 @@ def _column(r: Rewriter, m: Match) -> list[NewValue]:
     return [r.op("Reshape", conv, _shape(graph, f"{node.name}/column_view", _COLUMN_VIEW), name=node.name)]
 
 
+def _flat_check(graph: IrGraph, m: Match) -> Decline | None:
+    node = m.node
+    x, w = graph.tensor(node.inputs[0]).dims, known(graph, node.inputs[1])
+    pads = list(node.attributes.get("pads", [0] * 6))
+    if len(x) != 5 or x[2] != 1 or w is None or w.shape[2] != 1 or pads[0] or pads[3]:
+        return Decline(f"not a depth-1 volume {list(x)} with a depth-1 kernel known at compile time", node)
+    if node.attributes.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        return Decline("auto_pad: the 2-D pads would differ", node)
+    return _waits(graph, node)
+
+
+def _flat(r: Rewriter, m: Match) -> list[NewValue]:
+    """The 2-D conv of the depth-1 volume: Squeeze and Unsqueeze of axis 2 are views."""
+    graph, node = r.graph, m.node
+    w = known(graph, node.inputs[1])
+    assert w is not None
+    a = node.attributes
+    pads = [int(p) for p in a.get("pads", [0] * 6)]
+    attrs = {
+        **a,
+        "kernel_shape": [int(k) for k in w.shape[3:]],
+        "strides": [int(v) for v in list(a.get("strides", [1, 1, 1]))[1:]],
+        "dilations": [int(v) for v in list(a.get("dilations", [1, 1, 1]))[1:]],
+        "pads": pads[1:3] + pads[4:6],
+    }
+    weights = initializer(graph, f"{node.name}/plane_w", w[:, :, 0])
+    rest = [_depth_view(r, "Squeeze", t) if i == 3 and t is not None else t for i, t in enumerate(node.inputs[2:], 2)]
+    conv = r.op(node.op_type, _depth_view(r, "Squeeze", node.inputs[0]), weights, *rest, domain=node.domain, **attrs)
+    return [_depth_view(r, "Unsqueeze", conv, node.name)]
+
+
+def _depth_view(r: Rewriter, op_type: str, t: int | NewValue | None, name: str | None = None) -> NewValue:
+    """Squeeze or Unsqueeze of axis 2, spelled for the graph's opset (axes an input from opset 13 on)."""
+    if r.graph.opset_imports.get("", 0) >= 13:
+        return r.op(op_type, t, _shape(r.graph, f"{name or op_type}/depth_axis", [2]), name=name)
+    return r.op(op_type, t, axes=[2], name=name)
+
+
 def _move_check(graph: IrGraph, m: Match) -> Decline | None:
     extra = [known(graph, t) for t in m.node.inputs[1:] if t is not None]
     if any(value is None or value.size != 1 for value in extra):
@@ -109,19 +157,24 @@ def _move(r: Rewriter, m: Match) -> list[NewValue]:
     return [r.op(view.op_type, act, *view.inputs[1:], **view.attributes)]
 
 
-def _column_rule(ops: Ops, op_type: str) -> Rule:
-    return Rule(
-        f"{op_type}_column_as_row",
-        getattr(ops, op_type)(Var("x"), Var("w"), _extra_inputs=True),
-        _column,
-        check=_column_check,
-        targets="magika (jax2tf Conv1D as [N, C, L, 1] with a [5, 1] kernel)",
+def _conv_rules(
+    name: str,
+    rewrite: Callable[[Rewriter, Match], list[NewValue]],
+    check: Callable[[IrGraph, Match], Decline | None],
+    targets: str,
+) -> tuple[Rule, ...]:
+    """The rule for Conv and for com.onyxia FusedConv (whose residual, input 3, is re-viewed alike)."""
+    return tuple(
+        Rule(
+            f"{op_type}_{name}", getattr(ops, op_type)(Var("x"), Var("w"), _extra_inputs=True), rewrite, check, targets
+        )
+        for ops, op_type in ((op, "Conv"), (Ops(ONYXIA_DOMAIN), "FusedConv"))
     )
 
 
 CONV_AXES: tuple[Rule, ...] = (
-    _column_rule(op, "Conv"),
-    _column_rule(Ops(ONYXIA_DOMAIN), "FusedConv"),
+    *_conv_rules("column_as_row", _column, _column_check, "magika (jax2tf Conv1D as [N, C, L, 1], a [5, 1] kernel)"),
+    *_conv_rules("depth_1_as_2d", _flat, _flat_check, "rivagan's [N, C, 1, H, W] convs with [1, 11, 11] kernels"),
     *(
         Rule(
             f"move_{act}_before_view",

@@ -1,7 +1,7 @@
 """ConvTranspose with kernel == stride as a pointwise Conv and a DepthToSpace: the U-Net / FPN 2x upsampler.
 
 With ``k == s`` and no pads each output pixel comes from exactly one input pixel, so the op is a 1 x 1 Conv to
-``M * s * s`` channels followed by ``DepthToSpace(CRD)``: the tiled pointwise GEMM kernel instead of the direct
+``M * s * s`` channels followed by ``DepthToSpace``: the tiled pointwise GEMM kernel instead of the direct
 one, which for a ConvTranspose visits all ``k * k`` taps per output to use ``(k / s)^2`` of them (PP-OCRv4 det:
 its two 2 x 2 stride-2 upsamplers were 29% of its GPU time). The lowering waits while a fold (conv_folds.py)
 can still reach the ConvTranspose, and an activation behind the DepthToSpace moves in front of it (conv_axes.py),
@@ -57,12 +57,13 @@ def _lower_transpose(r: Rewriter, m: Match) -> list[NewValue]:
     bias_in = node.inputs[2] if len(node.inputs) > 2 else None
     bias = known(graph, bias_in) if bias_in is not None else np.zeros(mo, np.float32)
     assert bias is not None
-    # output channel m * s * s + i * s + j of the 1 x 1 conv is DepthToSpace(CRD)'s pixel (i, j) of channel m
-    w2 = w.transpose(1, 2, 3, 0).reshape(mo * s * s, c, 1, 1)
-    b2 = np.repeat(bias.astype(np.float32), s * s)
+    # output channel (i * s + j) * M + m of the 1 x 1 conv is DepthToSpace's pixel (i, j) of channel m in DCR
+    # order, the mode every opset has (CRD came with opset 11)
+    w2 = w.transpose(2, 3, 1, 0).reshape(s * s * mo, c, 1, 1)
+    b2 = np.tile(bias.astype(np.float32), s * s)
     inputs = (initializer(graph, f"{node.name}/pointwise_w", w2), initializer(graph, f"{node.name}/pointwise_b", b2))
     conv = r.op("Conv", node.inputs[0], *inputs, kernel_shape=[1, 1], name=f"{node.name}/pointwise")
-    return [r.op("DepthToSpace", conv, blocksize=int(s), mode="CRD", name=node.name)]
+    return [r.op("DepthToSpace", conv, blocksize=int(s), name=node.name)]
 
 
 CONV_UPSAMPLE: tuple[Rule, ...] = (
