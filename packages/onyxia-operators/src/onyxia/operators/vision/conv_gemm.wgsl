@@ -17,9 +17,8 @@
 //       per group in (c, kd, kh, kw) order, MGQ = the group's output channels over 4, rounded up to whole lanes
 //       (the channels past MG zero).
 // Defs: X_T, W_T (storage types; INTEGER: W's, its signedness read from it), F16, INTEGER, the epilogue
-//       module's, LANES, PIX,
-//       VPL, SUBGROUP_X (x loaded by lane 0, shared by subgroupBroadcast), ROWS | POINTWISE, X_VEC4 (POINTWISE,
-//       P % 4 == 0 and PIX % 4 == 0: x is read four pixels at a time);
+//       module's, LANES, PIX, VPL, SUBGROUP_X (x loaded by lane 0, shared by subgroupBroadcast), ROWS |
+//       POINTWISE, X_VEC4 (POINTWISE, P % 4 == 0 and PIX % 4 == 0: x is read four pixels at a time);
 //       the unrolled loops' items PIXELS (0 .. PIX - 1), QUADS_OF_PIX (0 .. PIX / 4 - 1), SPANS (0 .. SPAN - 1),
 //       KWS (0 .. KW - 1), VECS (0 .. VPL - 1)
 // Dims: C, M, CG, MG, MGQ, KG, OWT (pixel tiles per output row), P (= OD * OH * OW), and the volume (geometry.py).

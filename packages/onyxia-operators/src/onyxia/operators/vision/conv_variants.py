@@ -16,6 +16,12 @@ channels x 8 pixels won: 16 pixels or 8 channels per lane spill more than they s
 the runtime opens lavapipe) let one lane load each x value that all lanes read and share it by subgroupBroadcast;
 they took 0.7-1.0x the plain rows' CPU time on four YOLO-sized convs (a shared machine: ~20% noise). GPUs get
 16-lane (GEMM) and 64-lane (depthwise) workgroups, where per-lane loads are cheap; not measured here.
+
+ConvInteger and QLinearConv take the same rows (the kernels' INTEGER mode, quantized/conv_integer.py), whose
+`direct` row is quantized/conv_integer.wgsl. Their packed weights are a quarter of the float loads (4 bytes to a
+u32), so x's loads dominate instead: on ddddocr-shaped 3 x 3 convs 8 channels per lane took 0.82-0.96x the
+4-channel rows' GPU time and 16 pixels 1.17-1.26x, 1 x 1 convs were best at 4 x 8; within this machine's noise of
+the shared rows, so they stay shared. The ``_simd`` rows, sharing each x load, took 0.69-0.80x on the 3 x 3 ones.
 """
 
 from __future__ import annotations
