@@ -159,3 +159,13 @@ def test_full_range_sums_are_exact_on_the_gemm() -> None:
     for variant in ("rows", "rows_simd"):
         with force_variants({FAMILY: variant}):
             _run(model, feeds, "ort")
+
+
+def test_symbolic_width_takes_the_direct_kernel() -> None:
+    """A width unknown at compile time leaves the tiles' dims symbolic: the direct kernel runs it (the tiled
+    rows need every dim but the batch static)."""
+    model, feeds, reference = _build("QLinearConv", "padded_3x3")
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[3].Clear()
+    dims[3].dim_param = "width"
+    assert _run(model, feeds, reference) == {"quantized/conv_integer@direct"}
