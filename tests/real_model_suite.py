@@ -22,6 +22,7 @@ import onyxia.compiler
 import onyxia.onnx
 import onyxia.operators
 from onyxia.cli.commands.run import bind_dims
+from onyxia.runtime import compiling_for
 
 __all__ = [
     "DATA",
@@ -86,7 +87,8 @@ def run_onyxia(runtime: Any, name: str, runs: int = 2) -> Measured:
     t0 = time.perf_counter()
     graph = onyxia.onnx.load_and_parse_model(DATA / f"{name}.onnx")
     dims = bind_dims(graph, inputs, {})
-    model = onyxia.compiler.CompilerPipeline(onyxia.operators.core_operator_registry()).compile(graph, dims)
+    with compiling_for(runtime):  # the kernels `onyxia run` picks for this device
+        model = onyxia.compiler.CompilerPipeline(onyxia.operators.core_operator_registry()).compile(graph, dims)
     t1 = time.perf_counter()
     executor = runtime.load_model(model)
     t2 = time.perf_counter()

@@ -29,6 +29,7 @@ import onyxia.compiler
 import onyxia.onnx
 import onyxia.operators
 from onyxia.cli.commands.run import bind_dims
+from onyxia.runtime import compiling_for
 
 DATA = Path(__file__).resolve().parent / "data" / "op_models"
 
@@ -105,9 +106,10 @@ def _records(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
 def _run(runtime: Any, name: str) -> dict[str, np.ndarray]:
     inputs, _ = _records(name)
     graph = onyxia.onnx.load_and_parse_model(DATA / f"{name}.onnx")
-    model = onyxia.compiler.CompilerPipeline(onyxia.operators.core_operator_registry()).compile(
-        graph, bind_dims(graph, inputs, {})
-    )
+    with compiling_for(runtime):  # the kernels `onyxia run` picks for this device
+        model = onyxia.compiler.CompilerPipeline(onyxia.operators.core_operator_registry()).compile(
+            graph, bind_dims(graph, inputs, {})
+        )
     outputs: dict[str, np.ndarray] = runtime.load_model(model).run(inputs)
     return outputs
 

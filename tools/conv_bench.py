@@ -36,10 +36,9 @@ import onyxia.compiler
 import onyxia.onnx
 import onyxia.operators
 from onyxia.cli.commands.run import bind_dims
-from onyxia.cli.llm.loading import adapter_facts_of
 from onyxia.core import OperatorRegistry
 from onyxia.core.adapter_facts import force_variants, target_adapter
-from onyxia.runtime import Runtime
+from onyxia.runtime import Runtime, adapter_facts_of
 
 
 class _Builder:

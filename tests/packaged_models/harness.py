@@ -26,6 +26,7 @@ import onyxia.compiler
 import onyxia.onnx
 import onyxia.operators
 from onyxia.cli.commands.run import bind_dims
+from onyxia.runtime import compiling_for
 
 __all__ = [
     "Measured",
@@ -79,7 +80,8 @@ def compile_and_load(runtime: Any, path: Path, inputs: Mapping[str, np.ndarray])
     t0 = time.perf_counter()
     graph = onyxia.onnx.load_and_parse_model(path)
     dims = bind_dims(graph, dict(inputs), {})
-    model = onyxia.compiler.CompilerPipeline(onyxia.operators.core_operator_registry()).compile(graph, dims)
+    with compiling_for(runtime):  # the kernels `onyxia run` picks for this device
+        model = onyxia.compiler.CompilerPipeline(onyxia.operators.core_operator_registry()).compile(graph, dims)
     t1 = time.perf_counter()
     executor = runtime.load_model(model)
     return executor, t1 - t0, time.perf_counter() - t1

@@ -1,12 +1,11 @@
 """The facts a session compiles for come from the opened device (lavapipe here): build_session's
-`target_adapter(adapter_facts_of(runtime))` is what lets the matmul family pick its variant."""
+`compiling_for(runtime)` is what lets the matmul family pick its variant."""
 
 from __future__ import annotations
 
-from onyxia.cli.llm.loading import adapter_facts_of
 from onyxia.core.adapter_facts import target_adapter
 from onyxia.operators.matmul.variants import chosen_variant
-from onyxia.runtime import Runtime
+from onyxia.runtime import Runtime, adapter_facts_of
 
 
 def test_lavapipe_facts_pick_the_simd8_kernels() -> None:

@@ -6,6 +6,8 @@ onyxia.onnx, onyxia.operators or onyxia.compiler, so a deployment can ship preco
 without the compiler stack.
 
     runtime = Runtime()                      # ONYXIA_BACKEND=vulkan|metal|dx12|gl to pin a backend
+    with compiling_for(runtime):             # this device's limits and kernel variants
+        compiled = CompilerPipeline(registry).compile(graph, dims)
     executor = runtime.load_model(compiled)  # pipelines built, weights uploaded
     outputs = executor.run({"x": x})         # symbolic dims bound from input shapes
 
@@ -17,9 +19,20 @@ loops from dims, never from ``arrayLength``.
 """
 
 from onyxia.runtime.adapter import BACKENDS, Runtime, select_adapter
+from onyxia.runtime.compile_target import adapter_facts_of, compiling_for, device_limits
 from onyxia.runtime.device import DeviceContext, ExecutorStats
 from onyxia.runtime.executor import PlanExecutor
 
 __version__ = "0.1.0"
 
-__all__ = ["BACKENDS", "DeviceContext", "ExecutorStats", "PlanExecutor", "Runtime", "select_adapter"]
+__all__ = [
+    "BACKENDS",
+    "DeviceContext",
+    "ExecutorStats",
+    "PlanExecutor",
+    "Runtime",
+    "adapter_facts_of",
+    "compiling_for",
+    "device_limits",
+    "select_adapter",
+]

@@ -57,7 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from onyxia.compiler import CompilerPipeline
-    from onyxia.runtime import Runtime
+    from onyxia.runtime import Runtime, compiling_for
 
     arrays = read_inputs(args.input)
     with model_path(args.model) as path:
@@ -65,10 +65,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.model is None:
         arrays = {**builtin_inputs(), **arrays}
     dims = bind_dims(graph, arrays, parse_dims(args.dim))
-    start = time.perf_counter()
-    model = CompilerPipeline(operator_registry()).compile(graph, dims)
-    compiled = time.perf_counter()
     runtime = Runtime()
+    start = time.perf_counter()
+    with compiling_for(runtime):  # the opened device's limits and kernel variants
+        model = CompilerPipeline(operator_registry()).compile(graph, dims)
+    compiled = time.perf_counter()
     executor = runtime.load_model(model)
     loaded = time.perf_counter()
     outputs = executor.run(arrays)

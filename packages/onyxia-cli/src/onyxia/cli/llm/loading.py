@@ -18,9 +18,7 @@ from onyxia.cli.llm.lm_head_precision import check_lm_head
 from onyxia.cli.llm.model_dir import resolve_model_dir
 from onyxia.cli.llm.signature import LlmSignature, read_signature
 from onyxia.cli.llm.tokenizer import TextTokenizer
-from onyxia.core import BINDING_ALIGNMENT, DataType, IrGraph, ModelLoadError, OperatorRegistry, SymbolicExpr, TensorKind
-from onyxia.core.adapter_facts import AdapterFacts, target_adapter
-from onyxia.core.settings import override, settings
+from onyxia.core import DataType, IrGraph, ModelLoadError, OperatorRegistry, SymbolicExpr, TensorKind
 
 if TYPE_CHECKING:  # imported for real inside build_session: wgpu loads when a session is built
     from onyxia.cli.llm.session import LlmSession
@@ -28,7 +26,7 @@ if TYPE_CHECKING:  # imported for real inside build_session: wgpu loads when a s
 
     Session = TypeVar("Session", bound=LlmSession)
 
-__all__ = ["adapter_facts_of", "build_session", "device_limits"]
+__all__ = ["build_session"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +54,7 @@ def build_session(
     from onyxia.onnx import load_and_parse_model
     from onyxia.operators import core_operator_registry
     from onyxia.operators.passes import MatchOnnxruntimeCpuFloat16
-    from onyxia.runtime import Runtime
+    from onyxia.runtime import Runtime, compiling_for
 
     runtime = runtime or Runtime()
     if check_lm_head(lm_head) == "fp16" and runtime.features and "shader-f16" not in runtime.features:
@@ -80,7 +78,7 @@ def build_session(
     if match_onnxruntime and any(t.dtype == DataType.FLOAT16 and t.kind in _SOURCES for t in graph.tensors):
         pipeline.add_pass(MatchOnnxruntimeCpuFloat16())  # float32 where onnxruntime's CPU EP has no f16 kernel
     # plan splits what this device cannot bind or hold, and picks the kernel variants that fit it
-    with override(**device_limits(runtime)), target_adapter(adapter_facts_of(runtime)):
+    with compiling_for(runtime):
         compiled = pipeline.compile(graph, static)
     compiled.replanner = None  # the session's compiled dims never change, so its graph need not outlive the load
     aliased = next(p.aliased for p in generation.passes if isinstance(p, AliasKvCache))
@@ -104,37 +102,6 @@ def build_session(
     progress("warming up")
     session.warm_up()
     return session
-
-
-def device_limits(runtime: Runtime) -> dict[str, int]:
-    """The compile's storage-binding and buffer limits: the device's (floored to the binding alignment), so
-    weights are split where this device needs it and no more, unless ONYXIA_MAX_BINDING_BYTES /
-    ONYXIA_MAX_BUFFER_BYTES (or `override`) set them."""
-    current = settings()
-    return {
-        "max_binding_bytes": current.max_binding_bytes
-        or runtime.ctx.max_binding_size // BINDING_ALIGNMENT * BINDING_ALIGNMENT,
-        "max_buffer_bytes": current.max_buffer_bytes
-        or runtime.ctx.max_buffer_size // BINDING_ALIGNMENT * BINDING_ALIGNMENT,
-    }
-
-
-def adapter_facts_of(runtime: Runtime) -> AdapterFacts:
-    """The facts kernel variants are chosen by (`onyxia.operators.matmul.variants`), from the opened device."""
-    info, limits = runtime.adapter_info, runtime.limits
-    # wgpu-py 0.32 spells the subgroup size keys "stackgroup_*"
-    low = info.get("subgroup_min_size", info.get("stackgroup_min_size", 0))
-    high = info.get("subgroup_max_size", info.get("stackgroup_max_size", 0))
-    return AdapterFacts(
-        cpu=info.get("adapter_type") == "CPU",
-        subgroups="subgroup" in runtime.features,
-        subgroup_min_size=low if isinstance(low, int) else 0,
-        subgroup_max_size=high if isinstance(high, int) else 0,
-        shader_f16="shader-f16" in runtime.features,
-        workgroup_storage_bytes=limits.get("max-compute-workgroup-storage-size", 16384),
-        invocations_per_workgroup=limits.get("max-compute-invocations-per-workgroup", 256),
-        name=str(info.get("device") or info.get("description") or "unknown"),
-    )
 
 
 def _max_length(model_limit: int | None, requested: int | None, where: Path) -> int:
