@@ -2,7 +2,7 @@
 
 Operators never import the runtime, yet their kernels should fit the adapter: lavapipe runs a workgroup 8
 invocations at a time on one CPU thread, a discrete GPU 32 or 64 per warp with thousands in flight. The
-runtime's side (`onyxia.cli.llm.loading.adapter_facts_of`) turns the adapter's features and limits into this
+runtime's side (`onyxia.runtime.adapter_facts_of`, `compiling_for`) turns the adapter's features and limits into this
 plain record, and the compile runs inside `target_adapter(facts)`; kernel families read `adapter_facts()`
 while planning and pick a variant from their own table (`onyxia.operators.matmul.variants`).
 
