@@ -13,6 +13,7 @@ from runtime_plans import SCALE_WGSL, ElementwiseSpec, build_plan
 
 import onyxia.runtime.dims_commit as dims_commit
 from onyxia.core import BufferRef, CompiledModel, DataType, OnyxiaError, PlanCtx, SymbolicExpr, ceil_div
+from onyxia.core.plan import Dispatch
 from onyxia.core.settings import override
 from onyxia.core.symbolic import SymbolicDim, evaluate_dim
 from onyxia.runtime import PlanExecutor, Runtime
@@ -237,3 +238,58 @@ def test_native_encoder_matches_the_public_api(any_runtime: Runtime) -> None:
             np.testing.assert_array_equal(a[name], b[name])
     with override(native_encode=False):  # what ONYXIA_NATIVE_ENCODE=0 sets
         assert native_calls(any_runtime.ctx.device) is None
+
+
+def _prefill_only_plan() -> CompiledModel:
+    """y = 2x, and u = [0.5, 1.5, ..., p + n - 0.5] by a dispatch of (n - 1, 64) workgroups: skipped
+    at n = 1 (a decode step), although its immediate (u's length) follows p."""
+    spec = ElementwiseSpec()
+    spec.input("x", DataType.FLOAT, ["n"])
+    spec.output("y", DataType.FLOAT, ["n"])
+    spec.output("u", DataType.FLOAT, ["p + n"])
+    n, p = SymbolicExpr.name("n"), SymbolicExpr.name("p")
+
+    def plan(ctx: PlanCtx) -> None:
+        _scale(ctx, ctx.input(0), ctx.output(0), n, "x[i] * 2.0")
+        defs = {"T": "f32", "OUT_T": "f32", "EXPR": "f32(i) + 0.5", "WG": 64, "HEADER": ""}
+        shader = ctx.compile_shader("scale", SCALE_WGSL, defs, {"N": p + n})
+        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(1)], (n - 1, 64))
+
+    return build_plan(spec, plan)
+
+
+def test_a_skipped_dispatch_whose_counts_did_not_move_is_not_evaluated(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decode step moves `p` only: the prefill-only dispatch stays skipped, so the incremental
+    layout does not evaluate it, yet the layout equals a full re-layout's and a prefill runs it."""
+    import onyxia.runtime.dim_items as dim_items
+    import onyxia.runtime.incremental as incremental
+
+    executor = runtime.load_model(_prefill_only_plan(), dims={"p": 0}, max_dims={"n": 8, "p": 64})
+    prefill_only = next(
+        i for i, fs in enumerate(executor._flat) if isinstance(fs.step, Dispatch) and fs.step.workgroups[1] == 64
+    )
+    affected = executor._incremental._affected(frozenset({"p"}))
+    assert prefill_only in [step.key for step, *_ in affected.steps]  # its immediate reads p
+    evaluated: list[int] = []
+    real = dim_items.step_values
+
+    def spy(item: Any, *args: Any) -> Any:
+        evaluated.append(item.key)
+        return real(item, *args)
+
+    monkeypatch.setattr(incremental, "step_values", spy)
+    for n, p in [(4, 0), (1, 4), (1, 5), (1, 6), (3, 7), (1, 10), (1, 11)]:
+        executor.update_dimensions({"p": p})
+        x = np.arange(n, dtype=np.float32)
+        out = executor.run({"x": x})
+        np.testing.assert_array_equal(out["y"], x * 2)
+        if n > 1:
+            np.testing.assert_array_equal(out["u"], np.arange(p + n, dtype=np.float32) + 0.5)
+        _assert_matches_full_relayout(executor)
+        if n == 1:  # the run bound n = 1: the next decode step's p leaves the skipped dispatch alone
+            evaluated.clear()
+            executor.update_dimensions({"p": p + 1})
+            assert prefill_only not in evaluated
+            _assert_matches_full_relayout(executor)
