@@ -3,7 +3,8 @@
 The plan's SampleToken output (`NEXT_TOKEN`: ArgMax, or a top-k / temperature draw at a uniform number
 the host takes from its seeded generator ahead of time) is carried into the input_ids buffer after
 every run (`PlanExecutor.carry`), so a decode step needs nothing from the host but what follows from
-its position, which the host knows ahead (`step_inputs`), and its draw's params. The host submits
+its position, which the host knows ahead (`step_inputs.StepDims`), and its draw's params: the
+attention mask is resident (all ones, written once), so a step writes one position id. The host submits
 step N+1, then reads step N's token while the GPU works, and yields it one step behind. When that token ends the generation
 (a stop id, the last token asked for is known not to need a step, or the caller closes the
 generator), the step submitted ahead has fed a token unpipelined generation never feeds: it is
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
-from onyxia.cli.llm.step_inputs import step_feeds
+from onyxia.cli.llm.step_inputs import StepDims
 
 if TYPE_CHECKING:
     from onyxia.cli.llm.session import LlmSession
@@ -40,6 +41,8 @@ def can_pipeline(session: LlmSession) -> bool:
         return False
     if not session._token_carried:
         executor.carry({sig.input_ids: NEXT_TOKEN})
+        if sig.attention_mask:  # all ones up to any length a step can reach: no step writes it again
+            executor.write_input(sig.attention_mask, np.ones((1, session.max_length), np.int64))
         session._token_carried = True
     return True
 
@@ -54,13 +57,14 @@ def pipelined_decode(
     """`LlmSession._generate_ids` one step ahead (same tokens, same end state); `draw` gives each step's
     SampleToken params in step order, as unpipelined generation takes them."""
     start = time.perf_counter()
+    dims = StepDims(session.signature, session._window, session._symbols)
     session.set_sampling(draw())
     pending = session._submit(prompt, [NEXT_TOKEN])
     ahead: PendingRun | None = None
     decode_start = start
     try:
         for produced in range(1, max_new_tokens + 1):
-            ahead = _submit_carried(session, draw) if produced < max_new_tokens else None
+            ahead = _submit_carried(session, draw, dims) if produced < max_new_tokens else None
             token = int(pending.read()[NEXT_TOKEN].reshape(-1)[-1])
             if produced == 1:
                 session.stats.prefill_seconds = time.perf_counter() - start
@@ -81,13 +85,14 @@ def pipelined_decode(
             session.history.pop()
 
 
-def _submit_carried(session: LlmSession, draw: Callable[[], np.ndarray]) -> PendingRun:
-    """Submit one decode step whose token id the GPU carried from the step before."""
+def _submit_carried(session: LlmSession, draw: Callable[[], np.ndarray], dims: StepDims) -> PendingRun:
+    """Submit one decode step whose token id the GPU carried from the step before. Its attention
+    mask is resident (ones, `can_pipeline`), so the host writes only the position id."""
     assert session.position < session.max_length, "generate() checked the length up front"
+    sig, position = session.signature, session.position
     session.set_sampling(draw())
-    feeds, dims = step_feeds(session.signature, [0], session.position, session._window, session._symbols)
-    del feeds[session.signature.input_ids]  # resident, written by the carry
-    session.executor.update_dimensions(dims)
+    session.executor.update_dimensions(dims(1, position))
+    feeds = {sig.position_ids: np.array([[position]], np.int64)} if sig.position_ids else {}
     pending = session.executor.submit(feeds, outputs=[NEXT_TOKEN])
     session.position += 1
     return pending
