@@ -64,7 +64,7 @@ class _Affected:
     program: DimProgram
     constraints: tuple[tuple[int, int], ...]
     buffers: tuple[tuple[int, int], ...]  # (buffer slot, value slot)
-    outputs: tuple[tuple[int, Gather], ...]  # (output tensor id, its dims)
+    outputs: tuple[tuple[tuple[int, ...], Gather], ...]  # (output tensor ids of one shape, their dims)
     symbolic: tuple[tuple[int, Gather], ...]  # (SYMBOLIC tensor id, its values)
     steps: tuple[tuple[StepItem, Gather, bool], ...]  # (step, all its `exprs`: at least 3, counts fixed)
 
@@ -82,10 +82,18 @@ class _Affected:
             program,
             tuple((program.add(c.exprs[0]), program.add(c.exprs[1])) for c in constraints),
             tuple((b.key, program.add(b.exprs[0])) for b in buffers),
-            tuple((o.key, gather(program.add_all(o.exprs))) for o in outputs),
+            _by_shape(program, outputs),
             tuple((t.key, gather(program.add_all(t.exprs))) for t in symbolic),
             tuple((s, gather(program.add_all(s.exprs)), _counts_fixed(s, changed)) for s in steps),
         )
+
+
+def _by_shape(program: DimProgram, outputs: tuple[Item, ...]) -> tuple[tuple[tuple[int, ...], Gather], ...]:
+    """Outputs grouped by their dims' slots: a decoder's 36 present caches share one shape."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for o in outputs:
+        groups.setdefault(program.add_all(o.exprs), []).append(o.key)
+    return tuple((tuple(tids), gather(slots)) for slots, tids in groups.items())
 
 
 def _counts_fixed(step: StepItem, changed: frozenset[str]) -> bool:
@@ -137,11 +145,11 @@ class IncrementalLayout:
         if not self._resize(affected.buffers, vals, delta):
             return None
         layout.output_shapes = dict(base.output_shapes)
-        for tid, shape_of in affected.outputs:
+        for tids, shape_of in affected.outputs:
             shape: tuple[int, ...] = shape_of(vals)
             if min(shape, default=0) < 0:
                 return None
-            layout.output_shapes[tid] = shape
+            layout.output_shapes.update(dict.fromkeys(tids, shape))
         for tid, values_of in affected.symbolic:
             ref = BufferRef(tensor=tid)
             layout.symbolic[ref] = self._symbolic_values(tid, values_of(vals))
