@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from onyxia.core import DataType, IrGraph, ModelLoadError, SymbolicDim, SymbolicExpr
+from onyxia.core import DataType, IrGraph, ModelLoadError, SymbolicDim
 
-__all__ = ["KvPair", "LlmSignature", "bind_names", "read_signature"]
+__all__ = ["KvPair", "LlmSignature", "read_signature"]
 
 _PAST = re.compile(r"^past_key_values\.(\d+)\.(key|value)$")
 _PRESENT = re.compile(r"^present\.(\d+)\.(key|value)$")
@@ -93,10 +93,3 @@ def read_signature(graph: IrGraph, where: str) -> LlmSignature:
 
 def _dims(shape: object) -> tuple[SymbolicDim, ...]:
     return tuple(getattr(shape, "dims", ()))
-
-
-def bind_names(dims: tuple[SymbolicDim, ...], shape: tuple[int, ...], into: dict[str, int]) -> None:
-    """Bind the plain-name dims of `dims` to the sizes in `shape`."""
-    for dim, size in zip(dims, shape):
-        if isinstance(dim, SymbolicExpr) and dim.is_name:
-            into.setdefault(str(dim), size)
