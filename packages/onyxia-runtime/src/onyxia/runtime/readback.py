@@ -56,7 +56,7 @@ class OutputReadback:
         inputs = {pool.owner(BufferRef(tensor=t)) for t in compiled.inputs}
         # outputs updated in place in an input's buffer (a KV cache): state, rarely read back
         self._state = {ref for *_, ref in self._specs if pool.owner(ref) in inputs}
-        self._outputs: list[_Output] = []
+        self._layout: DimsLayout | None = None  # the committed dims' sizes and shapes, read by `encode`
         # per staging slot: the outputs and offsets of the last run encoded into it, and where it put
         # the error word (None: nowhere); two slots let a run be submitted before the last one is read
         self._placed: list[list[tuple[_Output, int]]] = [[], []]
@@ -74,12 +74,17 @@ class OutputReadback:
         return set(outputs)
 
     def plan(self, layout: DimsLayout) -> None:
-        """Each output's buffer, byte size and shape under `layout`'s dims."""
-        self._outputs = []
-        for tid, name, dtype, ref in self._specs:
-            nbytes = layout.buffer_bytes[ref]
-            buffer = self.pool.get(ref) if nbytes else None
-            self._outputs.append(_Output(tid, name, dtype, buffer, nbytes, layout.output_shapes[tid]))
+        """Outputs read back from here on take their buffers, sizes and shapes from `layout` (committed dims).
+        Only the outputs a run wants are looked up, when it is encoded: a decode step reads 1 of its 38."""
+        self._layout = layout
+
+    def _output(self, tid: int, name: str, dtype: DataType, ref: BufferRef) -> _Output:
+        layout = self._layout
+        if layout is None:
+            raise RuntimeError("OutputReadback.encode before plan: no dims committed")
+        nbytes = layout.buffer_bytes[ref]
+        buffer = self.pool.get(ref) if nbytes else None
+        return _Output(tid, name, dtype, buffer, nbytes, layout.output_shapes[tid])
 
     def preallocate(self, sizes: Mapping[BufferRef, int]) -> None:
         """Size the staging buffer up front for every output but in-place state at `sizes` (the
@@ -92,9 +97,10 @@ class OutputReadback:
         (an output listed twice is copied once), then the error word; returns the output bytes copied
         (the word's go to `stats.error_word_bytes`)."""
         placed, offsets, end = [], {}, 0
-        for output in self._outputs:
-            if output.name not in wanted:
+        for tid, name, dtype, ref in self._specs:
+            if name not in wanted:
                 continue
+            output = self._output(tid, name, dtype, ref)
             if output.tensor not in offsets and output.buffer is not None:
                 offsets[output.tensor] = end
                 end += staged_bytes(output.nbytes)
