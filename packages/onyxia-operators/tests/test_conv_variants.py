@@ -26,7 +26,7 @@ from onyxia.operators import core_operator_registry
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.passes import FuseConvEpilogue
 from onyxia.operators.vision.conv import CONV_ONYXIA
-from onyxia.operators.vision.conv_variants import FAMILY, VARIANTS
+from onyxia.operators.vision.conv_variants import FAMILY, FEW_CHANNELS, VARIANTS
 
 RNG = np.random.default_rng(11)
 
@@ -45,14 +45,27 @@ CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = {
     "depthwise_multiplier": ((1, 4, 9, 7), (8, 1, 3, 3), {"group": 4, "pads": [1, 0, 1, 2]}),
     "conv1d": ((1, 16, 37), (24, 16, 7), {"pads": [3, 3]}),
     "conv3d": ((1, 3, 4, 6, 5), (4, 3, 2, 3, 3), {"pads": [0, 1, 1, 1, 1, 1]}),
+    # few output channels (the pixel-lane rows): wide windows, rows and flat images past one workgroup's pixels
+    "few_3x39": ((1, 4, 5, 150), (8, 4, 3, 39), {"pads": [1, 19, 1, 19]}),
+    "few_11x11": ((1, 6, 14, 15), (3, 6, 11, 11), {"pads": [5, 5, 5, 5]}),
+    "few_strided_dilated": (
+        (1, 5, 13, 80),
+        (6, 5, 3, 5),
+        {"strides": [2, 3], "dilations": [1, 2], "pads": [1, 4, 0, 2]},
+    ),
+    "few_grouped": ((2, 12, 6, 70), (8, 3, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    "few_pointwise": ((1, 16, 9, 10), (3, 16, 1, 1), {}),
+    "few_pointwise_vec4": ((2, 8, 8, 12), (5, 8, 1, 1), {}),
+    "few_conv1d": ((1, 6, 301), (7, 6, 9), {"pads": [4, 4]}),
 }
 
 
 def _fits(variant: str, name: str) -> bool:
     x, w, attrs = CASES[name]
     one = all(k == 1 for k in w[2:]) and not any(attrs.get("pads", [])) and set(attrs.get("strides", [1])) == {1}
-    kernel = next(v.kernel for v in VARIANTS if v.name == variant)
-    return {"pointwise": one, "depthwise": w[1] == 1, "rows": True, "direct": True}[kernel]
+    row = next(v for v in VARIANTS if v.name == variant)
+    few = w[0] // attrs.get("group", 1) <= FEW_CHANNELS or not row.pixel_lanes
+    return few and {"pointwise": one, "depthwise": w[1] == 1, "rows": True, "direct": True}[row.kernel]
 
 
 PAIRS = [(v.name, name) for v in VARIANTS for name in CASES if _fits(v.name, name)]

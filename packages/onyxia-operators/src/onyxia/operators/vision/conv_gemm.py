@@ -162,8 +162,10 @@ def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, e
     defs: dict[str, object] = {"LANES": variant.lanes}
     if epilogue.weight_zero_point is not None:
         defs["INTEGER"] = True
-    vpl = variant.channels // 4  # vec4s of output channels per lane
+    # vec4s of output channels per lane: all the group's where the lanes run over pixels
+    vpl = _cdiv(mg, 4) if variant.pixel_lanes else variant.channels // 4
     quads = _cdiv(_cdiv(mg, 4), vpl) * vpl
+    wide = variant.pixels * (variant.lanes if variant.pixel_lanes else 1)  # output pixels per workgroup
     taps = cg * int(np.prod(w[2:]))
     if kernel == "depthwise":
         weights = ctx.input(epilogue.weight)
@@ -178,17 +180,17 @@ def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, e
         dims |= {"OWQ": _cdiv(volume["OW"], 4), "QUADS": runs}
         workgroups: tuple[SymbolicDim, ...] = (_cdiv(runs, variant.lanes), m, batch)
     else:
-        owt = _cdiv(volume["OW"], variant.pixels)
+        owt = _cdiv(volume["OW"], wide)
         dims |= {"MGQ": quads, "KG": taps, "OWT": owt}
         span = (variant.pixels - 1) * window.strides[-1] + (w[-1] - 1) * window.dilations[-1] + 1
         defs |= {"PIX": variant.pixels, kernel.upper(): True, "PIXELS": _items(variant.pixels)}
         defs |= {"QUADS_OF_PIX": _items(variant.pixels // 4), "SPANS": _items(span), "KWS": _items(w[-1])}
-        tiles = _cdiv(pixels, variant.pixels) if kernel == "pointwise" else pixels // volume["OW"] * owt
+        tiles = _cdiv(pixels, wide) if kernel == "pointwise" else pixels // volume["OW"] * owt
         if kernel == "pointwise" and pixels % 4 == 0 and variant.pixels % 4 == 0:
             defs["X_VEC4"] = True
         defs |= {"VPL": vpl, "VECS": _items(vpl)}
-        if variant.shared_x:
-            defs["SUBGROUP_X"] = True
+        flags = {"SUBGROUP_X": variant.shared_x, "PIXEL_LANES": variant.pixel_lanes}
+        defs |= {k: True for k, on in flags.items() if on} | ({"SUBGROUPS": True} if any(flags.values()) else {})
         workgroups = (group * _cdiv(quads // vpl, variant.lanes), tiles, batch)
     label = f"{_LABELS[kernel]}@{variant.name}"
     shader = ctx.compile_shader(label, _SOURCES[kernel], defs, dims)

@@ -7,6 +7,10 @@
 // ROWS takes its PIX pixels from one output row and loads, per (c, kd, kh), the SPAN input columns they read
 // once, shared by the kw taps; POINTWISE (1 x 1, stride 1, no pads) takes PIX consecutive pixels of the
 // flattened image, read as vec4s with X_VEC4.
+// PIXEL_LANES (convs with few output channels per group) turns the lanes the other way: each lane owns PIX pixels
+// of its own and all the group's channels (VPL = MGQ), so the weights are the same for every lane (loaded by one,
+// shared by subgroupBroadcast) and x is each lane's own; a workgroup covers LANES * PIX pixels. With lanes over
+// channels, an 8-channel group would fill 2 of 8 lanes, and lavapipe runs the idle ones' FMAs all the same.
 // INTEGER (ConvInteger, QLinearConv) sums exactly in i32 instead of f32, and each operand loses its zero point
 // as it is loaded: x's once per workgroup's value, shared by all its sums (a padded tap then reads 0, as
 // onnxruntime pads x with x_zp), w's (per tensor or per channel, held per lane) from each unpacked channel quad.
@@ -17,12 +21,12 @@
 //       per group in (c, kd, kh, kw) order, MGQ = the group's output channels over 4, rounded up to whole lanes
 //       (the channels past MG zero).
 // Defs: X_T, W_T (storage types; INTEGER: W's, its signedness read from it), F16, INTEGER, the epilogue
-//       module's, LANES, PIX, VPL, SUBGROUP_X (x loaded by lane 0, shared by subgroupBroadcast), ROWS |
-//       POINTWISE, X_VEC4 (POINTWISE, P % 4 == 0 and PIX % 4 == 0: x is read four pixels at a time);
+//       module's, LANES, PIX, VPL, SUBGROUP_X (x loaded by lane 0, shared by subgroupBroadcast), PIXEL_LANES
+//       (above; the weights shared as SUBGROUP_X shares x), SUBGROUPS (either of them), ROWS | POINTWISE, X_VEC4 (POINTWISE, P % 4 == 0 and PIX % 4 == 0: x is read four pixels at a time);
 //       the unrolled loops' items PIXELS (0 .. PIX - 1), QUADS_OF_PIX (0 .. PIX / 4 - 1), SPANS (0 .. SPAN - 1),
 //       KWS (0 .. KW - 1), VECS (0 .. VPL - 1)
 // Dims: C, M, CG, MG, MGQ, KG, OWT (pixel tiles per output row), P (= OD * OH * OW), and the volume (geometry.py).
-// Dispatch: (G * ceil(MGQ / (VPL * LANES)), pixel tiles, N).
+// Dispatch: (G * ceil(MGQ / (VPL * LANES)), pixel tiles, N); PIXEL_LANES: (G, pixel tiles of LANES * PIX, N).
 #ifdef F16
 enable f16;
 #endif
@@ -67,7 +71,7 @@ const PIX: u32 = #{PIX}u;
 const VPL: u32 = #{VPL}u;
 const SPAN: u32 = (PIX - 1u) * #{SW} + (#{KW} - 1u) * #{DW} + 1u;  // input columns of one row tile
 
-var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SUBGROUP_X)
+var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SUBGROUPS)
 
 // x[i], the same for every lane. With SUBGROUP_X one lane loads it and the subgroup shares it: lavapipe runs
 // every load lane by lane, so 8 lanes loading one address cost 8 loads, while an elected load and a broadcast
@@ -98,8 +102,21 @@ fn x4_at(i: u32) -> vec4<acc_t> {
 }
 #endif
 
-// The weights of tap k for the lane's channel quad v (q: its first quad)
+// The weights of tap k for the lane's channel quad v (q: its first quad); with PIXEL_LANES the same for every
+// lane, so one loads them and the subgroup shares them (as x_at does x's)
 fn weights(g: u32, k: u32, q: u32, v: u32) -> vec4<acc_t> {
+#ifdef PIXEL_LANES
+    var quad = vec4<acc_t>(0);
+    if (subgroup_lane == 0u) {
+        quad = loaded_weights(g, k, q, v);
+    }
+    return subgroupBroadcast(quad, 0u);
+#else
+    return loaded_weights(g, k, q, v);
+#endif
+}
+
+fn loaded_weights(g: u32, k: u32, q: u32, v: u32) -> vec4<acc_t> {
 #ifdef INTEGER
     let word = in_w[(g * #{KG} + k) * #{MGQ} + q + v];
 #if W_T == i32
@@ -186,21 +203,29 @@ fn product(n: u32, g: u32, q: u32, od: u32, oh: u32, ow0: u32) -> array<vec4<acc
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
-#ifdef SUBGROUP_X
+#ifdef SUBGROUPS
     @builtin(subgroup_invocation_id) sid: u32,
 #endif
 ) {
-#ifdef SUBGROUP_X
+#ifdef SUBGROUPS
     subgroup_lane = sid;
 #endif
     let blocks = (#{MGQ} / VPL + #{LANES}u - 1u) / #{LANES}u;  // workgroups per group
     let g = wid.x / blocks;
+    let n = wid.z;
+#ifdef PIXEL_LANES
+    let q = 0u;  // every lane all the group's channels (blocks = 1), its own pixels
+    let strips = #{LANES}u;  // a workgroup's tile of pixels is LANES strips of PIX, this lane's the one at lid.x
+    let strip = lid.x;
+#else
     let lane = (wid.x % blocks) * #{LANES}u + lid.x;
     let q = min(lane, #{MGQ} / VPL - 1u) * VPL;  // this lane's first channel quad in the group
-    let n = wid.z;
     if (lane * VPL >= #{MGQ}) {
         return;  // past the group's channels: inactive lanes skip their share of every lane-by-lane load
     }
+    let strips = 1u;
+    let strip = 0u;
+#endif
 #ifdef INTEGER
     zero_x = x_zero();
     for (var v = 0u; v < VPL; v++) {
@@ -210,14 +235,14 @@ fn main(
     }
 #endif
 #ifdef POINTWISE
-    let p0 = wid.y * PIX;
+    let p0 = (wid.y * strips + strip) * PIX;
     let acc = product(n, g, q, p0);
 #else
     let owt = wid.y % #{OWT};
     let rest = wid.y / #{OWT};
     let oh = rest % #{OH};
     let od = rest / #{OH};
-    let ow0 = owt * PIX;
+    let ow0 = (owt * strips + strip) * PIX;
     let acc = product(n, g, q, od, oh, ow0);
     let p0 = (od * #{OH} + oh) * #{OW} + ow0;
 #endif

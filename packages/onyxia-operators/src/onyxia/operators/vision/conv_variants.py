@@ -33,7 +33,7 @@ from onyxia.core import PlanningError
 from onyxia.core.adapter_facts import adapter_facts, forced_variant
 from onyxia.operators.matmul.variants import Needs
 
-__all__ = ["FAMILY", "VARIANTS", "ConvShape", "ConvVariant", "choose_variant"]
+__all__ = ["FAMILY", "FEW_CHANNELS", "VARIANTS", "ConvShape", "ConvVariant", "choose_variant"]
 
 FAMILY = "conv"  # the `force_variants` key of this table
 _MAX_GROUPS = 65535  # WebGPU's maxComputeWorkgroupsPerDimension
@@ -72,6 +72,21 @@ def _rows(s: ConvShape) -> bool:
     return s.forward and s.packable and s.row_tiles <= _MAX_GROUPS
 
 
+FEW_CHANNELS = 8  # output channels per group that the pixel-lane rows hold in registers
+
+
+def _few(s: ConvShape) -> bool:
+    return s.mg <= FEW_CHANNELS
+
+
+def _pointwise_few(s: ConvShape) -> bool:
+    return _pointwise(s) and _few(s)
+
+
+def _rows_few(s: ConvShape) -> bool:
+    return _rows(s) and _few(s)
+
+
 def _any(s: ConvShape) -> bool:
     return True
 
@@ -88,6 +103,7 @@ class ConvVariant:
     pixels: int = 8  # output pixels per workgroup (gemm kernels)
     channels: int = 4  # output channels per lane (gemm kernels; a multiple of 4)
     shared_x: bool = False  # gemm kernels: one lane loads each x value, a subgroup broadcast shares it
+    pixel_lanes: bool = False  # gemm kernels: each lane its own pixels and all channels (the weights shared)
 
 
 _CPU = Needs(cpu=True)
@@ -96,6 +112,8 @@ _GPU = Needs(invocations=64)  # every adapter WebGPU allows has 256
 
 VARIANTS: tuple[ConvVariant, ...] = (
     ConvVariant("depthwise", "depthwise", _depthwise, _CPU, lanes=8),
+    ConvVariant("pointwise_few", "pointwise", _pointwise_few, _CPU_SUBGROUPS, pixel_lanes=True),
+    ConvVariant("rows_few", "rows", _rows_few, _CPU_SUBGROUPS, pixel_lanes=True),
     ConvVariant("pointwise_simd", "pointwise", _pointwise, _CPU_SUBGROUPS, shared_x=True),
     ConvVariant("rows_simd", "rows", _rows, _CPU_SUBGROUPS, shared_x=True),
     ConvVariant("pointwise", "pointwise", _pointwise, _CPU),
