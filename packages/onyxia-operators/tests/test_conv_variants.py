@@ -26,7 +26,7 @@ from onyxia.operators import core_operator_registry
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.passes import FuseConvEpilogue
 from onyxia.operators.vision.conv import CONV_ONYXIA
-from onyxia.operators.vision.conv_variants import FAMILY, FEW_CHANNELS, VARIANTS
+from onyxia.operators.vision.conv_variants import FAMILY, VARIANTS, few_channels
 
 RNG = np.random.default_rng(11)
 
@@ -57,6 +57,7 @@ CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = {
     "few_pointwise": ((1, 16, 9, 10), (3, 16, 1, 1), {}),
     "few_pointwise_vec4": ((2, 8, 8, 12), (5, 8, 1, 1), {}),
     "few_conv1d": ((1, 6, 301), (7, 6, 9), {"pads": [4, 4]}),
+    "few_wide_32": ((1, 3, 9, 10), (32, 3, 7, 7), {"pads": [3, 3, 3, 3]}),
 }
 
 
@@ -64,7 +65,7 @@ def _fits(variant: str, name: str) -> bool:
     x, w, attrs = CASES[name]
     one = all(k == 1 for k in w[2:]) and not any(attrs.get("pads", [])) and set(attrs.get("strides", [1])) == {1}
     row = next(v for v in VARIANTS if v.name == variant)
-    few = w[0] // attrs.get("group", 1) <= FEW_CHANNELS or not row.pixel_lanes
+    few = few_channels(w[0] // attrs.get("group", 1), w[2:]) or not row.pixel_lanes
     return few and {"pointwise": one, "depthwise": w[1] == 1, "rows": True, "direct": True}[row.kernel]
 
 
@@ -146,6 +147,27 @@ def test_choice_by_shape_and_adapter(case: str, expected: str) -> None:
         with target_adapter(facts):
             labels = {s.label for s in _compile(model).shaders if s.label.startswith("vision/conv")}
         assert labels == {f"vision/conv_{'depthwise' if expected == 'depthwise' else 'gemm'}@{expected}{suffix}"}
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("few_3x39", "conv_gemm@rows_few"),
+        ("few_wide_32", "conv_gemm@rows_few"),
+        ("strided", "conv_gemm@rows_few"),
+        ("few_pointwise", "conv_gemm@pointwise_few"),
+        ("conv1d", "conv_gemm@rows_simd"),
+        ("pointwise", "conv_gemm@pointwise_simd"),
+        ("depthwise", "conv_depthwise@depthwise"),
+    ],
+)
+def test_few_channels_take_the_pixel_lane_rows(case: str, expected: str) -> None:
+    """On a CPU rasteriser with subgroups (lavapipe as the runtime opens it) few output channels per group, or up
+    to 32 with a wide window, take the pixel-lane rows; more, and depthwise convs, keep theirs."""
+    model, _ = _conv_model(*CASES[case])
+    with target_adapter(AdapterFacts(cpu=True, subgroups=True, subgroup_min_size=8, subgroup_max_size=8)):
+        labels = {s.label for s in _compile(model).shaders if s.label.startswith("vision/conv")}
+    assert labels == {f"vision/{expected}"}
 
 
 def test_runtime_weights_take_the_direct_kernel() -> None:

@@ -17,6 +17,16 @@ the runtime opens lavapipe) let one lane load each x value that all lanes read a
 they took 0.7-1.0x the plain rows' CPU time on four YOLO-sized convs (a shared machine: ~20% noise). GPUs get
 16-lane (GEMM) and 64-lane (depthwise) workgroups, where per-lane loads are cheap; not measured here.
 
+The ``_few`` rows turn the lanes over pixels (PIXEL_LANES): a lane owning 4 channels leaves most lanes of a
+workgroup idle when a group has few output channels (an 8-channel group fills 2 of 8, and lavapipe runs the idle
+lanes' FMAs all the same), so there each lane takes PIX pixels of its own and all the group's channels, and the
+weights, now the same for every lane, are loaded once and broadcast. Forced A/B against the ``_simd`` rows in one
+process (CPU ms, medians of 5, load ~5 on 2 cores): basic_pitch's 8 -> 8 3 x 39 187 -> 78, 8 -> 1 5 x 5
+29 -> 9, 32 -> 1 7 x 3 96 -> 28; rivagan's 32 -> 3 11 x 11 164 -> 22 and 32 -> 32 11 x 11 297 -> 208; 16 -> 12
+3 x 3 18 -> 13, 16 -> 16 24 -> 22; but 32 -> 32 3 x 3 32 -> 44 and 64 -> 64 24 -> 55 (`FEW_CHANNELS`). PIX 4 or
+16 instead of 8 was within noise on the wide windows (3 x 39: 77 / 76 vs 78) and worse on 11 x 11 (28 / 41 vs
+22), as was PIX 16 for the ``_simd`` rows (11 x 11, 32 -> 32: 279 vs 297; 3 x 3: 1.1-1.2x slower).
+
 ConvInteger and QLinearConv take the same rows (the kernels' INTEGER mode, quantized/conv_integer.py), whose
 `direct` row is quantized/conv_integer.wgsl. Their packed weights are a quarter of the float loads (4 bytes to a
 u32), so x's loads dominate instead: on ddddocr-shaped 3 x 3 convs 8 channels per lane took 0.82-0.96x the
@@ -26,6 +36,7 @@ the shared rows, so they stay shared. The ``_simd`` rows, sharing each x load, t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,7 +44,7 @@ from onyxia.core import PlanningError
 from onyxia.core.adapter_facts import adapter_facts, forced_variant
 from onyxia.operators.matmul.variants import Needs
 
-__all__ = ["FAMILY", "FEW_CHANNELS", "VARIANTS", "ConvShape", "ConvVariant", "choose_variant"]
+__all__ = ["FAMILY", "FEW_CHANNELS", "few_channels", "VARIANTS", "ConvShape", "ConvVariant", "choose_variant"]
 
 FAMILY = "conv"  # the `force_variants` key of this table
 _MAX_GROUPS = 65535  # WebGPU's maxComputeWorkgroupsPerDimension
@@ -72,11 +83,20 @@ def _rows(s: ConvShape) -> bool:
     return s.forward and s.packable and s.row_tiles <= _MAX_GROUPS
 
 
-FEW_CHANNELS = 8  # output channels per group that the pixel-lane rows hold in registers
+# (most output channels per group, fewest kernel taps per input channel) where the pixel-lane rows win: each
+# lane holds all of a group's channels for PIX pixels, which stops paying past 16 channels on small windows (32 ->
+# 32 3 x 3: 1.4x slower, 64 -> 64: 2.3x), while wide windows, whose weight loads dominate, still gain at 32
+FEW_CHANNELS: tuple[tuple[int, int], ...] = ((16, 1), (32, 49))
+
+
+def few_channels(mg: int, kernel: tuple[int, ...]) -> bool:
+    """Whether a conv with `mg` output channels per group and this kernel takes the pixel-lane rows."""
+    taps = math.prod(kernel)
+    return any(mg <= most and taps >= fewest for most, fewest in FEW_CHANNELS)
 
 
 def _few(s: ConvShape) -> bool:
-    return s.mg <= FEW_CHANNELS
+    return few_channels(s.mg, s.kernel)
 
 
 def _pointwise_few(s: ConvShape) -> bool:
