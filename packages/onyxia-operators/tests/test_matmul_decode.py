@@ -41,11 +41,11 @@ def test_matmul_by_a_weight_reads_panels(a_shape: tuple[int, ...], k: int, n: in
 
 
 def test_matmul_by_a_weight_decodes_and_prefills_in_one_plan() -> None:
-    """A symbolic M plans the one-row and the few-rows block; each run dispatches one of them."""
+    """A symbolic M plans the one-row, the few-rows and the many-rows block; each run dispatches one of them."""
     model = make_model(
         "MatMul", {"a": _random((1, 48)), "b": _random((48, 80))}, initializers=["b"], dim_params={"a": ["seq", 48]}
     )
-    check_rebinding(model, [{"a": _random((m, 48))} for m in (1, 9, 1)])
+    check_rebinding(model, [{"a": _random((m, 48))} for m in (1, 9, 40, 1)])
 
 
 def test_grouped_weights_are_uploaded_once() -> None:

@@ -3,7 +3,8 @@
 lavapipe exposes subgroups (8 lanes) and f16, so the GPU rows compile and run here too: each product kernel
 (weight panels, runtime operands, the one-row transposed product, groups, the gated MLP, 4-bit weights at
 accuracy levels 0 and 4) at a decode step (M = 1) and a prefill (M = 128), with ragged K and N. The choice
-itself is tested on `AdapterFacts`: lavapipe's facts pick `simd8`, a GPU with 32-lane subgroups `subgroup`.
+itself is tested on `AdapterFacts`: lavapipe's facts (subgroups) pick `simd8_shared`, a CPU rasteriser without
+subgroups `simd8`, a GPU with 32-lane subgroups `subgroup`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper, numpy_helper
-from oracle import check_model, compile_model, make_model
+from oracle import check_model, check_rebinding, compile_model, make_model
 from test_matmulnbits_ort import F32_TOLERANCE, INT8_TOLERANCE, quantized_weights
 
-from onyxia.core import CompiledModel
+from onyxia.core import CompiledModel, PlanningError
 from onyxia.core.adapter_facts import AdapterFacts, force_variants, target_adapter
-from onyxia.operators.matmul.variants import FAMILY, VARIANTS, chosen_variant
+from onyxia.operators.matmul.tiles import Tile
+from onyxia.operators.matmul.variants import FAMILY, VARIANTS, Needs, Variant, chosen_variant
 
 NAMES = [v.name for v in VARIANTS]
 RNG = np.random.default_rng(5)
@@ -126,16 +128,43 @@ def test_subgroup_split_needs_the_feature() -> None:
         assert "subgroup" not in compile_model(model).required_features
 
 
+def test_shared_a_needs_the_feature_and_one_row_high_tiles() -> None:
+    """simd8_shared broadcasts a's values across a subgroup: its plans require 'subgroup' (simd8's do not), and a
+    table row whose shared kernels have a tile more than one invocation high (a subgroup could span two row
+    blocks) is refused when the table is built."""
+    model = make_model("MatMul", {"a": _random(4, 36), "b": _random(36, 8)}, initializers=["b"])
+    with force_variants({FAMILY: "simd8_shared"}):
+        assert "subgroup" in compile_model(model).required_features
+    with force_variants({FAMILY: "simd8"}):
+        assert "subgroup" not in compile_model(model).required_features
+    tall: dict[str, tuple[Tile, ...]] = {"matmul_group": (Tile("tall", rows=4, wg_x=16, wg_y=4),)}
+    with pytest.raises(PlanningError, match="matmul_group/tall have WG_Y > 1"):
+        Variant("tall", Needs(), tall, {}, shared_a=True)
+
+
+@pytest.mark.parametrize("variant", ["simd8_shared", "simd8"])
+def test_a_symbolic_m_runs_each_tile_in_one_plan(variant: str) -> None:
+    """One plan of a symbolic M holds the decode, few-rows and many-rows tiles; each run dispatches the one its M
+    falls in (1, 9, 40 rows), with no new pipeline, and every run matches onnxruntime."""
+    model = make_model(
+        "MatMul", {"a": _random(1, 44), "b": _random(44, 72)}, initializers=["b"], dim_params={"a": ["seq", 44]}
+    )
+    with force_variants({FAMILY: variant}):
+        assert len(compile_model(model).shaders) == 3
+        check_rebinding(model, [{"a": _random(m, 44)} for m in (1, 9, 40, 1)])
+
+
 @pytest.mark.parametrize(
     ("facts", "expected"),
     [
         (AdapterFacts(), "simd8"),  # no device given: lavapipe
-        (AdapterFacts(cpu=True, subgroups=True, subgroup_min_size=8, subgroup_max_size=8), "simd8"),
+        (AdapterFacts(cpu=True, subgroups=True, subgroup_min_size=4, subgroup_max_size=128), "simd8_shared"),
+        (AdapterFacts(cpu=True), "simd8"),  # a CPU rasteriser opened without subgroups
         (AdapterFacts(cpu=False, subgroups=True, subgroup_min_size=32, subgroup_max_size=32), "subgroup"),
         (AdapterFacts(cpu=False, subgroups=True, subgroup_min_size=4, subgroup_max_size=64), "portable"),
         (AdapterFacts(cpu=False), "portable"),
     ],
-    ids=["default", "lavapipe", "warp32", "narrow-subgroups", "no-subgroups"],
+    ids=["default", "lavapipe", "cpu-no-subgroups", "warp32", "narrow-subgroups", "no-subgroups"],
 )
 def test_the_table_picks_by_adapter_facts(facts: AdapterFacts, expected: str) -> None:
     with target_adapter(facts):

@@ -41,7 +41,7 @@ from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, type_defs
 from onyxia.operators.matmul.matmul_group import plan_weight_products
-from onyxia.operators.matmul.tiles import at_most
+from onyxia.operators.matmul.tiles import Tile, at_most
 from onyxia.operators.matmul.variants import labelled, planned_tiles, tile_for
 from onyxia.operators.matmul.weights import panels_fit
 from onyxia.operators.typesets import FLOATS, require_dtype
@@ -115,14 +115,17 @@ class MatMulOp:
             if decode != 0:
                 _dispatch_rows(ctx, part, ops.k, decode)
             if decode != 1:
-                _dispatch_blocks(ctx, ops, part, index, self.trans_b, 1 - decode)
+                for tile, share in planned_tiles("matmul", ops.m):  # a symbolic M: each M range its tile
+                    _dispatch_blocks(ctx, ops, part, index, self.trans_b, tile, share * (1 - decode))
 
 
-def _dispatch_blocks(ctx: PlanCtx, ops: _Operands, part: _Part, index: int, trans_b: bool, share: SymbolicDim) -> None:
-    """One part of the product by matmul.wgsl; `share` (0 or 1 at run time) scales its workgroup count."""
+def _dispatch_blocks(
+    ctx: PlanCtx, ops: _Operands, part: _Part, index: int, trans_b: bool, tile: Tile, share: SymbolicDim
+) -> None:
+    """One part of the product by matmul.wgsl in `tile`; `share` (0 or 1 at run time) scales its workgroup
+    count."""
     dtype = ctx.input_dtype(0)
     acc = "f32" if dtype in FLOATS else dtype.wgsl
-    ((tile, _),) = planned_tiles("matmul", ops.m)  # one tile: a symbolic M's one-row steps go to matmul_rows
     defs = {
         **type_defs(A_T=dtype, B_T=dtype, Y_T=dtype),
         **tile.block_defs,

@@ -37,7 +37,7 @@ from onyxia.core import (
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.numpy_math import gelu, sigmoid
 from onyxia.operators.layout import type_defs
-from onyxia.operators.matmul.variants import labelled, planned_tiles
+from onyxia.operators.matmul.variants import labelled, planned_tiles, shared_a_defs
 from onyxia.operators.matmul.weights import bind_panels, panel_columns, panels_fit
 from onyxia.operators.typesets import FLOATS
 
@@ -120,6 +120,7 @@ def plan_weight_products(
     biases = [f"BIAS{s}" for s in range(len(ns))] if bias else []
     names = ["A", *(f"W{s}" for s in range(len(ns))), *biases, *(f"Y{s}" for s in range(outputs))]
     defs: dict[str, object] = {**type_defs(T=dtype, Y_T=dtype), **{f"BIND_{name}": i for i, name in enumerate(names)}}
+    defs |= shared_a_defs()
     defs["OTHER_SLOTS"] = " ".join(str(s) for s in range(1, len(ns)))  # the shader's `#for` list
     if panels:
         defs |= {"PANELS": True, "PANEL": panel_columns("matmul_group")}
@@ -133,7 +134,7 @@ def plan_weight_products(
     weights = [bind_panels(ctx, i, k, n) if panels else ctx.input(i) for i, n in enumerate(ns, 1)]
     reads = [ctx.input(0), *weights, *(ctx.input(1 + len(ns) + s) for s in range(len(biases)))]
     writes = [ctx.output(s) for s in range(outputs)]
-    for tile, share in planned_tiles("matmul_group", m):
+    for tile, share in planned_tiles("matmul_gated" if activation is not None else "matmul_group", m):
         per_slot = [ceil_div(n, tile.columns_per_workgroup) for n in ns]
         starts = {f"G{s}": sum(per_slot[:s]) for s in range(1, len(ns))}
         groups = per_slot[0] if activation is not None else sum(per_slot)

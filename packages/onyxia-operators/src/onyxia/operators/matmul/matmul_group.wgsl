@@ -17,7 +17,13 @@
 //       OTHER_SLOTS     the slots past 0 as a `#for` list: "1 2 3", "1", or "" for a group of one
 //       GATED           flag (two slots); ACTIVATION: gelu_none | gelu_tanh | silu
 //       BIAS            flag (not with GATED): a bias per slot
-//       ROWS            rows of the output block per invocation (columns are always 4)
+//       ROWS            rows of the output block per invocation (columns are always 4); ROW_ITEMS: 0 .. ROWS - 1
+//                       (the row loops unrolled by `#for`: a loop left rolled indexes the sums at run time, which
+//                       lavapipe does lane by lane in memory)
+//       SHARED_A        flag: a subgroup's lanes share their rows (WG_Y 1), so lane 0 loads each value of a and
+//                       subgroupBroadcast hands it to the others (the `simd8_shared` variant: lavapipe runs every
+//                       load lane by lane, so 8 lanes loading one address cost 8 loads, an elected load and a
+//                       broadcast about one)
 //       WG_X, WG_Y      workgroup shape: a workgroup covers (WG_Y * ROWS) rows x (WG_X * 4) columns
 // Dims: M, K, N0 .. N3 (columns per slot), G1 .. G3 (first column workgroup of each slot).
 // Dispatch: (column workgroups over all slots, or over N0 with GATED, ceil(M / (ROWS * WG_Y)), 1).
@@ -41,6 +47,7 @@ alias W_T = #{T};
 #endfor
 
 const ROWS: u32 = #{ROWS}u;
+var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SHARED_A)
 #ifdef PANELS
 const PANEL: u32 = #{PANEL}u;  // defined only for panelled weights (a run-time weight has no PANEL def)
 #endif
@@ -69,6 +76,42 @@ fn w_row(slot: u32, k: u32, col0: u32) -> vec4<f32> {
 #endif
 }
 
+// Four k of one row of a: the vec4 at i (A_VEC4) or the elements i .. i + 3; the same for every lane.
+fn a_four(i: u32) -> vec4<f32> {
+#ifdef SHARED_A
+    var v = vec4<f32>(0.0);
+    if (subgroup_lane == 0u) {
+        v = a_read(i);
+    }
+    return subgroupBroadcast(v, 0u);
+#else
+    return a_read(i);
+#endif
+}
+
+fn a_read(i: u32) -> vec4<f32> {
+#ifdef A_VEC4
+    return vec4<f32>(in_a[i]);
+#else
+    return vec4<f32>(f32(in_a[i]), f32(in_a[i + 1u]), f32(in_a[i + 2u]), f32(in_a[i + 3u]));
+#endif
+}
+
+#ifndef A_VEC4
+// Element i of a, the same for every lane (the K % 4 tail).
+fn a_one(i: u32) -> f32 {
+#ifdef SHARED_A
+    var v = 0.0;
+    if (subgroup_lane == 0u) {
+        v = f32(in_a[i]);
+    }
+    return subgroupBroadcast(v, 0u);
+#else
+    return f32(in_a[i]);
+#endif
+}
+#endif
+
 // Rows row0 .. row0 + ROWS - 1, columns col0 .. col0 + 3 of a @ w<slot>.
 // Rows past M are read unclamped: WebGPU bounds-checks every access, so they read some element of a (their sums
 // are never stored), and a clamp per row costs ~25% on lavapipe.
@@ -80,22 +123,21 @@ fn product(slot: u32, row0: u32, col0: u32) -> array<vec4<f32>, ROWS> {
         let b1 = w_row(slot, k + 1u, col0);
         let b2 = w_row(slot, k + 2u, col0);
         let b3 = w_row(slot, k + 3u, col0);
-        for (var i = 0u; i < ROWS; i++) {
+#for i in #{ROW_ITEMS}
 #ifdef A_VEC4
-            let x = vec4<f32>(in_a[((row0 + i) * #{K} + k) / 4u]);  // one load of four k (K % 4 == 0)
-            acc[i] += x.x * b0 + x.y * b1 + x.z * b2 + x.w * b3;
+        let x#{i} = a_four(((row0 + #{i}u) * #{K} + k) / 4u);  // one load of four k (K % 4 == 0)
 #else
-            let a = (row0 + i) * #{K} + k;
-            acc[i] += f32(in_a[a]) * b0 + f32(in_a[a + 1u]) * b1 + f32(in_a[a + 2u]) * b2 + f32(in_a[a + 3u]) * b3;
+        let x#{i} = a_four((row0 + #{i}u) * #{K} + k);
 #endif
-        }
+        acc[#{i}] += x#{i}.x * b0 + x#{i}.y * b1 + x#{i}.z * b2 + x#{i}.w * b3;
+#endfor
     }
 #ifndef A_VEC4
     for (; k < #{K}; k++) {
         let b = w_row(slot, k, col0);
-        for (var i = 0u; i < ROWS; i++) {
-            acc[i] += f32(in_a[(row0 + i) * #{K} + k]) * b;
-        }
+#for i in #{ROW_ITEMS}
+        acc[#{i}] += a_one((row0 + #{i}u) * #{K} + k) * b;
+#endfor
     }
 #endif
     return acc;
@@ -131,31 +173,44 @@ fn epilogue(slot: u32, n: u32, acc: f32) -> #{T} {
 fn run(slot: u32, row0: u32, col0: u32) {
     let acc = product(slot, row0, col0);
     let n = slot_n(slot);
-    for (var i = 0u; i < ROWS; i++) {
-        for (var j = 0u; j < 4u; j++) {
-            if (row0 + i < #{M} && col0 + j < n) {
-                store_y(slot, (row0 + i) * n + col0 + j, epilogue(slot, col0 + j, acc[i][j]));
-            }
+#for i in #{ROW_ITEMS}
+    for (var j = 0u; j < 4u; j++) {
+        if (row0 + #{i}u < #{M} && col0 + j < n) {
+            store_y(slot, (row0 + #{i}u) * n + col0 + j, epilogue(slot, col0 + j, acc[#{i}][j]));
         }
     }
+#endfor
 }
 #else
 fn run_gated(row0: u32, col0: u32) {
     let gate = product(0u, row0, col0);
     let up = product(1u, row0, col0);
-    for (var i = 0u; i < ROWS; i++) {
-        for (var j = 0u; j < 4u; j++) {
-            if (row0 + i < #{M} && col0 + j < #{N0}) {
-                y0[(row0 + i) * #{N0} + col0 + j] = gated(gate[i][j], up[i][j]);
-            }
+#for i in #{ROW_ITEMS}
+    for (var j = 0u; j < 4u; j++) {
+        if (row0 + #{i}u < #{M} && col0 + j < #{N0}) {
+            y0[(row0 + #{i}u) * #{N0} + col0 + j] = gated(gate[#{i}][j], up[#{i}][j]);
         }
     }
+#endfor
 }
 #endif
 
 @compute @workgroup_size(#{WG_X}, #{WG_Y})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+#ifdef SHARED_A
+    @builtin(subgroup_invocation_id) sid: u32,
+#endif
+) {
+#ifdef SHARED_A
+    subgroup_lane = sid;
+#endif
+#if WG_Y == 1
+    let row0 = wid.y * ROWS;  // the same for every invocation of the workgroup
+#else
     let row0 = (wid.y * #{WG_Y}u + lid.y) * ROWS;
+#endif
 #ifdef GATED
     run_gated(row0, (wid.x * #{WG_X}u + lid.x) * 4u);
 #else

@@ -8,9 +8,10 @@ numbers were measured on lavapipe (the reasons stand beside each row); they are 
 `onyxia.operators.matmul.variants`, whose other rows hold other devices' tiles (`tile_for` and
 `planned_tiles` there read the chosen row).
 
-A symbolic M is the sequence length: 1 on a decode step, the prompt's length on prefill. It plans the
-tile of a decode step and the tile of a two-row product; when they differ both are dispatched, and the
-one on the wrong side of M = 1 gets zero workgroups at run time (`at_most`), so one plan serves both.
+A symbolic M is the sequence length: 1 on a decode step, the prompt's length on prefill. It plans every
+tile of the kernel (the decode tile, then those for larger M), and each tile outside the run's M gets
+zero workgroups at run time (`at_most`; 0-size dispatches are skipped), so one plan serves every length
+with the tile a static M would pick.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from onyxia.core import SymbolicDim
 
-__all__ = ["PANELS", "TILES", "Tile", "at_most"]
+__all__ = ["PANELS", "SHARED_TILES", "TILES", "Tile", "at_most"]
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,14 @@ class Tile:
         return 4 * self.column_groups * self.wg_x // self.split
 
     @property
-    def block_defs(self) -> dict[str, int]:
+    def block_defs(self) -> dict[str, int | str]:
         """The shader defs of matmul.wgsl and matmul_group.wgsl."""
-        return {"ROWS": self.rows, "WG_X": self.wg_x, "WG_Y": self.wg_y}
+        return {
+            "ROWS": self.rows,
+            "ROW_ITEMS": " ".join(str(i) for i in range(self.rows)),
+            "WG_X": self.wg_x,
+            "WG_Y": self.wg_y,
+        }
 
 
 _FEW_ROWS_LIMIT = 16
@@ -64,6 +70,8 @@ TILES: dict[str, tuple[Tile, ...]] = {
     # MatMulGroup, GatedMatMul and MatMul by a compile-time weight: decode steps one row, 16 wide (enough
     # workgroups for every CPU thread at N = 256)
     "matmul_group": (Tile("one_row", rows=1, wg_x=16, max_m=1), _FEW_ROWS, _MANY_ROWS),
+    # GatedMatMul (matmul_group.wgsl with GATED): the same tiles here; its invocations keep two blocks of sums
+    "matmul_gated": (Tile("one_row", rows=1, wg_x=16, max_m=1), _FEW_ROWS, _MANY_ROWS),
     # matmul_rows.wgsl: one row of a times b stored [N, K], 2 rows of b per invocation
     "matmul_rows": (Tile("rows", rows=2, wg_x=64),),
     # matmul_nbits.wgsl (K 640, N 2048): decode 0.25 ms; splitting K over threads costs more in barriers
@@ -77,6 +85,17 @@ TILES: dict[str, tuple[Tile, ...]] = {
     ),
     # matmul_nbits_quantize.wgsl: one invocation per (row, block) of A
     "matmul_nbits_quantize": (Tile("quantize", rows=1, wg_x=64),),
+}
+
+# The ``simd8_shared`` variant's tiles (variants.py): lane 0 loads a and a subgroup broadcast shares it, so every
+# tile is one invocation high (each subgroup within one block of rows) and, a being cheap, taller blocks pay.
+SHARED_TILES: dict[str, tuple[Tile, ...]] = {
+    **TILES,
+    # 16 x 32 beat 8 x 32 by ~10% and 8 x 64 by ~25% (M 128, K 640, N 2048; K 2048, N 640); 12 rows fell between
+    "matmul_group": (TILES["matmul_group"][0], _FEW_ROWS, Tile("many_rows", rows=16, wg_x=32)),
+    # two blocks of sums per invocation (gate and up): 8 rows beat 12 and 16 by ~15%
+    "matmul_gated": (TILES["matmul_gated"][0], _FEW_ROWS, Tile("many_rows", rows=8, wg_x=32)),
+    "matmul_nbits": (TILES["matmul_nbits"][0], Tile("prefill", rows=8, wg_x=64, column_groups=2)),
 }
 
 

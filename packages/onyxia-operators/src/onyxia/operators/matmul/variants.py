@@ -8,6 +8,12 @@ The first row whose needs hold is used; `force_variants({"matmul": name})` picks
 every row on lavapipe that way). The chosen row's name ends every product shader's label
 (``matmul/matmul_group@simd8``), so a compiled plan shows which variant each kernel took.
 
+- ``simd8_shared``: CPU rasterisers opened with subgroups (lavapipe, as the runtime opens it): ``simd8``'s kernels,
+  but the operand every lane of a subgroup reads alike (a row of a) is loaded by lane 0 alone and handed to the
+  others by subgroupBroadcast (SHARED_A). lavapipe runs every storage load lane by lane, whatever the address, so
+  8 lanes loading one value cost 8 loads; an elected load and a broadcast cost about one. Its tiles are one
+  invocation high (WG_Y 1), so no subgroup straddles two rows whatever its size (lavapipe reports 4-128 lanes),
+  and cheap rows of a pay for taller blocks.
 - ``simd8``: CPU rasterisers (lavapipe runs 8 invocations per SIMD row on one thread): the tiles measured on
   lavapipe (`tiles.TILES`), 32/64-column panels that one SIMD row streams front to back, no split-K.
 - ``subgroup``: GPUs with subgroups of at least 8 lanes (NVIDIA 32, AMD 32/64, Intel 8-32, Apple 32): wide
@@ -18,11 +24,11 @@ every row on lavapipe that way). The chosen row's name ends every product shader
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from onyxia.core import PlanningError, SymbolicDim
 from onyxia.core.adapter_facts import AdapterFacts, adapter_facts, forced_variant
-from onyxia.operators.matmul.tiles import PANELS, TILES, Tile, at_most
+from onyxia.operators.matmul.tiles import PANELS, SHARED_TILES, TILES, Tile, at_most
 
 __all__ = [
     "FAMILY",
@@ -33,10 +39,12 @@ __all__ = [
     "labelled",
     "panel_columns",
     "planned_tiles",
+    "shared_a_defs",
     "tile_for",
 ]
 
 FAMILY = "matmul"  # the `force_variants` key of this table
+SHARED_A_KERNELS = ("matmul_group", "matmul_gated", "matmul_nbits")  # the kernels that take SHARED_A (`shared_a_defs`)
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,15 @@ class Variant:
     panels: dict[str, int]  # columns per weight panel: "matmul_group", "matmul_nbits" (a multiple of 4 * CG)
     subgroup_split: bool = False  # matmul_nbits: split-K sums by subgroup shuffles instead of workgroup memory
     workgroup_storage: int = field(default=16384)  # bytes a kernel may use (the decode row quantized in place)
+    shared_a: bool = False  # lane 0 loads a, subgroupBroadcast shares it (SHARED_A): those kernels' tiles have WG_Y 1
+
+    def __post_init__(self) -> None:
+        tall = [f"{k}/{t.name}" for k in SHARED_A_KERNELS for t in self.tiles.get(k, ()) if t.wg_y != 1]
+        if self.shared_a and tall:
+            raise PlanningError(
+                f"matmul variant '{self.name}': a shared row of a needs tiles one invocation high, "
+                f"so no subgroup spans two rows; {', '.join(tall)} have WG_Y > 1"
+            )
 
 
 # GPU shapes: enough invocations per workgroup to fill a warp several times; the decode GEMVs split K over 8
@@ -76,6 +93,11 @@ class Variant:
 _GPU_TILES: dict[str, tuple[Tile, ...]] = {
     "matmul": (Tile("few_rows", rows=4, wg_x=64, max_m=16), Tile("many_rows", rows=4, wg_x=16, wg_y=8)),
     "matmul_group": (
+        Tile("one_row", rows=1, wg_x=64, max_m=1),
+        Tile("few_rows", rows=4, wg_x=64, max_m=16),
+        Tile("many_rows", rows=4, wg_x=16, wg_y=8),
+    ),
+    "matmul_gated": (
         Tile("one_row", rows=1, wg_x=64, max_m=1),
         Tile("few_rows", rows=4, wg_x=64, max_m=16),
         Tile("many_rows", rows=4, wg_x=16, wg_y=8),
@@ -90,6 +112,7 @@ _GPU_TILES: dict[str, tuple[Tile, ...]] = {
 _GPU_PANELS = {"matmul_group": 128, "matmul_nbits": 128}  # a warp's 32 lanes x 4 columns, one coalesced row
 
 VARIANTS: tuple[Variant, ...] = (
+    Variant("simd8_shared", Needs(cpu=True, subgroups=True), SHARED_TILES, PANELS, shared_a=True),
     Variant("simd8", Needs(cpu=True), TILES, PANELS),
     Variant(
         "subgroup",
@@ -123,14 +146,7 @@ def _sized(variant: Variant, facts: AdapterFacts) -> Variant:
     """The variant with the adapter's workgroup memory (a forced variant keeps within the device's)."""
     if variant.workgroup_storage == facts.workgroup_storage_bytes:
         return variant
-    return Variant(
-        variant.name,
-        variant.needs,
-        variant.tiles,
-        variant.panels,
-        variant.subgroup_split,
-        facts.workgroup_storage_bytes,
-    )
+    return replace(variant, workgroup_storage=facts.workgroup_storage_bytes)
 
 
 def tile_for(kernel: str, m: int) -> Tile:
@@ -142,19 +158,32 @@ def tile_for(kernel: str, m: int) -> Tile:
 
 
 def planned_tiles(kernel: str, m: SymbolicDim) -> list[tuple[Tile, SymbolicDim]]:
-    """(tile, share) of each dispatch: the share (1, or 0 or 1 at run time) scales its workgroup count."""
+    """(tile, share) of each dispatch: the share (1, or 0 or 1 at run time) scales its workgroup count. A
+    symbolic M dispatches every tile of the kernel from its decode tile on, each with the share that is 1 when
+    M falls in its range, so a prompt of any length runs the tile a static M of its length would."""
     if isinstance(m, int):
         return [(tile_for(kernel, m), 1)]
-    decode, prefill = tile_for(kernel, 1), tile_for(kernel, 2)
-    if decode == prefill:
-        return [(decode, 1)]
-    share = at_most(m, 1)
-    return [(decode, share), (prefill, 1 - share)]
+    every = chosen_variant().tiles[kernel]
+    tiles = every[every.index(tile_for(kernel, 1)) :]
+    if len(tiles) == 1:
+        return [(tiles[0], 1)]
+    planned: list[tuple[Tile, SymbolicDim]] = []
+    below: SymbolicDim = 0  # 1 when m is at most the previous tile's max_m
+    for tile in tiles:
+        upto = 1 if tile is tiles[-1] or tile.max_m is None else at_most(m, tile.max_m)
+        planned.append((tile, upto - below))
+        below = upto
+    return planned
 
 
 def panel_columns(kernel: str) -> int:
     """Columns per weight panel of `kernel` ("matmul_group" or "matmul_nbits") in the chosen variant."""
     return chosen_variant().panels[kernel]
+
+
+def shared_a_defs() -> dict[str, bool]:
+    """The product shaders' SHARED_A flag when the chosen variant shares a's loads across a subgroup."""
+    return {"SHARED_A": True} if chosen_variant().shared_a else {}
 
 
 def labelled(label: str) -> str:

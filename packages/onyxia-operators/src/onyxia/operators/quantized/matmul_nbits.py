@@ -45,7 +45,14 @@ from onyxia.core import (
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
 from onyxia.operators.matmul.tiles import Tile
-from onyxia.operators.matmul.variants import chosen_variant, labelled, panel_columns, planned_tiles, tile_for
+from onyxia.operators.matmul.variants import (
+    chosen_variant,
+    labelled,
+    panel_columns,
+    planned_tiles,
+    shared_a_defs,
+    tile_for,
+)
 from onyxia.operators.quantized.matmul_nbits_layout import SINGLE, A, Layout, Slot, nbits_layout, unsupported
 from onyxia.operators.quantized.matmul_nbits_ranges import column_ranges
 from onyxia.operators.quantized.packing import PackedInput, bind_packed
@@ -158,15 +165,16 @@ def _dispatch(
         **defs,
         "PANEL": panel_columns("matmul_nbits"),
         "ROWS": kernel.rows,
+        "ROW_ITEMS": " ".join(str(r) for r in range(kernel.rows)),
         "CG": kernel.column_groups,
         "SPLIT": kernel.split,
         "WORKGROUP_SIZE": kernel.workgroup_size,
     }
     if kernel.split > 1 and chosen_variant().subgroup_split:
         kernel_defs["SUBGROUP_SPLIT"] = True  # the split threads are neighbouring lanes of one subgroup
+    if kernel.split == 1:
+        kernel_defs |= shared_a_defs()  # every thread of a workgroup reads the same rows of a
     label = labelled(f"MatMulNBits/{kernel.name}")
-    # the int8 path reads a workgroup's rows' scales as one vec4 (see matmul_nbits.wgsl)
-    assert not defs.get("INT8") or 4 % kernel.rows == 0, f"{label}: rows must divide 4"
     shader = ctx.compile_shader(label, source, kernel_defs, dims)
     ctx.dispatch(shader, reads, writes, (groups, 1, ceil_div(dims["M"], kernel.rows)))
 

@@ -43,7 +43,9 @@
 //                       (matmul_nbits_ranges.py), one dispatch each: b, scales, zp and bias bind the columns
 //                       [COL0, COL0 + N0) of the weight, indexed from the range's start, and y keeps YN columns
 //       GATED           flag (two slots): y0 = act(product 0) * product 1; ACTIVATION: gelu_none | gelu_tanh | silu
-//       ROWS            rows per thread (1 for decode)
+//       ROWS            rows per thread (1 for decode); ROW_ITEMS: 0 .. ROWS - 1 (row loops unrolled by `#for`)
+//       SHARED_A        flag (SPLIT 1): lane 0 of a subgroup loads a and a_scales (the same for the whole
+//                       workgroup), subgroupBroadcast shares them (lavapipe loads lane by lane whatever the address)
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
 //       SUBGROUP_SPLIT  flag (SPLIT > 1): the SPLIT threads add their sums by subgroup shuffles (the `subgroup`
@@ -59,6 +61,7 @@
 enable f16;
 #endif
 #import onyxia::nbits_activations
+#import onyxia::nbits_shared_rows
 #import onyxia::nbits_weights
 #import onyxia::product_slots
 
@@ -122,37 +125,35 @@ fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
                     q[4u * g + c] = unpack_nibbles(words[c]);
                 }
             }
-            for (var r = 0u; r < #{ROWS}u; r++) {
-                // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
-                let x = a_eight(m0 + r, w * 8u);
-                sum_a[r] += dot(x.lo + x.hi, vec4<f32>(1.0));
-                for (var g = 0u; g < #{CG}u; g++) {
-                    let j = 4u * g;
-                    dot_q[r * #{CG}u + g] += vec4<f32>(dot8(x, q[j]), dot8(x, q[j + 1u]), dot8(x, q[j + 2u]), dot8(x, q[j + 3u]));
-                }
+            // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
+#for r in #{ROW_ITEMS}
+            let x#{r} = a_shared(m0 + #{r}u, w * 8u);
+            sum_a[#{r}] += dot(x#{r}.lo + x#{r}.hi, vec4<f32>(1.0));
+            for (var g = 0u; g < #{CG}u; g++) {
+                let j = 4u * g;
+                dot_q[#{r}u * #{CG}u + g] += vec4<f32>(dot8(x#{r}, q[j]), dot8(x#{r}, q[j + 1u]), dot8(x#{r}, q[j + 2u]), dot8(x#{r}, q[j + 3u]));
             }
+#endfor
         }
-#ifdef INT8
 #ifdef Q_SHARED
-        let row_scale = vec4<f32>(shared_sa[blk]);  // ROWS 1: row0 is 0
-        let row0 = 0u;
+        let sa0 = shared_sa[blk];  // ROWS 1
 #else
-        // one load for the block's ROWS rows (ROWS divides 4, so they share a vec4); rows past M read
-        // the padding, and their sums are never stored
-        let row_scale = a_scales[(blk * #{MP} + m0) / 4u];
-        let row0 = m0 % 4u;
+#ifdef INT8
+#for r in #{ROW_ITEMS}
+        let sa#{r} = row_scale(blk, m0 + #{r}u);
+#endfor
 #endif
 #endif
         for (var g = 0u; g < #{CG}u; g++) {
             let s = scales4(slot, n0 + 4u * g, blk);
             let z = zero_points4(slot, n0 + 4u * g, blk);
-            for (var r = 0u; r < #{ROWS}u; r++) {
+#for r in #{ROW_ITEMS}
 #ifdef INT8
-                acc[r * #{CG}u + g] += (s * row_scale[row0 + r]) * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+            acc[#{r}u * #{CG}u + g] += (s * sa#{r}) * (dot_q[#{r}u * #{CG}u + g] - z * sum_a[#{r}]);
 #else
-                acc[r * #{CG}u + g] += s * (dot_q[r * #{CG}u + g] - z * sum_a[r]);
+            acc[#{r}u * #{CG}u + g] += s * (dot_q[#{r}u * #{CG}u + g] - z * sum_a[#{r}]);
 #endif
-            }
+#endfor
         }
     }
     return acc;
@@ -246,7 +247,13 @@ fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
+#ifdef SHARED_A
+    @builtin(subgroup_invocation_id) sid: u32,
+#endif
 ) {
+#ifdef SHARED_A
+    subgroup_lane = sid;
+#endif
     // x (and y, when the runtime splits a long x) count column groups over all slots; z counts row groups
     let group = wid.x + wid.y * nwg.x;
     let m0 = wid.z * #{ROWS}u;
