@@ -3,8 +3,9 @@
 `conv_shape` reads what the variant table (`conv_variants`) decides on; `plan_tiled` packs the weights,
 writes the defs and dispatches the chosen kernel. The GEMM kernels read W pre-packed at load (`packed_weights`):
 [G][CG * KD * KH * KW][MGQ * 4] with the channels past MG zero (MGQ: the group's channels over 4, rounded up to
-whole lanes), so each lane reads its 4 * VPL output channels of a tap as VPL adjacent vec4s. The packing is lazy
-(it runs when the runtime uploads the constant), and the graph's W is not uploaded unless another node binds it.
+whole lanes), so each lane reads its 4 * VPL output channels of a tap as VPL adjacent vec4s (a pixel-lane row's
+lanes each all MGQ of them: VPL = MGQ). The packing is lazy (it runs when the runtime uploads the constant), and
+the graph's W is not uploaded unless another node binds it.
 
 The caller's `ConvEpilogue` says where W is and binds what follows x and W: the float `Epilogue` (Conv,
 FusedConv) or the integer ops' (quantized/conv_integer.py: ConvInteger, QLinearConv), which run the same kernels

@@ -23,7 +23,9 @@ lanes' FMAs all the same), so there each lane takes PIX pixels of its own and al
 weights, now the same for every lane, are loaded once and broadcast. Forced A/B against the ``_simd`` rows in one
 process (CPU ms, medians of 5, load ~5 on 2 cores): basic_pitch's 8 -> 8 3 x 39 187 -> 78, 8 -> 1 5 x 5
 29 -> 9, 32 -> 1 7 x 3 96 -> 28; rivagan's 32 -> 3 11 x 11 164 -> 22 and 32 -> 32 11 x 11 297 -> 208; 16 -> 12
-3 x 3 18 -> 13, 16 -> 16 24 -> 22; but 32 -> 32 3 x 3 32 -> 44 and 64 -> 64 24 -> 55 (`FEW_CHANNELS`). PIX 4 or
+3 x 3 18 -> 13, 16 -> 16 24 -> 22, 16 -> 16 7 x 7 stride (1, 3) 133 -> 92; 32 -> 32 7 x 7 131 -> 92, 3 -> 32
+11 x 11 77 -> 67; but 32 -> 32 3 x 3 32 -> 44 and 64 -> 64 24 -> 55 (`FEW_CHANNELS`), and 1 -> 32 7 x 7 52 -> 89
+(one input channel: the depthwise row, first in the table, takes those). PIX 4 or
 16 instead of 8 was within noise on the wide windows (3 x 39: 77 / 76 vs 78) and worse on 11 x 11 (28 / 41 vs
 22), as was PIX 16 for the ``_simd`` rows (11 x 11, 32 -> 32: 279 vs 297; 3 x 3: 1.1-1.2x slower).
 
