@@ -45,10 +45,11 @@ def test_compile_prints_a_summary(cli, chain_model: Path) -> None:
     result = cli("compile", str(chain_model))
     assert result.code == 0, result.err
     assert "4 nodes -> 2 after" in result.out
-    # MatMul by a constant with a symbolic row count plans its decode and prefill kernels (one runs)
-    assert "2 GPU ops, 3 dispatches, 3 shaders" in result.out
+    # MatMul by a constant with a symbolic row count plans a kernel per row tile (one row, few rows, many rows);
+    # a run dispatches the one its row count falls in
+    assert "2 GPU ops, 4 dispatches, 4 shaders" in result.out
     # one unbroken summary line, then the matmul kernels' variant (no adapter: the CPU rasteriser's), no table
-    assert result.out.splitlines()[1:] == ["kernel variants: simd8 (2 shaders)"]
+    assert result.out.splitlines()[1:] == ["kernel variants: simd8 (3 shaders)"]
 
 
 def test_compile_stats_prints_the_table(cli, chain_model: Path) -> None:
