@@ -1,4 +1,11 @@
-"""ONNX Gemm (opset 7+: C optional from 11, unidirectionally broadcast to [M, N])."""
+"""ONNX Gemm (opset 7+: C optional from 11, unidirectionally broadcast to [M, N]).
+
+A Gemm by a compile-time B (a classifier head, a dense layer of an OCR recogniser: ddddocr's 55 x 1024 x 8210
+Gemm) runs on MatMulGroup's tiled kernel: B repacked into column panels at load (transposed there when transB),
+C as the kernel's bias epilogue, when alpha is 1, A is not transposed and C is absent, ignored (beta 0) or a
+[N] / [1, N] row added as is (beta 1); `panel_gemm` decides. Any other Gemm runs gemm.wgsl, one invocation
+per output reading A and B in place (a ~50x slower kernel, but any layout and scale).
+"""
 
 from __future__ import annotations
 
@@ -19,9 +26,11 @@ from onyxia.core import (
     shape_of,
 )
 from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
+from onyxia.operators.matmul.matmul_group import plan_weight_products
+from onyxia.operators.matmul.weights import panels_fit
 from onyxia.operators.typesets import FLOATS, require_dtype
 
-__all__ = ["GEMM", "GemmOp"]
+__all__ = ["GEMM", "GemmOp", "panel_gemm"]
 
 _SOURCE = load_wgsl(__package__, "gemm.wgsl")
 
@@ -44,6 +53,20 @@ def _c_strides(ctx: NodeCtx, m: SymbolicDim, n: SymbolicDim) -> tuple[SymbolicDi
     if rows not in (1, m) or cols not in (1, n):
         raise ctx.error(f"C of shape {list(ctx.input_dims(2))} does not broadcast to [{m}, {n}]")
     return (0 if rows == 1 and m != 1 else cols), (0 if cols == 1 and n != 1 else 1)
+
+
+def panel_gemm(ctx: PlanCtx) -> bool | None:
+    """Whether this Gemm runs as a weight product: None if not, else whether C is added (see the docstring)."""
+    _, n, k = _mnk(ctx)
+    if ctx.attr_int("transA", 0) or ctx.attr_float("alpha", 1.0) != 1.0 or not isinstance(k, int):
+        return None
+    if not isinstance(n, int) or ctx.input_dtype(0) not in FLOATS or ctx.input_dtype(1) != ctx.input_dtype(0):
+        return None
+    beta = ctx.attr_float("beta", 1.0)
+    bias = ctx.has_input(2) and beta != 0.0
+    if bias and (beta != 1.0 or list(ctx.input_dims(2)) not in ([n], [1, n])):
+        return None
+    return bias if panels_fit(ctx, 1, k, n) else None
 
 
 @dataclass(frozen=True)
@@ -72,6 +95,10 @@ class GemmOp:
         dtype = ctx.input_dtype(0)
         require_dtype(ctx, dtype, FLOATS)
         m, n, k = _mnk(ctx)
+        bias = panel_gemm(ctx)
+        if bias is not None and isinstance(k, int) and isinstance(n, int):
+            plan_weight_products(ctx, m, k, [n], bias=bias, transposed=bool(ctx.attr_int("transB", 0)))
+            return
         defs: dict[str, object] = {**type_defs(T=dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
         for name in ("alpha", "beta"):  # the shader scales its f32 accumulator
             defs[name.upper()] = node_literal(ctx, DataType.FLOAT, ctx.attr_float(name, 1.0), f"attribute '{name}'")

@@ -107,15 +107,25 @@ def gated_numpy(activation: str, gate: np.ndarray, up: np.ndarray) -> np.ndarray
 
 
 def plan_weight_products(
-    ctx: PlanCtx, m: SymbolicDim, k: int, ns: list[int], activation: str | None = None, *, bias: bool = False
+    ctx: PlanCtx,
+    m: SymbolicDim,
+    k: int,
+    ns: list[int],
+    activation: str | None = None,
+    *,
+    bias: bool = False,
+    transposed: bool = False,
 ) -> None:
     """Dispatch input 0 (as [m, k]) times inputs 1 .. len(ns) ([k, N_s] each) into outputs 0 .. len(ns) - 1 (with
     `bias`, plus inputs len(ns) + 1 .. 2 len(ns)), or with `activation` (a `gate_activation`) into output 0 as
-    activation(a @ w0) * (a @ w1)."""
+    activation(a @ w0) * (a @ w1). `transposed`: the weights are [N_s, k] (Gemm's transB), which only panels
+    (`panels_fit`) can take."""
     if m == 0:
         return  # an empty output
     dtype = ctx.input_dtype(0)
     panels = all(panels_fit(ctx, i, k, n) for i, n in enumerate(ns, 1))
+    if transposed and not panels:
+        raise PlanningError(f"node '{ctx.node.name}' ({ctx.node.op_type}): a transposed weight must fit panels")
     outputs = 1 if activation is not None else len(ns)
     biases = [f"BIAS{s}" for s in range(len(ns))] if bias else []
     names = ["A", *(f"W{s}" for s in range(len(ns))), *biases, *(f"Y{s}" for s in range(outputs))]
@@ -131,7 +141,9 @@ def plan_weight_products(
     if k % 4 == 0:
         defs["A_VEC4"] = True  # rows start on vec4 boundaries: a is read four k at a time
     dims: dict[str, SymbolicDim] = {"M": m, "K": k, **{f"N{s}": n for s, n in enumerate(ns)}}
-    weights = [bind_panels(ctx, i, k, n) if panels else ctx.input(i) for i, n in enumerate(ns, 1)]
+    weights = [
+        bind_panels(ctx, i, k, n, transposed=transposed) if panels else ctx.input(i) for i, n in enumerate(ns, 1)
+    ]
     reads = [ctx.input(0), *weights, *(ctx.input(1 + len(ns) + s) for s in range(len(biases)))]
     writes = [ctx.output(s) for s in range(outputs)]
     for tile, share in planned_tiles("matmul_gated" if activation is not None else "matmul_group", m):

@@ -17,7 +17,8 @@ from onyxia.operators.matmul.variants import panel_columns
 
 __all__ = ["bind_panels", "panel_columns", "panels_fit"]
 
-_PANEL_READERS = frozenset({"MatMul", "MatMulGroup", "GatedMatMul"})  # ops that read a [K, N] weight as panels
+# ops that read a weight as panels (Gemm's B as [K, N], or [N, K] with transB, when `gemm.panel_gemm` holds)
+_PANEL_READERS = frozenset({"MatMul", "MatMulGroup", "GatedMatMul", "Gemm"})
 
 
 def panels_fit(ctx: PlanCtx, i: int, k: int, n: int) -> bool:
@@ -35,8 +36,9 @@ def panels_fit(ctx: PlanCtx, i: int, k: int, n: int) -> bool:
     return k * _padded(n) * tensor.dtype.gpu_numpy.itemsize <= max_binding_bytes()
 
 
-def bind_panels(ctx: PlanCtx, i: int, k: int, n: int) -> BufferRef:
-    """Input `i` (`panels_fit`) as a constant in panels, repacked lazily when the runtime uploads it."""
+def bind_panels(ctx: PlanCtx, i: int, k: int, n: int, *, transposed: bool = False) -> BufferRef:
+    """Input `i` (`panels_fit`) as a constant in panels, repacked lazily when the runtime uploads it;
+    `transposed`: the tensor is [n, k] (Gemm's transB), panelled as its transpose."""
     tensor = ctx.input_tensor(i)
     source = tensor.initializer if tensor.initializer is not None else tensor.value
     panel = panel_columns("matmul_group")
@@ -45,12 +47,12 @@ def bind_panels(ctx: PlanCtx, i: int, k: int, n: int) -> BufferRef:
     def load() -> np.ndarray:
         data = source.numpy() if isinstance(source, TensorValue) else np.asarray(source)
         padded = np.zeros((k, columns), data.dtype)
-        padded[:, :n] = data.reshape(k, n)
+        padded[:, :n] = data.reshape(n, k).T if transposed else data.reshape(k, n)
         if isinstance(source, TensorValue):
             source.release()  # only the panels go to the GPU; the source may be a mapped file
         return np.ascontiguousarray(padded.reshape(k, -1, panel).transpose(1, 0, 2)).reshape(-1)
 
-    key = f"{tensor.name}:panels-{panel}"
+    key = f"{tensor.name}:panels-{panel}" + ("-transposed" if transposed else "")
     return ctx.constant(key, TensorValue(tensor.dtype, (k * columns,), load, name=key))
 
 
