@@ -15,7 +15,15 @@ from onyxia.core.bindings import (
     max_buffer_bytes,
 )
 from onyxia.core.builder import GraphBuilder
-from onyxia.core.context import FOLD_ELEMENT_LIMIT, FoldCtx, InferenceCtx, NodeCtx, as_output_value, is_symbolic_value
+from onyxia.core.context import (
+    FOLD_ELEMENT_LIMIT,
+    WEIGHT_FOLD_ELEMENT_LIMIT,
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    as_output_value,
+    is_symbolic_value,
+)
 from onyxia.core.dtypes import DataType, require_gpu_type
 from onyxia.core.errors import (
     DeviceError,
@@ -63,6 +71,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BINDING_ALIGNMENT",
     "FOLD_ELEMENT_LIMIT",
+    "WEIGHT_FOLD_ELEMENT_LIMIT",
     "MAX_BINDING_BYTES",
     "MAX_BUFFER_BYTES",
     "Absent",

@@ -22,6 +22,7 @@ from onyxia.core.symbolic import SymbolicDim
 
 __all__ = [
     "FOLD_ELEMENT_LIMIT",
+    "WEIGHT_FOLD_ELEMENT_LIMIT",
     "DimConstraint",
     "FoldCtx",
     "InferenceCtx",
@@ -32,6 +33,11 @@ __all__ = [
 
 FOLD_ELEMENT_LIMIT = 1 << 20
 """Largest tensor (elements) read or produced by host-side folding; bigger stays on the GPU."""
+
+WEIGHT_FOLD_ELEMENT_LIMIT = 1 << 24
+"""Largest tensor (elements) a fold of weights alone reads or produces (a FoldCtx with `weights_only`): work
+that depends on no graph input is done once at compile time, as onnxruntime folds its initializers, instead of
+on every run (a dequantized LSTM's weights, a QDQ model's DequantizeLinear of a [768, 3072] weight)."""
 
 DimConstraint = tuple[SymbolicDim, SymbolicDim, str]
 """Two dims a shape rule assumed equal, and where; checked when dims are bound at run time."""
@@ -89,12 +95,18 @@ class NodeCtx:
             raise self.error(f"input {i} must have a static shape, found {shape}")
         return shape.dims
 
+    initializer_limit = FOLD_ELEMENT_LIMIT  # the largest initializer `input_value` reads into host memory
+
     def input_value(self, i: int) -> np.ndarray | None:
-        """The compile-time value of input `i` (folded, Constant, or a small initializer)."""
+        """The compile-time value of input `i` (folded, Constant, or an initializer within `initializer_limit`)."""
         if not self.has_input(i):
             return None
         tensor = self.input_tensor(i)
-        if tensor.value is None and tensor.initializer is not None and tensor.initializer.numel <= FOLD_ELEMENT_LIMIT:
+        if (
+            tensor.value is None
+            and tensor.initializer is not None
+            and tensor.initializer.numel <= self.initializer_limit
+        ):
             tensor.value = host_values(tensor.dtype, tensor.initializer.dims, tensor.initializer.numpy())
         return tensor.value
 
@@ -188,7 +200,13 @@ class InferenceCtx(NodeCtx):
 
 
 class FoldCtx(NodeCtx):
-    """What `try_fold` sees; outputs already carry their inferred dtype and shape."""
+    """What `try_fold` sees; outputs already carry their inferred dtype and shape. `weights_only`: every input
+    is an initializer or a folded value, so initializers up to `WEIGHT_FOLD_ELEMENT_LIMIT` are read."""
+
+    def __init__(self, graph: IrGraph, node: IrNode, *, weights_only: bool = False) -> None:
+        super().__init__(graph, node)
+        if weights_only:
+            self.initializer_limit = WEIGHT_FOLD_ELEMENT_LIMIT
 
     def all_inputs_have_values(self) -> bool:
         return all(self.input_value(i) is not None for i in range(self.num_inputs) if self.has_input(i))

@@ -2,10 +2,17 @@
 
 Values come from Constants, small initializers and earlier folds; folded outputs get a `value`
 and their nodes emit no GPU step. Large results (over `FOLD_ELEMENT_LIMIT` elements) are left to
-the GPU rather than held in host memory, except a view (`folds_as_view`: Reshape and its family) of an
-initializer: that folds at any size into a new lazy initializer sharing the source's data, so a
-consumer that repacks known weights (GatherBlockQuantized on the genai builder's Reshape of the tied
-lm head) sees packed bytes rather than a run-time uint8 tensor bound at one byte per u32.
+the GPU rather than held in host memory, with two exceptions:
+
+- a view (`folds_as_view`: Reshape and its family) of an initializer folds at any size into a new lazy
+  initializer sharing the source's data, so a consumer that repacks known weights (GatherBlockQuantized
+  on the genai builder's Reshape of the tied lm head) sees packed bytes rather than a run-time uint8
+  tensor bound at one byte per u32;
+- a node of weights alone (every input an initializer or a folded value) folds up to
+  `WEIGHT_FOLD_ELEMENT_LIMIT` elements in and out: the Cast / Sub / Mul / Transpose that dequantize
+  DynamicQuantizeLSTM's [2, 512, 2048] weights, or a QDQ model's DequantizeLinear, ran on every run
+  before (ddddocr's int8 recogniser: ~80 ms of its ~360 ms), and a MatMul by the folded weight takes
+  it as panels. Beyond that limit (an LLM's tied embedding) the work stays on the GPU.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import numpy as np
 
 from onyxia.core import (
     FOLD_ELEMENT_LIMIT,
+    WEIGHT_FOLD_ELEMENT_LIMIT,
     Absent,
     FoldCtx,
     IrGraph,
@@ -56,10 +64,16 @@ def fold_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> bool:
     operator = registry.get(node.domain, node.op_type, node.opset)
     if operator is None:
         return False
-    # a Constant's value already exists whatever its size; anything else big stays on the GPU
+    # a Constant's value already exists whatever its size; anything else big stays on the GPU, but views and
+    # weights alone (the docstring)
+    weights_only = False
     if not getattr(operator, "always_fold", False) and any(_numel(t.dims) > FOLD_ELEMENT_LIMIT for t in outputs):
-        return getattr(operator, "folds_as_view", False) and _fold_view(graph, node)
-    ctx = FoldCtx(graph, node)
+        if getattr(operator, "folds_as_view", False) and _fold_view(graph, node):
+            return True
+        if any(_numel(t.dims) > WEIGHT_FOLD_ELEMENT_LIMIT for t in outputs) or not _weights_only(graph, node):
+            return False
+        weights_only = True
+    ctx = FoldCtx(graph, node, weights_only=weights_only)
     try:
         values = operator.try_fold(ctx)
     except OnyxiaError:
@@ -94,6 +108,19 @@ def _fold_view(graph: IrGraph, node: IrNode) -> bool:
     graph.remove_node(node, safe=False)
     output.kind = TensorKind.INITIALIZER
     output.initializer = TensorValue(output.dtype, dims, lambda: weight.numpy().reshape(dims), name=output.name)
+    return True
+
+
+def _weights_only(graph: IrGraph, node: IrNode) -> bool:
+    """Every input is a folded value or an initializer within `WEIGHT_FOLD_ELEMENT_LIMIT`."""
+    for t in node.inputs:
+        if t is None:
+            continue
+        tensor = graph.tensor(t)
+        if tensor.value is None and (
+            tensor.initializer is None or tensor.initializer.numel > WEIGHT_FOLD_ELEMENT_LIMIT
+        ):
+            return False
     return True
 
 
