@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from oracle import check_model, compile_model
 
-from onyxia.core import FOLD_ELEMENT_LIMIT, context
 from onyxia.compiler.passes import constant_folding
+from onyxia.core import FOLD_ELEMENT_LIMIT, context
 
 RNG = np.random.default_rng(23)
 K, N = 1025, 1024  # the int8 weight: just over FOLD_ELEMENT_LIMIT elements
