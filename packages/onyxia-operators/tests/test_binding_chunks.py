@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from oracle import check_model, check_op, compile_model, make_model
 
 from onyxia.core import BINDING_ALIGNMENT, CompiledModel, Dispatch, PlanningError, binding_limit
@@ -34,17 +34,22 @@ def _bindings_within(plan: CompiledModel, limit: int) -> int:
 
 
 def _transposed_b_model(x: np.ndarray, w: np.ndarray) -> onnx.ModelProto:
-    """y = x @ Transpose(w): the tied lm head shape; w is an initializer [N, K]."""
+    """y = x @ Transpose(w): the tied lm head shape; w is an initializer [N, K] that an embedding Gather also
+    reads (as a tied table is), so the product reads it in place as MatMulTransB."""
     nodes = [
         helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
         helper.make_node("MatMul", ["x", "wt"], ["y"]),
+        helper.make_node("Gather", ["w", "ids"], ["embedded"]),
     ]
     elem = helper.np_dtype_to_tensor_dtype(x.dtype)
     graph = helper.make_graph(
         nodes,
         "lm_head",
-        [helper.make_tensor_value_info("x", elem, list(x.shape))],
-        [helper.make_empty_tensor_value_info("y")],
+        [
+            helper.make_tensor_value_info("x", elem, list(x.shape)),
+            helper.make_tensor_value_info("ids", TensorProto.INT64, [2]),
+        ],
+        [helper.make_empty_tensor_value_info("y"), helper.make_empty_tensor_value_info("embedded")],
         [numpy_helper.from_array(w, "w")],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
@@ -71,9 +76,9 @@ def test_matmul_transposed_big_b_in_n_ranges(m: int, dtype: type, n: int, k: int
     model = _transposed_b_model(_random((m, k), dtype), _random((n, k), dtype))
     with binding_limit(LIMIT):
         plan = compile_model(model)
-        assert [op.op_type for op in plan.operations] == ["MatMulTransB"]  # the transpose never runs
+        assert [op.op_type for op in plan.operations] == ["MatMulTransB", "Gather"]  # the transpose never runs
         assert _bindings_within(plan, LIMIT) == chunks
-        check_model(model, {"x": _random((m, k), dtype)})
+        check_model(model, {"x": _random((m, k), dtype), "ids": np.array([2, 0], np.int64)})
 
 
 def test_matmul_under_the_limit_is_one_whole_binding() -> None:
