@@ -25,6 +25,8 @@ CASES = [
     ((7,), 0),
     ((2, 3, 1, 2, 2, 3), 2),
     ((2, 1000), -1),
+    ((2, 32, 150), 1),  # a row per invocation (ROW_LANES), strided, 300 rows over several workgroups
+    ((2, 65, 9), 1),  # just past ROW_LANES: a workgroup per row
     ((3, 0, 4), 1),
     ((0, 4), -1),
 ]

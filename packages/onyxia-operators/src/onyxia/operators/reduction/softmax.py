@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, load_wgsl
+from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product, static_dims
 from onyxia.operators.layout import type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
@@ -23,6 +23,9 @@ __all__ = ["SOFTMAX_OPS", "SoftmaxOp"]
 _SOURCE = load_wgsl(__package__, "softmax.wgsl")
 _WORKGROUP = 64
 _MIN_WORKGROUP = 8  # one SIMD chunk on lavapipe: a short row gets a workgroup no wider than it needs
+# rows up to this long take an invocation each (ROW_LANES): RivaGAN's channel softmax, 65536 rows of 32, took 130 ms
+# as a workgroup per row on lavapipe (two barrier-bound workgroup reductions per row)
+_ROW_LANES_MAX_LENGTH = 64
 
 
 @dataclass(frozen=True)
@@ -58,18 +61,21 @@ class SoftmaxOp:
         rows = outer * inner
         if rows == 0 or length == 0:
             return  # an empty output: nothing to write
+        row_lanes = isinstance(length, int) and length <= _ROW_LANES_MAX_LENGTH
         workgroup = (
             min(_WORKGROUP, max(_MIN_WORKGROUP, 1 << (length - 1).bit_length()))
-            if isinstance(length, int)
+            if isinstance(length, int) and not row_lanes
             else _WORKGROUP
         )
         defs = {**type_defs(X_T=x.dtype, Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": workgroup}
+        if row_lanes:
+            defs["ROW_LANES"] = True
         if self.log:
             defs["LOG"] = True
         if self.hard:
             defs["HARD"] = True
         shader = ctx.compile_shader("reduction/softmax", _SOURCE, defs, {"ROWS": rows, "L": length, "INNER": inner})
-        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], rows)
+        ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(rows, workgroup) if row_lanes else rows)
 
     def _row_layout(self, ctx: NodeCtx) -> tuple[SymbolicDim, SymbolicDim, SymbolicDim]:
         dims = ctx.input_dims(0)
