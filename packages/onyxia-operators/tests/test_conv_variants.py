@@ -43,6 +43,8 @@ CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = {
     "depthwise": ((1, 10, 14, 13), (10, 1, 3, 3), {"group": 10, "pads": [1, 1, 1, 1]}),
     "depthwise_strided_5x5": ((2, 6, 15, 16), (6, 1, 5, 5), {"group": 6, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
     "depthwise_multiplier": ((1, 4, 9, 7), (8, 1, 3, 3), {"group": 4, "pads": [1, 0, 1, 2]}),
+    # PP-LCNet's 5 x 5 on a two-row map: most window rows are padding, which the depthwise kernel skips
+    "depthwise_5x5_two_rows": ((2, 8, 2, 21), (8, 1, 5, 5), {"group": 8, "pads": [2, 2, 2, 2]}),
     "conv1d": ((1, 16, 37), (24, 16, 7), {"pads": [3, 3]}),
     "conv3d": ((1, 3, 4, 6, 5), (4, 3, 2, 3, 3), {"pads": [0, 1, 1, 1, 1, 1]}),
     # few output channels (the pixel-lane rows): wide windows, rows and flat images past one workgroup's pixels
@@ -158,7 +160,7 @@ def test_choice_by_shape_and_adapter(case: str, expected: str) -> None:
         ("few_pointwise", "conv_gemm@pointwise_few"),
         ("conv1d", "conv_gemm@rows_simd"),
         ("pointwise", "conv_gemm@pointwise_simd"),
-        ("depthwise", "conv_depthwise@depthwise"),
+        ("depthwise", "conv_depthwise@depthwise_simd"),
     ],
 )
 def test_few_channels_take_the_pixel_lane_rows(case: str, expected: str) -> None:

@@ -111,15 +111,25 @@ def _fold_view(graph: IrGraph, node: IrNode) -> bool:
     return True
 
 
+# ops a weights-only fold leaves alone when they read a raw initializer past FOLD_ELEMENT_LIMIT: rewrite rules
+# read those in place instead of holding a second copy (a tied table's Transpose: MatMulTransB, column gathers)
+_READ_IN_PLACE = frozenset({"Transpose"})
+
+
 def _weights_only(graph: IrGraph, node: IrNode) -> bool:
-    """Every input is a folded value or an initializer within `WEIGHT_FOLD_ELEMENT_LIMIT`."""
+    """Every input is a folded value or an initializer within `WEIGHT_FOLD_ELEMENT_LIMIT`, every output's dims
+    are static, and the node is not one whose raw initializer the rewrites read in place (`_READ_IN_PLACE`)."""
+    if any(static_dims(graph.tensor(t).dims) is None for t in node.outputs if t is not None):
+        return False
     for t in node.inputs:
         if t is None:
             continue
         tensor = graph.tensor(t)
-        if tensor.value is None and (
-            tensor.initializer is None or tensor.initializer.numel > WEIGHT_FOLD_ELEMENT_LIMIT
-        ):
+        if tensor.value is not None:
+            continue
+        if tensor.initializer is None or tensor.initializer.numel > WEIGHT_FOLD_ELEMENT_LIMIT:
+            return False
+        if node.op_type in _READ_IN_PLACE and tensor.initializer.numel > FOLD_ELEMENT_LIMIT:
             return False
     return True
 

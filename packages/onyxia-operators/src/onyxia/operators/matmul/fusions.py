@@ -15,8 +15,8 @@
   GatedMatMul with ``activation="silu"`` (the SiLU-gated MLP of Llama, Qwen2/3, Mistral, Phi-3).
 
 Declines (reason logged, graph unchanged): a Transpose that permutes more than the last two axes, or a 2-D one
-folded at compile time whose source nothing else reads (a dequantized weight: the folded copy, as panels, is
-faster, and no second copy stays alive);
+folded at compile time from a computed weight nothing else reads (a dequantized one: the folded copy, as
+panels, is faster, and no second copy stays alive);
 a group member whose weight is computed after the first member (the group takes the first's place);
 a gate, up projection or activation with other uses (`gate_check` names it).
 """
@@ -65,8 +65,11 @@ def _swaps_last_two(graph: IrGraph, m: Match) -> Decline | None:
     perm = list(range(rank - 1, -1, -1)) if m.perm is None else [int(p) for p in m.perm]  # ONNX default: reverse
     if rank < 2 or perm != [*range(rank - 2), rank - 1, rank - 2]:
         return Decline(f"perm {perm} is not a swap of the last two axes", m.node)
-    if rank == 2 and is_folded(graph, m.transpose) and len(graph.tensor_consumers(m.w)) == 1:
-        return Decline("the transposed weight is folded and its source has no other reader: MatMul takes it as panels")
+    computed = graph.tensor(m.w).initializer is None  # a weight computed at compile time (a dequantization)
+    if rank == 2 and computed and is_folded(graph, m.transpose) and len(graph.tensor_consumers(m.w)) == 1:
+        return Decline(
+            "the transposed weight is folded from a computed one nothing else reads: MatMul takes it as panels"
+        )
     return None
 
 

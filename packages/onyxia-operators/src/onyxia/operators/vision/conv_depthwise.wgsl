@@ -1,12 +1,14 @@
 // Depthwise Conv (one input channel per group): each output channel m reads only input channel m / MG, so
 // there is no reduction over channels to share between lanes. One invocation computes 4 neighbouring outputs of
 // one output row of channel m (the workgroup's y): per (kd, kh) it loads the SPAN input columns those 4 read once
-// and shares them across the kw taps; the weights depend on the workgroup only (uniform scalar loads).
+// and shares them across the kw taps, skipping window rows that lie in the padding; the weights depend on the
+// workgroup only, so with SUBGROUP_W lane 0 loads each and subgroupBroadcast shares it (lavapipe loads lane by
+// lane whatever the address), and a window row is then skipped only when no lane of the subgroup needs it.
 // INTEGER (ConvInteger, QLinearConv) sums exactly in i32: x and w lose their zero points as they are loaded (a
 // padded tap then reads 0, as onnxruntime pads x with x_zp), onyxia::conv_integer_epilogue replaces
 // onyxia::conv_epilogue.
 // Bindings: 0 in_x, 1 in_w (the graph's [M, 1, KD, KH, KW]), then the epilogue module's at their BIND_* defs.
-// Defs: X_T, W_T, F16, INTEGER, the epilogue module's, LANES.
+// Defs: X_T, W_T, F16, INTEGER, the epilogue module's, LANES, SUBGROUP_W (flag).
 // Dims: C, M, MG, OWQ (= ceil(OW / 4)), QUADS (= OD * OH * OWQ), P (= OD * OH * OW) and the volume (geometry.py).
 // Dispatch: (ceil(QUADS / LANES), M, N).
 #ifdef F16
@@ -24,9 +26,41 @@ alias acc_t = f32;
 @group(0) @binding(1) var<storage, read> in_w: array<#{W_T}>;
 
 const SPAN: u32 = 3u * #{SW} + (#{KW} - 1u) * #{DW} + 1u;  // input columns of 4 outputs
+var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SUBGROUP_W)
+
+// w[i], the same for every lane: with SUBGROUP_W one lane loads it and the subgroup shares it.
+fn w_at(i: u32) -> acc_t {
+#ifdef SUBGROUP_W
+    var v = acc_t(0);
+    if (subgroup_lane == 0u) {
+        v = acc_t(in_w[i]);
+    }
+    return subgroupBroadcast(v, 0u);
+#else
+    return acc_t(in_w[i]);
+#endif
+}
+
+// Whether some lane that shares the weight loads needs this window row (every lane's own answer without them).
+fn any_inside(inside: bool) -> bool {
+#ifdef SUBGROUP_W
+    return subgroupAny(inside);
+#else
+    return inside;
+#endif
+}
 
 @compute @workgroup_size(#{LANES})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+#ifdef SUBGROUP_W
+    @builtin(subgroup_invocation_id) sid: u32,
+#endif
+) {
+#ifdef SUBGROUP_W
+    subgroup_lane = sid;
+#endif
     let quad = wid.x * #{LANES}u + lid.x;
     let qc = min(quad, #{QUADS} - 1u);
     let ow0 = (qc % #{OWQ}) * 4u;
@@ -51,6 +85,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         for (var kh = 0u; kh < #{KH}; kh++) {
             let ih = i32(oh * #{SH} + kh * #{DH}) - i32(#{PH});
             let inside = d_inside && ih >= 0 && ih < i32(#{H});
+            if (!any_inside(inside)) {
+                continue;  // a padding row adds nothing; its loads are skipped (most of a 5 x 5 window on a 2-row map)
+            }
             let row = ((volume + u32(clamp(id, 0, i32(#{D}) - 1))) * #{H} + u32(clamp(ih, 0, i32(#{H}) - 1))) * #{W};
             var xs: array<acc_t, SPAN>;
             for (var s = 0u; s < SPAN; s++) {
@@ -60,7 +97,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             }
             let k0 = ((m * #{KD} + kd) * #{KH} + kh) * #{KW};
             for (var kw = 0u; kw < #{KW}; kw++) {
-                let wv = acc_t(in_w[k0 + kw]) - zw;
+                let wv = w_at(k0 + kw) - zw;
                 let t = kw * #{DW};
                 acc += vec4<acc_t>(xs[t], xs[t + #{SW}], xs[t + 2u * #{SW}], xs[t + 3u * #{SW}]) * wv;
             }

@@ -180,6 +180,8 @@ def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, e
         runs = volume["OD"] * volume["OH"] * _cdiv(volume["OW"], 4)
         dims |= {"OWQ": _cdiv(volume["OW"], 4), "QUADS": runs}
         workgroups: tuple[SymbolicDim, ...] = (_cdiv(runs, variant.lanes), m, batch)
+        if variant.shared_w:
+            defs["SUBGROUP_W"] = True
     else:
         owt = _cdiv(volume["OW"], wide)
         dims |= {"MGQ": quads, "KG": taps, "OWT": owt}

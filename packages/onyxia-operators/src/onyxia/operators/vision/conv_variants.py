@@ -125,6 +125,7 @@ class ConvVariant:
     pixels: int = 8  # output pixels per workgroup (gemm kernels)
     channels: int = 4  # output channels per lane (gemm kernels; a multiple of 4)
     shared_x: bool = False  # gemm kernels: one lane loads each x value, a subgroup broadcast shares it
+    shared_w: bool = False  # depthwise kernel: one lane loads each weight, a subgroup broadcast shares it
     pixel_lanes: bool = False  # gemm kernels: each lane its own pixels and all channels (the weights shared)
 
 
@@ -133,6 +134,7 @@ _CPU_SUBGROUPS = Needs(cpu=True, subgroups=True)
 _GPU = Needs(invocations=64)  # every adapter WebGPU allows has 256
 
 VARIANTS: tuple[ConvVariant, ...] = (
+    ConvVariant("depthwise_simd", "depthwise", _depthwise, _CPU_SUBGROUPS, lanes=8, shared_w=True),
     ConvVariant("depthwise", "depthwise", _depthwise, _CPU, lanes=8),
     ConvVariant("pointwise_few", "pointwise", _pointwise_few, _CPU_SUBGROUPS, pixel_lanes=True),
     ConvVariant("rows_few", "rows", _rows_few, _CPU_SUBGROUPS, pixel_lanes=True),
