@@ -42,7 +42,7 @@ from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, type_defs
 from onyxia.operators.matmul.matmul_group import plan_weight_products
 from onyxia.operators.matmul.tiles import Tile, at_most
-from onyxia.operators.matmul.variants import labelled, planned_tiles, tile_for
+from onyxia.operators.matmul.variants import labelled, planned_tiles, shared_a_defs, tile_for
 from onyxia.operators.matmul.weights import panels_fit
 from onyxia.operators.typesets import FLOATS, require_dtype
 
@@ -160,7 +160,7 @@ def _dispatch_blocks(
 def _dispatch_rows(ctx: PlanCtx, part: _Part, k: SymbolicDim, share: SymbolicDim) -> None:
     """One part (a range of b's rows) of a one-row MatMulTransB by matmul_rows.wgsl."""
     tile = tile_for("matmul_rows", 1)
-    defs = {**type_defs(T=ctx.input_dtype(0)), "ROWS": tile.rows, "WG": tile.wg_x}
+    defs = {**type_defs(T=ctx.input_dtype(0)), "ROWS": tile.rows, "WG": tile.wg_x, **shared_a_defs()}
     dims = {"K4": k // 4, "N": part.n, "Y_COL0": part.n0}
     shader = ctx.compile_shader(labelled("matmul/matmul_rows"), _ROWS_SOURCE, defs, dims)
     groups = ceil_div(part.n, tile.rows * tile.wg_x) * share

@@ -7,6 +7,9 @@
 // Defs: T     f32 | f16 (storage type of a, b and y; the sums are f32); F16 flag with f16
 //       ROWS  rows of b per invocation
 //       WG    workgroup size
+//       SHARED_A  flag: lane 0 of each subgroup loads a (the same for every lane) and subgroupBroadcast hands it
+//             on (the `simd8_shared` variant, as matmul_group.wgsl: lavapipe loads lane by lane, so a's loads
+//             were a third of the kernel's at ROWS 2)
 // Dims: K4 (K / 4: rows of b are whole vec4s), N (rows of b this dispatch covers), Y_COL0 (y's first column).
 // Dispatch: ceil(N / (ROWS * WG)) workgroups; rows past N read row N - 1 and are not stored.
 #ifdef F16
@@ -18,13 +21,33 @@ enable f16;
 @group(0) @binding(2) var<storage, read_write> out_y: array<#{T}>;
 
 const ROWS: u32 = #{ROWS}u;
+var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SHARED_A)
+
+// a's vec4 k, the same for every lane.
+fn a_at(k: u32) -> vec4<f32> {
+#ifdef SHARED_A
+    var v = vec4<f32>(0.0);
+    if (subgroup_lane == 0u) {
+        v = vec4<f32>(in_a[k]);
+    }
+    return subgroupBroadcast(v, 0u);
+#else
+    return vec4<f32>(in_a[k]);
+#endif
+}
 
 @compute @workgroup_size(#{WG})
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
+#ifdef SHARED_A
+    @builtin(subgroup_invocation_id) sid: u32,
+#endif
 ) {
+#ifdef SHARED_A
+    subgroup_lane = sid;
+#endif
     // x (and y, when the runtime splits a long x) count workgroups
     let row0 = ((wid.x + wid.y * nwg.x) * #{WG}u + lid) * ROWS;
     var rows: array<u32, ROWS>;
@@ -33,7 +56,7 @@ fn main(
     }
     var acc: array<vec4<f32>, ROWS>;
     for (var k = 0u; k < #{K4}; k++) {
-        let a = vec4<f32>(in_a[k]);
+        let a = a_at(k);
         for (var r = 0u; r < ROWS; r++) {
             acc[r] += a * vec4<f32>(in_b[rows[r] + k]);
         }

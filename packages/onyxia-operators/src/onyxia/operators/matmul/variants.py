@@ -44,7 +44,8 @@ __all__ = [
 ]
 
 FAMILY = "matmul"  # the `force_variants` key of this table
-SHARED_A_KERNELS = ("matmul_group", "matmul_gated", "matmul_nbits")  # the kernels that take SHARED_A (`shared_a_defs`)
+# the kernels that take SHARED_A (`shared_a_defs`)
+SHARED_A_KERNELS = ("matmul_group", "matmul_gated", "matmul_nbits", "matmul_rows")
 
 
 @dataclass(frozen=True)
