@@ -29,6 +29,11 @@ process (CPU ms, medians of 5, load ~5 on 2 cores): basic_pitch's 8 -> 8 3 x 39 
 16 instead of 8 was within noise on the wide windows (3 x 39: 77 / 76 vs 78) and worse on 11 x 11 (28 / 41 vs
 22), as was PIX 16 for the ``_simd`` rows (11 x 11, 32 -> 32: 279 vs 297; 3 x 3: 1.1-1.2x slower).
 
+The ``depthwise_simd`` row is the depthwise kernel with its weights (the same for every lane of a workgroup,
+one channel) loaded by one lane and broadcast; with the kernel's skipping of window rows that lie in the padding
+it took ppocr_cls's GPU time from 57-61 to 47 ms (PP-LCNet's 5 x 5 depthwise convs on 2- and 3-row maps: 3.8 ->
+2.2 ms each).
+
 ConvInteger and QLinearConv take the same rows (the kernels' INTEGER mode, quantized/conv_integer.py), whose
 `direct` row is quantized/conv_integer.wgsl. Their packed weights are a quarter of the float loads (4 bytes to a
 u32), so x's loads dominate instead: on ddddocr-shaped 3 x 3 convs 8 channels per lane took 0.82-0.96x the
