@@ -258,7 +258,13 @@ def test_weights_as_initializers_and_wide_hidden(op: str) -> None:
     inputs = _inputs(op, seq=4, batch=2, size=12, hidden=300, direction="bidirectional", peepholes=True)
     inputs["W"], inputs["R"] = _scaled(inputs, "W", 0.2), _scaled(inputs, "R", 0.1)
     weights = tuple(n for n in ("W", "R", "B", "P") if inputs.get(n) is not None)
-    _check(op, inputs, _attrs(op, hidden=300, direction="bidirectional"), initializers=weights)
+    attrs = _attrs(op, hidden=300, direction="bidirectional")
+    _check(op, inputs, attrs, initializers=weights)
+    # W and R known at compile time are packed on the host at upload: no PACK dispatch runs
+    model = make_model(op, inputs, attrs, opset=14, num_outputs=_outputs(op), initializers=weights)
+    assert "recurrent/pack" not in {s.label for s in compile_model(model).shaders}
+    runtime_weights = make_model(op, inputs, attrs, opset=14, num_outputs=_outputs(op))
+    assert "recurrent/pack" in {s.label for s in compile_model(runtime_weights).shaders}
 
 
 def _symbolic_model(op: str, layout: int) -> tuple[Any, dict[str, np.ndarray | None]]:

@@ -1,7 +1,8 @@
 """`RecurrentOp`: ONNX LSTM, GRU and RNN (every opset), with the time loop on the GPU.
 
 The plan is a fixed list of up to five dispatches whatever the sequence length: PACK rewrites W and
-R so that neighbouring invocations read neighbouring words, PROJECT computes X . W^T + biases for
+R so that neighbouring invocations read neighbouring words (on the host, once, when both are known at compile
+time, as exported weights are), PROJECT computes X . W^T + biases for
 every step at once (data-parallel over the whole GPU), PREP moves initial states in
 (recurrent_io.wgsl), RECUR runs one persistent workgroup per (direction, batch entry) that walks the
 steps inside the shader with storage barriers between them (recurrent.wgsl), and FINISH moves the
@@ -23,7 +24,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, ceil_div, load_wgsl, shape_of
+from onyxia.core import (
+    DataType,
+    FoldCtx,
+    InferenceCtx,
+    NodeCtx,
+    PlanCtx,
+    TensorType,
+    TensorValue,
+    ceil_div,
+    load_wgsl,
+    shape_of,
+)
 from onyxia.core.plan import BufferRef
 from onyxia.core.plan_builder import ShaderHandle
 from onyxia.core.shader_dims import DimValue
@@ -103,7 +115,11 @@ def _compile(
 
 
 def _plan_pack(ctx: PlanCtx, spec: RecurrentSpec) -> tuple[BufferRef, BufferRef]:
-    """W and R as [D, K, G, 4 * quads] (recurrent_io.wgsl PACK), read as vec4s of neighbouring units."""
+    """W and R as [D, K, G, 4 * quads] (recurrent_io.wgsl PACK), read as vec4s of neighbouring units: packed on
+    the host as they are uploaded when both are known at compile time (initializers, or folded as a
+    DynamicQuantizeLSTM's dequantized weights are), else by the PACK dispatch on every run."""
+    if isinstance(spec.input_size, int) and spec.input_size > 0 and all(_compile_time(ctx, i) for i in (1, 2)):
+        return _host_packed(ctx, spec, 1, spec.input_size), _host_packed(ctx, spec, 2, spec.hidden)
     packed_row = spec.cell.gates * spec.quads * 4
     w_count = spec.directions * spec.input_size * packed_row
     wt = ctx.alloc_scratch(w_count * 4 + 16, "w_packed")  # + 16: input_size 0 leaves it empty
@@ -112,6 +128,27 @@ def _plan_pack(ctx: PlanCtx, spec: RecurrentSpec) -> tuple[BufferRef, BufferRef]
     shader = _compile(ctx, "PACK", spec, {})
     ctx.dispatch(shader, [ctx.input(1), ctx.input(2)], [wt, rt], ceil_div(count, WORKGROUP_SIZE))
     return wt, rt
+
+
+def _compile_time(ctx: PlanCtx, i: int) -> bool:
+    tensor = ctx.input_tensor(i)
+    return tensor.initializer is not None or tensor.value is not None
+
+
+def _host_packed(ctx: PlanCtx, spec: RecurrentSpec, i: int, columns: int) -> BufferRef:
+    """Input `i` (W [D, G*H, columns] or R [D, G*H, H]) as PACK lays it out, computed when the runtime uploads it."""
+    tensor = ctx.input_tensor(i)
+    source = tensor.initializer if tensor.initializer is not None else tensor.value
+    d, g, h, hp = spec.directions, spec.cell.gates, spec.hidden, spec.quads * 4
+
+    def load() -> np.ndarray:
+        data = source.numpy() if isinstance(source, TensorValue) else np.asarray(source)
+        packed = np.zeros((d, columns, g, hp), np.float32)
+        packed[..., :h] = data.astype(np.float32).reshape(d, g, h, columns).transpose(0, 3, 1, 2)
+        return packed.reshape(-1)
+
+    key = f"{tensor.name}:recurrent-packed"
+    return ctx.constant(key, TensorValue(DataType.FLOAT, (d * columns * g * hp,), load, name=key))
 
 
 def _plan_projection(ctx: PlanCtx, spec: RecurrentSpec, wt: BufferRef) -> BufferRef:
