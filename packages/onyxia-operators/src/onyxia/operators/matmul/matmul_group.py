@@ -37,6 +37,7 @@ from onyxia.core import (
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.numpy_math import gelu, sigmoid
 from onyxia.operators.layout import type_defs
+from onyxia.operators.matmul.tiles import narrowed
 from onyxia.operators.matmul.variants import labelled, planned_tiles, shared_a_defs
 from onyxia.operators.matmul.weights import bind_panels, panel_columns, panels_fit
 from onyxia.operators.typesets import FLOATS
@@ -146,7 +147,8 @@ def plan_weight_products(
     ]
     reads = [ctx.input(0), *weights, *(ctx.input(1 + len(ns) + s) for s in range(len(biases)))]
     writes = [ctx.output(s) for s in range(outputs)]
-    for tile, share in planned_tiles("matmul_gated" if activation is not None else "matmul_group", m):
+    for planned, share in planned_tiles("matmul_gated" if activation is not None else "matmul_group", m):
+        tile = narrowed(planned, max(ns))
         per_slot = [ceil_div(n, tile.columns_per_workgroup) for n in ns]
         starts = {f"G{s}": sum(per_slot[:s]) for s in range(1, len(ns))}
         groups = per_slot[0] if activation is not None else sum(per_slot)
