@@ -106,7 +106,14 @@ def _cast(ctx: NodeCtx, row: CastOp) -> Member:
     x, y = ctx.input_dtype(0), ctx.output_tensor(0).dtype
     require_dtype(ctx, x, ALL_GPU, "input")
     require_dtype(ctx, y, ALL_GPU, "target")
+    if _rounds_to_f16(x, y):  # f32(f16(x)) later in the shader may fold to x: round first (fused.wgsl)
+        return [("x", 0)], "f16(round_to_f16(x))"
     return [("x", 0)], _checked(ctx) or conversion(x, y)
+
+
+def _rounds_to_f16(x: DataType, y: DataType) -> bool:
+    """Whether a cast narrows an f32-stored value (float32, or float64 stored as f32) to f16."""
+    return y == DataType.FLOAT16 and x.wgsl == "f32"
 
 
 _FUNCTIONS: dict[type, Callable[..., Member]] = {
@@ -195,6 +202,8 @@ class FusedElementwiseOp:
         }
         if any(t.dtype == DataType.FLOAT16 for t in body.tensors):
             defs["F16"] = True
+        if any(_narrows(body, node) for node in members):
+            defs["ROUND_F16"] = True
         dims: dict[str, DimValue] = {"N": n}
         if broadcast:
             defs.update(BROADCAST=True, RANK=len(out_dims), INPUTS=len(bound), STRIDE_COUNT=len(bound) * len(out_dims))
@@ -208,6 +217,11 @@ class FusedElementwiseOp:
         shader = ctx.compile_shader("elementwise/fused", _SOURCE, defs, dims, immediates)
         writes = [ctx.output(0)] if errors is None else [ctx.output(0), errors.ref]
         ctx.dispatch(shader, [ctx.input(k) for k in bound], writes, ceil_div(n, WORKGROUP_SIZE))
+
+
+def _narrows(body: IrGraph, node: IrNode) -> bool:
+    out = body.tensor(node.outputs[0]).dtype
+    return node.op_type in CAST and _rounds_to_f16(body.tensor(node.inputs[0]).dtype, out)
 
 
 def _program(body: IrGraph, members: list[IrNode]) -> tuple[list[int], list[str], list[str]]:

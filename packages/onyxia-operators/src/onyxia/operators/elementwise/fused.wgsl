@@ -10,6 +10,7 @@
 //                      (absent: every input has the output's shape and is read at `i`)
 //       RANK, INPUTS, STRIDE_COUNT  output rank, read-binding count and their product (with BROADCAST)
 //       F16            flag: some operand, intermediate or output is f16
+//       ROUND_F16      flag: a member casts f32 to f16, through round_to_f16 (below)
 //       WORKGROUP_SIZE
 // Dims: N output elements; with BROADCAST, OUT_DIMS (RANK) and STRIDES (INPUTS x RANK, row-major: input j's
 //       strides at j * RANK; 0 marks an axis the input is broadcast over).
@@ -25,6 +26,30 @@ enable f16;
 
 #{READS}
 @group(0) @binding(#{OUT_BINDING}) var<storage, read_write> out_y: array<#{Y_T}>;
+
+#ifdef ROUND_F16
+// x rounded to the nearest f16 value (ties to even; past 65504 to inf, NaN kept), still as f32.
+// A f32 -> f16 cast whose result is widened back later in the same shader loses its rounding on some
+// drivers (lavapipe turns f32(f16(x)), and pack2x16float/unpack2x16float alike, into x), so the cast
+// member converts this instead: its f16() conversion is then exact, whatever folds it away.
+fn round_to_f16(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    let sign = bits & 0x80000000u;
+    let magnitude = bits & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) {
+        return x;  // NaN
+    }
+    if (magnitude >= 0x477ff000u) {  // 65520 and up round to inf (65504's neighbour 65536 is even)
+        return bitcast<f32>(sign | 0x7f800000u);
+    }
+    if (magnitude < 0x38800000u) {  // below 2^-14: f16 subnormals, multiples of 2^-24 (round(): ties to even)
+        let scaled = round(bitcast<f32>(magnitude) * 16777216.0) * 5.9604644775390625e-8;
+        return bitcast<f32>(sign | bitcast<u32>(scaled));
+    }
+    let kept = (magnitude + 0xfffu + ((magnitude >> 13u) & 1u)) & 0xffffe000u;  // 10 of 23 mantissa bits
+    return bitcast<f32>(sign | kept);
+}
+#endif
 
 #{MEMBERS}
 
