@@ -1,11 +1,12 @@
-"""`ResizeOp`: Resize (opset 11+) of the spatial axes of an NCHW image: nearest, linear or cubic.
+"""`ResizeOp`: Resize (opset 11+) of the spatial axes of an NCW, NCHW or NCDHW tensor: nearest, linear or cubic.
 
-Upsampling layers in exported detectors and segmenters are Resize on H and W with constant scales or
-sizes, so the output size and each axis's coordinate map are settled at compile time and become
-shader literals. Nearest and linear compute the source coordinate in the shader; cubic, antialiased
-filters and tf_crop_and_resize (whose roi must be a constant too) read per-axis tap tables built at
-compile time (`resize_taps`), which needs static H and W. Scaling the N or C axis fails at compile
-time, naming the values.
+Upsampling layers in exported detectors and segmenters are Resize on H and W (audio and TTS decoders:
+on L of [N, C, L]) with constant scales or sizes, so the output size and each axis's coordinate map
+are settled at compile time and become shader literals. Nearest and linear compute the source
+coordinate in the shader; cubic, antialiased filters and tf_crop_and_resize (whose roi must be a
+constant too) read per-axis tap tables built at compile time (`resize_taps`), which needs static
+spatial sizes. One kernel serves ranks 3 to 5: rank 3 runs as NCHW with H = 1 (mapped to itself),
+rank 5 adds the depth axis (`DEPTH`). Scaling the N or C axis fails at compile time, naming the values.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from onyxia.operators.vision.resize_taps import Filter, axis_taps
 __all__ = ["RESIZE", "ResizeOp"]
 
 _SOURCE = load_wgsl(__package__, "resize.wgsl")
-_RANK = 4
+_RANKS = (3, 4, 5)
 _MODES = ("nearest", "linear", "cubic")
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 _CROP = "tf_crop_and_resize"
@@ -152,16 +153,31 @@ def _static(ctx: NodeCtx, dim: SymbolicDim) -> int:
     return dim
 
 
+def _kernel_axes(rank: int) -> dict[str, int | None]:
+    """The shader's spatial axes (D only at rank 5) -> the input axis each is, None for rank 3's H
+    (a size-1 axis every coordinate map sends to 0)."""
+    return {3: {"H": None, "W": 2}, 4: {"H": 2, "W": 3}, 5: {"D": 2, "H": 3, "W": 4}}[rank]
+
+
+def _axis(target: _Target, dims: Sequence[SymbolicDim], axis: int | None) -> tuple[SymbolicDim, SymbolicDim, float]:
+    """(input size, output size, scale) of a shader axis."""
+    return (1, 1, 1.0) if axis is None else (dims[axis], target.dims[axis], target.scales[axis])
+
+
 def _checked_target(ctx: NodeCtx) -> _Target:
     dims = ctx.input_dims(0)
-    if len(dims) != _RANK:
-        raise unsupported(ctx, f"input 0 has rank {len(dims)}; only rank 4 (NCHW, resizing H and W) is supported")
+    if len(dims) not in _RANKS:
+        raise unsupported(
+            ctx,
+            f"input 0 has rank {len(dims)}; ranks 3 to 5 (NCW, NCHW, NCDHW: resizing the axes after C) are supported",
+        )
     _check_modes(ctx)
     target = _target(ctx, dims)
     for axis in (0, 1):
         if target.dims[axis] != dims[axis] or target.scales[axis] != 1.0:
             found = f"scale {target.scales[axis]}, size {target.dims[axis]} from {dims[axis]}"
-            raise unsupported(ctx, f"scales/sizes resize axis {axis} ({found}); only H and W (axes 2, 3) are supported")
+            spatial = ", ".join(str(a) for a in range(2, len(dims)))
+            raise unsupported(ctx, f"scales/sizes resize axis {axis} ({found}); only the spatial axes ({spatial}) are")
     return target
 
 
@@ -181,7 +197,11 @@ class ResizeOp(OperatorBase):
         defs = {**type_defs(X_T=ctx.input_dtype(0), Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
         defs["MODE"] = _check_modes(ctx)
         defs["NEAREST_MODE"] = ctx.attr_str("nearest_mode", "round_prefer_floor")
-        plane = {"TOTAL": total, "H": dims[2], "W": dims[3], "OH": target.dims[2], "OW": target.dims[3]}
+        plane: dict[str, SymbolicDim] = {"TOTAL": total}
+        for name, axis in _kernel_axes(len(dims)).items():
+            plane[name], plane[f"O{name}"], _ = _axis(target, dims, axis)
+        if len(dims) == 5:
+            defs["DEPTH"] = True
         reads = [ctx.input(0)]
         if defs["MODE"] == "taps":
             plane.update(_bind_taps(ctx, target, dims, reads))
@@ -198,13 +218,13 @@ def _affine_defs(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim]) -> 
     name = ctx.attr_str("coordinate_transformation_mode", "half_pixel")
     transform = _TRANSFORMS[name]
     defs: dict[str, object] = {}
-    for axis, prefix in ((2, "H"), (3, "W")):
-        size_in, size_out = dims[axis], target.dims[axis]
+    for prefix, axis in _kernel_axes(len(dims)).items():
+        size_in, size_out, scale = _axis(target, dims, axis)
         if not isinstance(size_in, int) or not isinstance(size_out, int):
             if name not in _SIZE_FREE:
                 raise unsupported(ctx, f"axis {axis} has symbolic size {size_in} -> {size_out}; {name} needs it static")
             size_in = size_out = 0  # an unresized symbolic axis (target sizes equal to it): the map ignores sizes
-        coefficients = transform(target.scales[axis], size_in, size_out)
+        coefficients = transform(scale, size_in, size_out)
         for key, value in zip(("P", "NUM", "DEN", "Q"), coefficients):
             defs[f"{prefix}_{key}"] = node_literal(ctx, DataType.FLOAT, value, f"axis {axis} coordinate {key}")
     return defs
@@ -220,22 +240,24 @@ def _bind_taps(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim], reads
         bool(ctx.attr_int("exclude_outside", 0)),
     )
     crop = _crop_roi(ctx, len(dims)) if ctx.attr_str("coordinate_transformation_mode", "half_pixel") == _CROP else None
-    tables = []
-    for axis in (2, 3):
-        size, out = _static(ctx, dims[axis]), _static(ctx, target.dims[axis])
+    tables = {}
+    for name, axis in _kernel_axes(len(dims)).items():
+        size_in, size_out, scale = _axis(target, dims, axis)
+        size, out = _static(ctx, size_in), _static(ctx, size_out)
         x = np.arange(out, dtype=np.float32)
         if crop is None:
             transform = _TRANSFORMS[ctx.attr_str("coordinate_transformation_mode", "half_pixel")]
-            p, num, den, q = (np.float32(v) for v in transform(target.scales[axis], size, out))
+            p, num, den, q = (np.float32(v) for v in transform(scale, size, out))
             coords, outside = (x + p) * num / den - q, None
         else:
-            coords = _crop_coords(x, size, out, *crop[axis])
+            coords = _crop_coords(x, size, out, *crop.get(axis, (0.0, 1.0)))
             outside = (coords < 0) | (coords > size - 1)
-        tables.append(axis_taps(coords, size, target.scales[axis], f, outside))
+        tables[name] = axis_taps(coords, size, scale, f, outside)
+    order = [tables[name] for name in ("H", "W", "D") if name in tables]  # resize.wgsl's table layout
     for name, column in (("index", "index"), ("weight", "weight")):
-        data = np.concatenate([getattr(t, column).reshape(-1) for t in tables])
+        data = np.concatenate([getattr(t, column).reshape(-1) for t in order])
         reads.append(ctx.constant(f"resize_taps:{name}:{hashlib.sha1(data.tobytes()).hexdigest()[:16]}", data))
-    return {"TH": tables[0].index.shape[1], "TW": tables[1].index.shape[1]}
+    return {f"T{name}": t.index.shape[1] for name, t in tables.items()}
 
 
 def _crop_roi(ctx: NodeCtx, rank: int) -> dict[int, tuple[float, float]]:
