@@ -71,7 +71,12 @@ class Settings:
         default=True, metadata=_env("ONYXIA_NATIVE_ENCODE", "0: encode through wgpu-py's public API only")
     )
     cache_dir: Path | None = field(
-        default=None, metadata=_env("ONYXIA_CACHE_DIR", "cache for synthesized bench models (~/.cache/onyxia)")
+        default=None,
+        metadata=_env("ONYXIA_CACHE_DIR", "cache for synthesized bench models and compiled plans (~/.cache/onyxia)"),
+    )
+    plan_cache: bool = field(
+        default=True,
+        metadata=_env("ONYXIA_PLAN_CACHE", "0: always parse and compile (no compiled-plan cache under <cache>/plans)"),
     )
 
     @classmethod
