@@ -1,0 +1,146 @@
+"""onnxruntime's side: the model file with every node output made a graph output, optimizations off.
+
+With ``ORT_DISABLE_ALL`` onnxruntime runs the graph node by node as written, so every node output of
+the file exists under its own name; exposing them as outputs changes nothing about what is computed.
+Only the top-level graph's nodes are exposed: an If branch's or a Loop body's values are per iteration
+and have no name outside it. The node order is the file's, made topological (onnx requires it; a
+stable sort keeps the file's order for a file that breaks the rule).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onyxia.core import InputError, OnyxiaError
+
+__all__ = ["ModelNode", "ReferenceRun", "run_reference"]
+
+
+@dataclass(frozen=True)
+class ModelNode:
+    """A node of the file: where it sits in topological order and what it reads and writes."""
+
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        op = f"{self.domain}::{self.op_type}" if self.domain not in ("", "ai.onnx") else self.op_type
+        return f"'{self.name}' ({op})" if self.name else f"#{self.index} ({op})"
+
+
+@dataclass
+class ReferenceRun:
+    nodes: list[ModelNode]  # topological order
+    values: dict[str, np.ndarray]  # every node output and graph output, by name
+    feeds: dict[str, np.ndarray]  # the graph inputs as fed
+    initializers: dict[str, Any]  # name -> TensorProto, read only when a report shows one
+    graph_outputs: list[str]
+    producers: dict[str, ModelNode] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.producers = {name: node for node in self.nodes for name in node.outputs if name}
+
+    def value(self, name: str) -> np.ndarray | None:
+        """Any named tensor's value on onnxruntime's side: a node output, a graph input or an initializer."""
+        if name in self.values:
+            return self.values[name]
+        if name in self.feeds:
+            return self.feeds[name]
+        if name in self.initializers:
+            from onnx import numpy_helper
+
+            return numpy_helper.to_array(self.initializers[name])
+        return None
+
+
+def run_reference(path: Path, feeds: Mapping[str, np.ndarray]) -> ReferenceRun:
+    import onnx
+
+    ort = _onnxruntime()
+    try:
+        model = onnx.load(str(path))
+    except Exception as e:
+        raise OnyxiaError(f"onnx could not read '{path}' for onnxruntime: {e}") from e
+    graph = model.graph
+    nodes = _topological(graph)
+    initializers = {t.name: t for t in graph.initializer}
+    outputs = [o.name for o in graph.output]
+    exposed = set(outputs)
+    for node in nodes:
+        for name in node.outputs:
+            if name and name not in exposed:
+                graph.output.append(onnx.ValueInfoProto(name=name))  # untyped: onnxruntime infers it
+                exposed.add(name)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3  # its warnings about untyped outputs are ours, not the user's
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as e:
+        raise OnyxiaError(f"onnxruntime could not load '{path}': {_first_line(e)}") from e
+    names = [o.name for o in session.get_outputs()]
+    try:
+        results = session.run(names, dict(feeds))
+    except Exception as e:
+        raise InputError(f"onnxruntime refused the inputs: {_first_line(e)}") from e
+    values = {name: np.asarray(value) for name, value in zip(names, results)}
+    return ReferenceRun(nodes, values, dict(feeds), initializers, outputs)
+
+
+def _onnxruntime() -> Any:
+    try:
+        import onnxruntime
+    except ImportError:
+        raise InputError(
+            "onyxia compare runs onnxruntime as the reference, and it is not installed: pip install onnxruntime"
+        ) from None
+    return onnxruntime
+
+
+def _topological(graph: Any) -> list[ModelNode]:
+    """Kahn's algorithm, always taking the earliest ready node of the file (stable)."""
+    raw = list(graph.node)
+    available = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
+    producers: dict[str, int] = {}
+    for index, node in enumerate(raw):
+        for name in node.output:
+            producers.setdefault(name, index)
+    consumers: dict[int, list[int]] = {}
+    missing = []
+    for index, node in enumerate(raw):
+        needs = {producers[n] for n in node.input if n not in available and n in producers} - {index}
+        missing.append(len(needs))
+        for p in needs:
+            consumers.setdefault(p, []).append(index)
+    ready = [i for i, count in enumerate(missing) if count == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        index = heapq.heappop(ready)
+        order.append(index)
+        for c in consumers.get(index, []):
+            missing[c] -= 1
+            if missing[c] == 0:
+                heapq.heappush(ready, c)
+    placed = set(order)
+    order += [i for i in range(len(raw)) if i not in placed]  # a cycle: onnxruntime will say so
+    return [
+        ModelNode(k, raw[i].name, raw[i].op_type, raw[i].domain, tuple(raw[i].input), tuple(raw[i].output))
+        for k, i in enumerate(order)
+    ]
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
