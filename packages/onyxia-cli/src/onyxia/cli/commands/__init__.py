@@ -1,7 +1,7 @@
 """One module per subcommand; each has `add_parser(subparsers)` and `run(args, console) -> int`."""
 
-from onyxia.cli.commands import bench, chat, compile, generate, inspect, run, serve, validate
+from onyxia.cli.commands import bench, chat, compare, compile, generate, inspect, run, serve, validate
 
-COMMANDS = (inspect, validate, compile, run, generate, chat, serve, bench)
+COMMANDS = (inspect, validate, compile, run, compare, generate, chat, serve, bench)
 
 __all__ = ["COMMANDS"]
