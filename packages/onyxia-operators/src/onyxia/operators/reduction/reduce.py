@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
-from onyxia.core.shapes import dims_product, shape_of
+from onyxia.core.shapes import Absent, dims_product, shape_of
 from onyxia.operators.int64_checks import CHECKED_COMBINE, checked_defs, int64_errors
 from onyxia.operators.layout import contiguous_strides, type_defs
 from onyxia.operators.typesets import BOOL, FLOATS, NUMERIC, require_dtype
@@ -97,13 +97,27 @@ class ReductionOp:
         gives |x|, as onnxruntime and the reference do)."""
         rank = ctx.input_rank(0)
         if self.axes_input:
-            value = ctx.require_value(1, "axes") if ctx.has_input(1) else np.zeros(0, np.int64)
+            value = _axes_vector(ctx) if ctx.has_input(1) else np.zeros(0, np.int64)
             axes, noop = [int(a) for a in value.reshape(-1)], ctx.attr_int("noop_with_empty_axes", 0)
         else:
             axes, noop = ctx.attr_ints("axes", []), 0
         if not axes:
             return [] if noop else list(range(rank))
         return sorted(ctx.normalize_axes(axes, rank))
+
+
+def _axes_vector(ctx: NodeCtx) -> np.ndarray:
+    """Input 1's value, refused unless 1-D as onnxruntime refuses it (its reshape(-1) would hide a
+    [[1]] that onnxruntime answers with "An axes tensor must be a vector tensor")."""
+    shape = ctx.input_shape(1)
+    value = ctx.input_value(1)
+    rank = value.ndim if value is not None else None if isinstance(shape, Absent) else len(shape.dims)
+    if rank is not None and rank != 1:
+        found = f"shape {list(value.shape)}" if value is not None else f"rank {rank}"
+        raise ctx.error(
+            f"input 1 (axes) has {found}; expected 1-D (onnxruntime: 'An axes tensor must be a vector tensor')"
+        )
+    return ctx.require_value(1, "axes")
 
 
 def _checked(map_expr: str, combine: str) -> tuple[str, str]:
