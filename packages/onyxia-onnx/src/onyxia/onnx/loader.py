@@ -37,27 +37,49 @@ from onyxia.onnx.unroll_loops import unroll_small_loops
 from onyxia.onnx.validation import validate_model
 from onyxia.onnx.value_info import read_value_info, type_text
 
-__all__ = ["load_and_parse_model", "read_model_proto"]
+__all__ = ["MODEL_BYTES", "load_and_parse_model", "model_label", "parse_model_proto", "read_model_proto"]
 
 _MODEL_FIELDS = ("producer_name", "producer_version", "domain", "doc_string")
 
+# How errors name a model given as bytes (`InferenceSession(model.SerializeToString())`). Its external
+# data, as onnxruntime resolves it for bytes, is found relative to the current directory.
+MODEL_BYTES = "<model bytes>"
 
-def load_and_parse_model(path: str | os.PathLike[str]) -> IrGraph:
-    """Read `path` (and its external data references) into an `IrGraph`; raises `OnnxError`.
+
+def load_and_parse_model(source: str | os.PathLike[str] | bytes) -> IrGraph:
+    """Read `source`, a path or the serialized model's bytes (and its external data references),
+    into an `IrGraph`; raises `OnnxError`.
 
     Once it reads as a graph (the reader's structural errors come first), the model is validated
     against its operators' schemas (`validate_model`), so no later stage sees a node onnxruntime
     would reject; external data is never read for that.
     """
-    model_path = Path(path)
-    model = unroll_small_loops(lower_scans(resolve_sequences(select_constant_ifs(read_model_proto(model_path)))))
+    source = source if isinstance(source, bytes) else Path(source)
+    return parse_model_proto(read_model_proto(source), model_label(source))
+
+
+def model_label(source: Path | bytes) -> Path:
+    """The path errors name and external data is resolved beside: `MODEL_BYTES` for bytes."""
+    return Path(MODEL_BYTES) if isinstance(source, bytes) else source
+
+
+def parse_model_proto(proto: onnx.ModelProto, model_path: Path) -> IrGraph:
+    """`load_and_parse_model` of a `ModelProto` already read (by `read_model_proto`) from `model_path`.
+
+    `proto` itself is left as read (the rewrites below copy what they change), so a caller may read
+    its declared inputs, outputs and `metadata_props` exactly as the file has them; `graph.metadata`
+    mixes those props with the model fields under fixed keys (`_read_metadata`)."""
+    model = unroll_small_loops(lower_scans(resolve_sequences(select_constant_ifs(proto))))
     graph = _GraphReader(model_path, model).read()
     validate_model(model, model_path)
     return graph
 
 
-def read_model_proto(path: Path) -> onnx.ModelProto:
+def read_model_proto(source: Path | bytes) -> onnx.ModelProto:
     """The `ModelProto` without external data (that is mapped lazily), protobuf errors wrapped."""
+    if isinstance(source, bytes):
+        return _parse_bytes(source)
+    path = source
     if not path.exists():
         raise OnnxError(f"{path}: no such file")
     if not path.is_file():
@@ -72,6 +94,17 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
         raise OnnxError(f"{path}: cannot parse the model: {type(e).__name__}: {e}") from e
     if not model.HasField("graph") or model.ir_version <= 0:
         raise OnnxError(f"{path}: not an ONNX model (no graph or ir_version found); is the file truncated?")
+    return model
+
+
+def _parse_bytes(data: bytes) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except DecodeError as e:
+        raise OnnxError(f"{MODEL_BYTES}: not a valid ONNX protobuf (truncated or not an ONNX model): {e}") from e
+    if not model.HasField("graph") or model.ir_version <= 0:
+        raise OnnxError(f"{MODEL_BYTES}: not an ONNX model (no graph or ir_version found); are the bytes truncated?")
     return model
 
 
