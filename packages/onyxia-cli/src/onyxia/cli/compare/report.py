@@ -113,7 +113,7 @@ def _inputs_table(node: ModelNode, verdict: Verdict, ref: ReferenceRun, cap: Cap
     """Each input of the reported node: where it comes from, what it holds, whether Onyxia's agreed."""
     diffs = {name: diff for _, name, diff in verdict.compared}
     skipped = {name: why for _, name, why in verdict.not_compared}
-    table = Table(title=f"Inputs of {node.label}", title_justify="left")
+    table = Table(title=f"Inputs of {node.label} (values as onnxruntime has them)", title_justify="left")
     for column in ("input", "from", "dtype", "shape", "min", "max", "mean", "Onyxia"):
         table.add_column(column, overflow="fold")
     for name in node.inputs:

@@ -91,14 +91,15 @@ def compare_tensors(reference: np.ndarray, actual: np.ndarray, tolerance: Tolera
     else:
         atol, rtol = tolerance.for_dtype(ref.dtype)
         scale = float(np.abs(r[np.isfinite(r)]).max()) if np.isfinite(r).any() else 0.0
-        with np.errstate(invalid="ignore"):
-            within = np.abs(g - r) <= rtol * np.abs(r) + atol * max(1.0, scale)
+        with np.errstate(invalid="ignore", over="ignore"):
+            within = np.isfinite(r) & np.isfinite(g) & (np.abs(g - r) <= rtol * np.abs(r) + atol * max(1.0, scale))
         same_special = (np.isnan(r) & np.isnan(g)) | (np.isinf(r) & (r == g))
         bad = ~(within | same_special)
     abs_err, rel_err = _errors(r, g)
     worst_index = worst_values = None
     if bad.any():
-        masked = np.where(bad, np.nan_to_num(np.abs(g - r), nan=np.inf, posinf=np.inf), -1.0)
+        with np.errstate(invalid="ignore", over="ignore"):
+            masked = np.where(bad, np.nan_to_num(np.abs(g - r), nan=np.inf, posinf=np.inf), -1.0)
         flat = int(np.argmax(masked))
         worst_index = tuple(int(i) for i in np.unravel_index(flat, ref.shape)) if ref.ndim else ()
         worst_values = (float(r.reshape(-1)[flat]), float(g.reshape(-1)[flat]))
