@@ -9,12 +9,10 @@ few distinct shaders.
 from __future__ import annotations
 
 import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 from conftest import CliResult, save_model
 from onnx import TensorProto, helper, numpy_helper
@@ -86,7 +84,7 @@ def chain_model(tmp_path: Path) -> Path:
         nodes,
         [value("x", TensorProto.FLOAT, ["batch", 8])],
         [value("y", TensorProto.FLOAT, ["batch", 8])],
-        [numpy_helper.from_array(np.float32(2.0), "two")],
+        [numpy_helper.from_array(np.array(2.0, np.float32), "two")],
         {"": 17},
     )
 
@@ -107,7 +105,7 @@ def fused_model(tmp_path: Path) -> Path:
     weights = [
         numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), "w"),
         numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b"),
-        numpy_helper.from_array(np.float32(0.5), "c"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "c"),
     ]
     return save_model(
         tmp_path / "fused.onnx",
@@ -191,7 +189,10 @@ def test_capture_compiles_what_run_compiles(fused_model: Path) -> None:
         (lambda d: f"x={d / 'missing.npy'}", "missing.npy"),
         (lambda d: "x", "expected NAME=FILE.npy"),
         (lambda d: f"nope={_save(d, np.zeros((2, 8), np.float32))}", "unknown input(s) ['nope']"),
-        (lambda d: f"x={_save(d, np.zeros((2, 8), np.float64))}", "input 'x' has dtype float64; the model expects float32"),
+        (
+            lambda d: f"x={_save(d, np.zeros((2, 8), np.float64))}",
+            "input 'x' has dtype float64; the model expects float32",
+        ),
         (lambda d: f"x={_save(d, np.zeros((2, 3), np.float32))}", "input 'x' dim 1 is 3; the model expects 8"),
     ],
 )
