@@ -1,0 +1,220 @@
+"""Where a new process's time goes, from interpreter start to its first result (issue 24, "Start-up").
+
+A user of `onyxia.ort` pays start-up on every process: imports, opening the device, parse + compile
+(or the plan cache's load), `load_model` (buffers, weights, pipelines) and the first run. This tool
+times each stage in a fresh subprocess, so nothing the parent imported or warmed is shared:
+
+    .venv/bin/python tools/startup_profile.py MODEL.onnx [--input NAME=FILE.npy] [--dim NAME=VALUE]
+    .venv/bin/python tools/startup_profile.py --packaged vision        # every packaged vision model
+    .venv/bin/python tools/startup_profile.py MODEL.onnx --importtime   # + `python -X importtime` top list
+    .venv/bin/python tools/startup_profile.py MODEL.onnx --cprofile 25  # + cProfile's top 25 (cumulative)
+
+"python start" is the wall time from the parent's spawn to the child's first statement; every other
+stage is measured inside the child. Inputs the command line does not give are random, shaped from the
+model (named dims from ``--dim``, else 1); ``--packaged`` feeds each model the inputs its package's
+own pre-processing makes (tests/packaged_models), so the shapes are the ones users run. Each process
+is started ``--repeat`` times (default 2) and the last is reported: the first may compile shaders the
+driver's on-disk cache has not seen yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+STAGES = ("python start", "imports", "Runtime()", "compile", "load_model", "first run", "second run")
+
+
+# ----- the child: one process, one model ----------------------------------------------------------
+def _child(model: str, inputs_npz: str | None, dims: dict[str, int]) -> dict[str, float]:
+    stamps = {"start": time.time()}
+    import numpy as np
+
+    import onyxia.compiler
+    import onyxia.onnx
+    import onyxia.operators
+    from onyxia.runtime import Runtime, compiling_for
+
+    stamps["imports"] = time.time()
+    runtime = Runtime()
+    stamps["Runtime()"] = time.time()
+    graph = onyxia.onnx.load_and_parse_model(Path(model))
+    feeds = dict(np.load(inputs_npz)) if inputs_npz else {}
+    feeds = _random_feeds(graph, feeds, dims)
+    bound = _bind(graph, feeds, dims)
+    with compiling_for(runtime):
+        compiled = onyxia.compiler.CompilerPipeline(onyxia.operators.core_operator_registry()).compile(graph, bound)
+    stamps["compile"] = time.time()
+    executor = runtime.load_model(compiled)
+    stamps["load_model"] = time.time()
+    executor.run(feeds)
+    stamps["first run"] = time.time()
+    executor.run(feeds)
+    stamps["second run"] = time.time()
+    return stamps
+
+
+def _random_feeds(graph: object, given: dict[str, object], dims: dict[str, int]) -> dict[str, object]:
+    """`given` plus a random array for every other graph input, named dims from `dims` (else 1)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    feeds = dict(given)
+    for tid in graph.inputs:  # type: ignore[attr-defined]
+        tensor = graph.tensor(tid)  # type: ignore[attr-defined]
+        if tensor.name in feeds:
+            continue
+        shape = [d if isinstance(d, int) else dims.get(_dim_name(d), 1) for d in getattr(tensor.shape, "dims", ())]
+        dtype = np.dtype(tensor.dtype.numpy)
+        if dtype.kind == "f":
+            feeds[tensor.name] = rng.standard_normal(shape).astype(dtype)
+        else:  # small non-negative integers are valid indices, lengths and booleans alike
+            feeds[tensor.name] = rng.integers(0, 2, shape).astype(dtype)
+    return feeds
+
+
+def _dim_name(dim: object) -> str:
+    return str(dim.args[0]) if getattr(dim, "op", "") == "name" else str(dim)  # type: ignore[attr-defined]
+
+
+def _bind(graph: object, feeds: dict[str, object], dims: dict[str, int]) -> dict[str, int]:
+    """Named dims bound from the feeds' shapes (what `onyxia run` and `onyxia.ort` do)."""
+    bound = dict(dims)
+    for tid in graph.inputs:  # type: ignore[attr-defined]
+        tensor = graph.tensor(tid)  # type: ignore[attr-defined]
+        for dim, size in zip(getattr(tensor.shape, "dims", ()), feeds[tensor.name].shape):  # type: ignore[attr-defined]
+            if getattr(dim, "op", "") == "name":
+                bound.setdefault(_dim_name(dim), int(size))
+    return bound
+
+
+# ----- the parent: spawn, time, summarise -----------------------------------------------------------
+def _spawn(model: Path, inputs: Path | None, dims: dict[str, int], extra: list[str]) -> tuple[dict[str, float], str]:
+    argv = [sys.executable, *extra, __file__, "--child", str(model)]
+    if inputs is not None:
+        argv += ["--inputs-npz", str(inputs)]
+    argv += [f"--dim={k}={v}" for k, v in dims.items()]
+    spawned = time.time()
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"child failed on {model}:\n{done.stderr[-4000:]}")
+    stamps = json.loads(done.stdout.strip().splitlines()[-1])
+    order = ["start", *STAGES[1:]]
+    seconds = {"python start": stamps["start"] - spawned}
+    for previous, stage in itertools.pairwise(order):
+        seconds[stage] = stamps[stage] - stamps[previous]
+    seconds["to first result"] = stamps["first run"] - spawned
+    return seconds, done.stderr
+
+
+def _row(name: str, seconds: dict[str, float]) -> str:
+    cells = " ".join(f"{seconds[s]:7.2f}" for s in (*STAGES, "to first result"))
+    budget = 2.0 + seconds["second run"]
+    verdict = "ok" if seconds["to first result"] <= budget else f"over {budget:.2f}"
+    return f"{name:22s} {cells}  {verdict}"
+
+
+def _header() -> str:
+    short = ("py", "imports", "Runtime", "compile", "load", "run1", "run2", "total")
+    return f"{'model':22s} " + " ".join(f"{s:>7s}" for s in short) + "  (2 s + run2)"
+
+
+def _importtime(stderr: str, top: int) -> str:
+    rows = []
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            _, cumulative, name = (p.strip() for p in line[len("import time:") :].split("|"))
+            if cumulative.isdigit():
+                rows.append((int(cumulative), name))
+    rows.sort(reverse=True)
+    return "\n".join(f"  {us / 1e3:8.1f} ms  {name}" for us, name in rows[:top])
+
+
+def _packaged(domain: str, workdir: Path) -> list[tuple[str, Path, Path]]:
+    """(name, model, saved inputs) for the packaged models of `domain`, inputs from the package's pre-processing."""
+    import numpy as np
+
+    sys.path[:0] = [str(REPO / "tests" / "packaged_models"), str(REPO / "tests")]
+    from packaged_table import PASSING
+
+    found = []
+    for entry in PASSING:
+        if entry.domain != domain:
+            continue
+        path = entry.path()
+        saved = workdir / f"{entry.name}.npz"
+        np.savez(saved, **entry.inputs(path))
+        found.append((entry.name, path, saved))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", nargs="?", help="an .onnx file")
+    parser.add_argument("--packaged", metavar="DOMAIN", help="every packaged model of DOMAIN (vision, audio, text)")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--repeat", type=int, default=2, help="processes per model; the last is reported")
+    parser.add_argument("--importtime", action="store_true", help="also list the slowest imports (-X importtime)")
+    parser.add_argument("--cprofile", type=int, default=0, metavar="N", help="also print cProfile's top N")
+    parser.add_argument("--json", type=Path, help="write every model's breakdown here")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--inputs-npz", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    dims = {k: int(v) for k, v in (d.split("=", 1) for d in args.dim)}
+    if args.child:
+        print(json.dumps(_child(args.model, args.inputs_npz, dims)))
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if args.packaged:
+            models = _packaged(args.packaged, work)
+        elif args.model:
+            import numpy as np
+
+            saved = None
+            if args.input:
+                saved = work / "inputs.npz"
+                np.savez(saved, **{k: np.load(v) for k, v in (i.split("=", 1) for i in args.input)})
+            models = [(Path(args.model).stem, Path(args.model), saved)]
+        else:
+            parser.error("give a MODEL or --packaged DOMAIN")
+        report = {}
+        print(_header())
+        for name, model, inputs in models:
+            seconds: dict[str, float] = {}
+            for _ in range(max(1, args.repeat)):
+                seconds, _stderr = _spawn(model, inputs, dims, [])
+            report[name] = seconds
+            print(_row(name, seconds), flush=True)
+            if args.importtime:
+                _, stderr = _spawn(model, inputs, dims, ["-X", "importtime"])
+                print(_importtime(stderr, 25))
+            if args.cprofile:
+                _cprofile(model, inputs, dims, args.cprofile, work)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+def _cprofile(model: Path, inputs: Path | None, dims: dict[str, int], top: int, work: Path) -> None:
+    import pstats
+
+    out = work / "profile.out"
+    _spawn(model, inputs, dims, ["-m", "cProfile", "-o", str(out)])
+    stats = pstats.Stats(str(out))
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "0")
+    raise SystemExit(main())
