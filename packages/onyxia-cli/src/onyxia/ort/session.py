@@ -12,6 +12,7 @@ onnxruntime promises; nothing is printed or logged at INFO or above on the way.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,7 +47,7 @@ class InferenceSession:
     ) -> None:
         source = model_source(path_or_bytes)
         self._model_path = str(source) if not isinstance(source, bytes) else None
-        self._provider_options = normalize_providers(providers, provider_options)
+        self._provider_options = _providers_or_fallback(providers, provider_options)
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
         by_name = dict(getattr(self._sess_options, "free_dims_by_name", {}))
         by_denotation = dict(getattr(self._sess_options, "free_dims_by_denotation", {}))
@@ -176,6 +177,20 @@ class InferenceSession:
                 return run_on_device(self._executor, host, fed, names, on_device)
             except OnyxiaError as e:
                 raise _run_error(e) from e
+
+
+def _providers_or_fallback(
+    providers: ProviderList, provider_options: Sequence[dict[Any, Any]] | None
+) -> dict[str, dict[str, str]]:
+    """onnxruntime's constructor retries with its fallback providers when the list itself is malformed
+    (printing "EP Error"); Onyxia does the same, saying so as a warning instead of on stdout."""
+    try:
+        return normalize_providers(providers, provider_options)
+    except ValueError as e:
+        warnings.warn(
+            f"EP Error {e} when using {providers}\nFalling back to ['{PROVIDER}'] and retrying.", stacklevel=3
+        )
+        return normalize_providers(None, None)
 
 
 def _run_error(error: OnyxiaError) -> Exception:

@@ -12,6 +12,7 @@ graph, so it can be cached with the plan; the tests compare it with onnxruntime 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from onyxia.ort.node_arg import Dim, ModelMetadata, NodeArg
 
 __all__ = ["ModelSignature", "free_dimension_dims", "read_signature"]
 
+_MADE_UP = re.compile(r"unk__\d+")  # onnx's inference names for dims it cannot tell
 _INLINE_LIMIT = 4096  # initializers up to this many elements feed inference as data (Reshape targets)
 
 
@@ -133,7 +135,18 @@ def _inferred_outputs(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto])
         inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False)
     except Exception:  # onnx raises assorted types on models it cannot infer; the declared shapes stand
         return list(model.graph.output)
-    return list(inferred.graph.output)
+    written = {d.dim_param for info in (*model.graph.input, *model.graph.output) for d in _dims_of(info)}
+    outputs = list(inferred.graph.output)
+    for info in outputs:  # onnx names the unknown dims it makes up unk__<n>; onnxruntime leaves them unnamed
+        for dim in _dims_of(info):
+            if dim.HasField("dim_param") and _MADE_UP.fullmatch(dim.dim_param) and dim.dim_param not in written:
+                dim.ClearField("dim_param")
+    return outputs
+
+
+def _dims_of(info: onnx.ValueInfoProto) -> list[onnx.TensorShapeProto.Dimension]:
+    tensor = info.type.tensor_type
+    return list(tensor.shape.dim) if info.type.HasField("tensor_type") and tensor.HasField("shape") else []
 
 
 def _node_arg(info: onnx.ValueInfoProto) -> NodeArg:
