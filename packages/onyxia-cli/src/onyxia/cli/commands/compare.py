@@ -96,23 +96,21 @@ def run(args: argparse.Namespace, console: Console) -> int:
     except ModelLoadError as e:  # exit 1 means "differs" to a script; an unreadable file is bad input
         raise InputError(str(e)) from e
     feeds = make_feeds(graph, given, parse_dims(args.dim), args.seed)
-    reference = run_reference(args.model, feeds.arrays)
-    captured = capture(graph, operator_registry(), feeds.dims, feeds.arrays, reference)
-    tolerance = Tolerance(atol=args.atol, rtol=args.rtol)
-    console.print(
-        f"[bold]{escape(str(args.model))}[/]: onnxruntime (CPU, no graph optimizations) against "
-        f"Onyxia on {escape(captured.adapter)}"
-    )
     described = ", ".join(
         f"{name} {value.dtype}{list(value.shape)}{' (random)' if name in feeds.generated else ''}"
         for name, value in feeds.arrays.items()
     )
+    console.print(f"[bold]{escape(str(args.model))}[/]")
     console.print(f"inputs: {escape(described)}" + (f" [dim](seed {args.seed})[/]" if feeds.generated else ""))
-    if feeds.defaulted:
+    if feeds.defaulted:  # before either engine runs: a default that breaks the model explains the error
         console.print(
             f"[yellow]dims given no value, set to {DEFAULT_DIM}[/]: {escape(', '.join(feeds.defaulted))} "
             "(choose with --dim NAME=VALUE)"
         )
+    reference = run_reference(args.model, feeds.arrays)
+    captured = capture(graph, operator_registry(), feeds.dims, feeds.arrays, reference)
+    tolerance = Tolerance(atol=args.atol, rtol=args.rtol)
+    console.print(f"onnxruntime (CPU, no graph optimizations) against Onyxia on {escape(captured.adapter)}")
     verdict = judge(reference, captured, tolerance)
     render(console, verdict, reference, captured, tolerance)
     return 0 if verdict.ok else 1

@@ -62,16 +62,50 @@ def capture(
     def keep(_run: object, work: IrGraph) -> None:
         final[:] = [work]
 
-    pipeline = CompilerPipeline(registry).observe(keep)
+    pipeline = CompilerPipeline(registry).observe(keep)  # replans at run time go through it too
     with override(share_buffers=False), compiling_for(runtime):
         plan = pipeline.compile(graph, dims)
-    compiled = final[0] if final and not plan.metadata.get("deferred") else None
+    names = _node_outputs(ref.nodes)
     result = Capture(plan=plan, adapter=_adapter_name(runtime.adapter_info))
+    for _attempt in range(2):
+        compiled = final[0] if final and not plan.metadata.get("deferred") else None
+        result.values, result.folded, result.skipped = {}, set(), {}
+        wanted = _select(plan, compiled, names, result)
+        loaded = dataclasses.replace(
+            plan, outputs=[*plan.outputs, *(t for t in wanted.values() if t not in plan.outputs)]
+        )
+        executor = runtime.load_model(loaded)
+        outputs = executor.run(dict(feeds))
+        if executor.compiled is loaded:
+            break
+        # a plan deferred to an input's value (compiler/deferred.py) switched to the variant compiled for
+        # it (the observer saw that compile); that variant's tensors are read back from a second run
+        plan = executor.compiled
+    result.plan = plan
+    for name in wanted:
+        if name in outputs:
+            result.values[name] = outputs[name]
+        else:
+            result.skipped[name] = "the plan is re-planned at run time for the inputs' values; not read back"
+    consumers: dict[str, list[ModelNode]] = {}
+    for node in ref.nodes:
+        for i in node.inputs:
+            consumers.setdefault(i, []).append(node)
+    planned = {t.name for t in plan.tensors.values()}
+    graph_tensors = {t.name: t for t in compiled.tensors} if compiled is not None else {}
+    for name in names:
+        if name not in result.values and name not in result.skipped:
+            result.skipped[name] = _fate(name, consumers, result, planned, compiled, graph_tensors)
+    return result
+
+
+def _select(plan: CompiledModel, compiled: IrGraph | None, names: list[str], result: Capture) -> dict[str, int]:
+    """The plan tensors to read back (name -> id); folded values and in-place skips go into `result`."""
     by_name = {t.name: t for t in plan.tensors.values()}
     graph_tensors = {t.name: t for t in compiled.tensors} if compiled is not None else {}
     overwritten = _overwritten(plan)
     wanted: dict[str, int] = {}
-    for name in _node_outputs(ref.nodes):
+    for name in names:
         tensor = by_name.get(name)
         if tensor is not None and tensor.role in _ON_GPU:
             if tensor.id in overwritten:
@@ -83,26 +117,12 @@ def capture(
         if known is not None and isinstance(known.value, np.ndarray) and known.value.dtype != object:
             result.values[name] = known.value
             result.folded.add(name)
-    extra = [tid for tid in wanted.values() if tid not in plan.outputs]
-    executor = runtime.load_model(dataclasses.replace(plan, outputs=[*plan.outputs, *extra]))
-    outputs = executor.run(dict(feeds))
-    for name in wanted:
-        if name in outputs:
-            result.values[name] = outputs[name]
-        else:  # a deferred plan: the variant compiled for the inputs' values has only the graph outputs
-            result.skipped[name] = "the plan is compiled at run time for an input's value, its intermediates unseen"
-    consumers: dict[str, list[ModelNode]] = {}
-    for node in ref.nodes:
-        for i in node.inputs:
-            consumers.setdefault(i, []).append(node)
-    for name in _node_outputs(ref.nodes):
-        if name not in result.values and name not in result.skipped:
-            result.skipped[name] = _fate(name, consumers, result, set(by_name), compiled, graph_tensors)
-    return result
+    return wanted
 
 
 def _node_outputs(nodes: list[ModelNode]) -> list[str]:
-    return [name for node in nodes for name in node.outputs if name]
+    """The names both engines compute (a Constant's output is the file's data)."""
+    return [name for node in nodes if not node.is_constant for name in node.outputs if name]
 
 
 def _fate(

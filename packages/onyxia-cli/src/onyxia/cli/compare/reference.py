@@ -26,8 +26,8 @@ __all__ = ["ModelNode", "ReferenceRun", "run_reference"]
 class ModelNode:
     """A node of the file: where it sits in topological order and what it reads and writes."""
 
-    index: int
-    name: str
+    index: int  # in topological order
+    name: str  # the file's, or the loader's for a node the file left unnamed: "<op_type>_<index in the file>"
     op_type: str
     domain: str
     inputs: tuple[str, ...]
@@ -36,7 +36,12 @@ class ModelNode:
     @property
     def label(self) -> str:
         op = f"{self.domain}::{self.op_type}" if self.domain not in ("", "ai.onnx") else self.op_type
-        return f"'{self.name}' ({op})" if self.name else f"#{self.index} ({op})"
+        return f"'{self.name}' ({op})"
+
+    @property
+    def is_constant(self) -> bool:
+        """A Constant node: data from the file, like an initializer, not something either engine computes."""
+        return self.op_type == "Constant" and self.domain in ("", "ai.onnx")
 
 
 @dataclass
@@ -84,7 +89,7 @@ def run_reference(path: Path, feeds: Mapping[str, np.ndarray]) -> ReferenceRun:
                 exposed.add(name)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3  # its warnings about untyped outputs are ours, not the user's
+    options.log_severity_level = 4  # its errors reach the user as ours, once, with the model's terms
     try:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as e:
@@ -136,7 +141,14 @@ def _topological(graph: Any) -> list[ModelNode]:
     placed = set(order)
     order += [i for i in range(len(raw)) if i not in placed]  # a cycle: onnxruntime will say so
     return [
-        ModelNode(k, raw[i].name, raw[i].op_type, raw[i].domain, tuple(raw[i].input), tuple(raw[i].output))
+        ModelNode(
+            k,
+            raw[i].name or f"{raw[i].op_type}_{i}",  # the loader's rule (onyxia.onnx.loader), so names line up
+            raw[i].op_type,
+            raw[i].domain,
+            tuple(raw[i].input),
+            tuple(raw[i].output),
+        )
         for k, i in enumerate(order)
     ]
 

@@ -41,6 +41,8 @@ class Verdict:
 def judge(ref: ReferenceRun, cap: Capture, tolerance: Tolerance) -> Verdict:
     verdict = Verdict()
     for node in ref.nodes:
+        if node.is_constant:
+            continue
         for name in node.outputs:
             if not name or name not in ref.values:
                 continue
@@ -124,6 +126,8 @@ def _inputs_table(node: ModelNode, verdict: Verdict, ref: ReferenceRun, cap: Cap
             source, status = "graph input", "same array fed to both"
         elif name in ref.initializers:
             source, status = "initializer", "same data (from the file)"
+        elif name in ref.producers and ref.producers[name].is_constant:
+            source, status = f"node {ref.producers[name].label}", "same data (from the file)"
         else:
             producer = ref.producers.get(name)
             source = f"node {producer.label}" if producer else "?"
