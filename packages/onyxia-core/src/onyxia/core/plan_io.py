@@ -37,7 +37,7 @@ from onyxia.core.plan import CompiledModel, Replanner, RunSubplan
 from onyxia.core.symbolic import SymbolicDim
 from onyxia.core.values import TensorValue
 
-__all__ = ["FORMAT", "PlanFormatError", "read_plan", "walk_plans", "write_plan"]
+__all__ = ["FORMAT", "PlanFormatError", "ReplannerFactory", "file_range", "read_plan", "walk_plans", "write_plan"]
 
 MAGIC = b"ONYXPLAN"
 FORMAT = 1  # bump when the layout or the meaning of a field changes
@@ -147,7 +147,7 @@ def write_plan(out: IO[bytes], plan: CompiledModel, extras: Any = None, data_dir
     crc, position = 0, 0
     for array in writer.arrays:
         pad = -position % _ALIGN
-        data = memoryview(np.ascontiguousarray(array)).cast("B")
+        data = np.ascontiguousarray(array).reshape(-1).view(np.uint8).data  # 0-d and any item size alike
         crc = zlib.crc32(data, zlib.crc32(b"\0" * pad, crc))
         out.write(b"\0" * pad)
         out.write(data)
@@ -192,12 +192,14 @@ class _Reader(pickle.Unpickler):
         dtype, shape = np.dtype(ref[-2]), tuple(ref[-1])
         count = int(np.prod(shape, dtype=np.int64))
         if ref[0] == "blob":
-            return np.frombuffer(self.blob, dtype, count, ref[1]).reshape(shape)
+            array: np.ndarray = np.frombuffer(self.blob, dtype, count, ref[1])
+            return array.reshape(shape)
         index, offset = ref[1], ref[2]
         if index not in self.maps:
             self.maps[index] = np.memmap(self.sources[index], dtype=np.uint8, mode="r")
-        data = self.maps[index][offset : offset + count * dtype.itemsize]
-        return data.view(dtype).reshape(shape)
+        data: np.ndarray = self.maps[index][offset : offset + count * dtype.itemsize]
+        viewed: np.ndarray = data.view(dtype).reshape(shape)
+        return viewed
 
 
 def read_plan(path: Path, replanner: ReplannerFactory | None = None) -> tuple[CompiledModel, Any]:

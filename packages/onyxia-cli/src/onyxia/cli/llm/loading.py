@@ -15,10 +15,12 @@ import numpy as np
 from onyxia.cli.llm.families import describe_architecture, family_of
 from onyxia.cli.llm.generation_passes import SAMPLING, AliasKvCache, generation_passes
 from onyxia.cli.llm.lm_head_precision import check_lm_head
-from onyxia.cli.llm.model_dir import resolve_model_dir
+from onyxia.cli.llm.model_dir import ModelDirectory, resolve_model_dir
 from onyxia.cli.llm.signature import LlmSignature, read_signature
 from onyxia.cli.llm.tokenizer import TextTokenizer
-from onyxia.core import DataType, IrGraph, ModelLoadError, OperatorRegistry, SymbolicExpr, TensorKind
+from onyxia.cli.plan_cache import cached_build, plan_key
+from onyxia.core import CompiledModel, DataType, IrGraph, ModelLoadError, OperatorRegistry, SymbolicExpr, TensorKind
+from onyxia.core.settings import settings
 
 if TYPE_CHECKING:  # imported for real inside build_session: wgpu loads when a session is built
     from onyxia.cli.llm.session import LlmSession
@@ -50,10 +52,6 @@ def build_session(
     lm_head: str = "exact",
 ) -> Session:
     """`cls(...)` (an `LlmSession` or a subclass) over `model_dir`, compiled, uploaded and warmed up."""
-    from onyxia.compiler import CompilerPipeline
-    from onyxia.onnx import load_and_parse_model
-    from onyxia.operators import core_operator_registry
-    from onyxia.operators.passes import MatchOnnxruntimeCpuFloat16
     from onyxia.runtime import Runtime, compiling_for
 
     runtime = runtime or Runtime()
@@ -61,27 +59,23 @@ def build_session(
         raise ModelLoadError("lm_head fp16 needs the adapter feature shader-f16, which this adapter lacks")
     found = resolve_model_dir(model_dir, precision, runtime.features)
     tokenizer = TextTokenizer(found.tokenizer_path, found.tokenizer_config, found.chat_template, found.root)
-    progress("parsing")
-    graph = load_and_parse_model(found.model_path)
-    signature = read_signature(graph, f"{found.model_path} ({describe_architecture(found.config)})")
     if family_of(found.config) is None:
         log.warning("%s: %s; running it by the graph's conventions", found.root, describe_architecture(found.config))
     limit = _max_length(found.max_position_embeddings, max_length, found.model_path)
-    registry = core_operator_registry()
-    if accuracy_level is not None:
-        for node in graph.nodes_of("MatMulNBits", "com.microsoft"):
-            node.attributes["accuracy_level"] = accuracy_level
-    static = _static_dims(graph, signature, found.config)
-    generation = generation_passes(signature.logits, _in_place_pairs(graph, signature, registry), static, lm_head)
-    progress("compiling")
-    pipeline = CompilerPipeline(registry).add_pass_set(generation)
-    if match_onnxruntime and any(t.dtype == DataType.FLOAT16 and t.kind in _SOURCES for t in graph.tensors):
-        pipeline.add_pass(MatchOnnxruntimeCpuFloat16())  # float32 where onnxruntime's CPU EP has no f16 kernel
+    options = {"accuracy_level": accuracy_level, "match_onnxruntime": match_onnxruntime, "lm_head": lm_head}
     # plan splits what this device cannot bind or hold, and picks the kernel variants that fit it
     with compiling_for(runtime):
-        compiled = pipeline.compile(graph, static)
-    compiled.replanner = None  # the session's compiled dims never change, so its graph need not outlive the load
-    aliased = next(p.aliased for p in generation.passes if isinstance(p, AliasKvCache))
+        key = plan_key(
+            found.model_path, {}, settings(), passes=["llm-session"], extra={**options, "config": found.config}
+        )
+        compiled, built, hit = cached_build(
+            key,
+            lambda: _compile(found, progress, accuracy_level, match_onnxruntime, lm_head),
+            data_dir=found.model_path.parent,
+        )
+    signature, static, aliased = built
+    if hit:
+        progress("loaded the compiled plan from the cache")
     progress("uploading weights")
     max_dims = {name: limit for name in compiled.symbols}
     chunk = min(limit, PREFILL_CHUNK)
@@ -102,6 +96,38 @@ def build_session(
     progress("warming up")
     session.warm_up()
     return session
+
+
+def _compile(
+    found: ModelDirectory,
+    progress: Callable[[str], None],
+    accuracy_level: int | None,
+    match_onnxruntime: bool,
+    lm_head: str,
+) -> tuple[CompiledModel, tuple[LlmSignature, dict[str, int], list[tuple[str, str]]]]:
+    """Parse and compile the session's graph; also what the session needs of the graph, stored with the plan."""
+    from onyxia.compiler import CompilerPipeline
+    from onyxia.onnx import load_and_parse_model
+    from onyxia.operators import core_operator_registry
+    from onyxia.operators.passes import MatchOnnxruntimeCpuFloat16
+
+    progress("parsing")
+    graph = load_and_parse_model(found.model_path)
+    signature = read_signature(graph, f"{found.model_path} ({describe_architecture(found.config)})")
+    registry = core_operator_registry()
+    if accuracy_level is not None:
+        for node in graph.nodes_of("MatMulNBits", "com.microsoft"):
+            node.attributes["accuracy_level"] = accuracy_level
+    static = _static_dims(graph, signature, found.config)
+    generation = generation_passes(signature.logits, _in_place_pairs(graph, signature, registry), static, lm_head)
+    progress("compiling")
+    pipeline = CompilerPipeline(registry).add_pass_set(generation)
+    if match_onnxruntime and any(t.dtype == DataType.FLOAT16 and t.kind in _SOURCES for t in graph.tensors):
+        pipeline.add_pass(MatchOnnxruntimeCpuFloat16())  # float32 where onnxruntime's CPU EP has no f16 kernel
+    compiled = pipeline.compile(graph, static)
+    compiled.replanner = None  # the session's compiled dims never change, so its graph need not outlive the load
+    aliased = next(p.aliased for p in generation.passes if isinstance(p, AliasKvCache))
+    return compiled, (signature, static, list(aliased))
 
 
 def _max_length(model_limit: int | None, requested: int | None, where: Path) -> int:
