@@ -11,7 +11,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 
-def make_model(nodes: list, inputs: list, outputs: list, initializers: list | None = None, opset: int = 17) -> onnx.ModelProto:
+def make_model(
+    nodes: list, inputs: list, outputs: list, initializers: list | None = None, opset: int = 17
+) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializers or [])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 9

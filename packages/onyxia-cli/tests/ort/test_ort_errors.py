@@ -52,7 +52,7 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 def _raised(case: Case, module: ModuleType, model: Path, folder: Path) -> BaseException:
-    with pytest.raises(Exception) as caught:  # noqa: PT011 - the class is what the test compares
+    with pytest.raises(Exception) as caught:
         case(module, model, folder)
     return caught.value
 

@@ -74,7 +74,9 @@ def test_free_dimension_overrides_fix_dims(tmp_path: Path) -> None:
     x = value("x", TensorProto.FLOAT, ["n", None, 4])
     x.type.tensor_type.shape.dim[1].denotation = "DATA_CHANNEL"
     path = tmp_path / "over.onnx"
-    onnx.save(make_model([helper.make_node("Add", ["x", "x"], ["y"])], [x], [value("y", TensorProto.FLOAT, None)]), path)
+    onnx.save(
+        make_model([helper.make_node("Add", ["x", "x"], ["y"])], [x], [value("y", TensorProto.FLOAT, None)]), path
+    )
     sessions = []
     for module in (onnxruntime, ort):
         options = module.SessionOptions()
@@ -93,7 +95,7 @@ def test_free_dimension_overrides_fix_dims(tmp_path: Path) -> None:
     bad = np.ones((5, 3, 4), np.float32)
     errors = []
     for session in (theirs, ours):
-        with pytest.raises(Exception) as caught:  # noqa: PT011 - compared below
+        with pytest.raises(Exception) as caught:
             session.run(None, {"x": bad})
         errors.append(caught.value)
     assert type(errors[1]).__name__ == type(errors[0]).__name__ == "InvalidArgument"
@@ -107,7 +109,9 @@ def test_provider_fallback_warns_in_onnxruntimes_words(add_mul: Path) -> None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             session = module.InferenceSession(str(add_mul), providers=asked)
-        texts.append([str(w.message).split("Available providers:")[0] for w in caught if "Specified provider" in str(w.message)])
+        texts.append(
+            [str(w.message).split("Available providers:")[0] for w in caught if "Specified provider" in str(w.message)]
+        )
         assert len(session.run(None, {"x": np.ones((1, 3), np.float32)})) == 2
     theirs, ours = texts
     # onnxruntime (a CPU build) lacks CUDA and TensorRT: the same words for those; Onyxia has no CPU

@@ -74,10 +74,14 @@ def test_metadata_is_exactly_the_files(add_mul: Path) -> None:
     theirs = onnxruntime.InferenceSession(str(add_mul), providers=CPU).get_modelmeta()
     for field in ("producer_name", "graph_name", "domain", "description", "graph_description", "version"):
         assert getattr(ours, field) == getattr(theirs, field), field
-    assert ours.custom_metadata_map == theirs.custom_metadata_map == {
-        "labels": "cat,dog",
-        "producer_name": "a prop of that name",
-    }
+    assert (
+        ours.custom_metadata_map
+        == theirs.custom_metadata_map
+        == {
+            "labels": "cat,dog",
+            "producer_name": "a prop of that name",
+        }
+    )
 
 
 def test_symbolic_dim_rebinds_without_recompiling(add_mul: Path) -> None:
