@@ -26,7 +26,6 @@ from onyxia.cli.common import (
     builtin_inputs,
     load_graph,
     model_path,
-    operator_registry,
     parse_dims,
 )
 from onyxia.cli.files import atomic_output, load_npy
@@ -56,19 +55,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from onyxia.compiler import CompilerPipeline
-    from onyxia.runtime import Runtime, compiling_for
+    from onyxia.cli.plan_cache import compile_cached
+    from onyxia.runtime import Runtime
 
     arrays = read_inputs(args.input)
     with model_path(args.model) as path:
         graph = load_graph(path)
+        source = path if args.model is not None else path.read_bytes()  # the demo may be a temporary file
     if args.model is None:
         arrays = {**builtin_inputs(), **arrays}
     dims = bind_dims(graph, arrays, parse_dims(args.dim))
     runtime = Runtime()
     start = time.perf_counter()
-    with compiling_for(runtime):  # the opened device's limits and kernel variants
-        model = CompilerPipeline(operator_registry()).compile(graph, dims)
+    # for the opened device's limits and kernel variants; a plan cached by an earlier run is not compiled again
+    model = compile_cached(source, dims, runtime, graph=graph)
     compiled = time.perf_counter()
     executor = runtime.load_model(model)
     loaded = time.perf_counter()

@@ -27,7 +27,7 @@ from onyxia.core.settings import settings
 from onyxia.core.symbolic import SymbolicDim
 
 if TYPE_CHECKING:
-    from onyxia.core import OperatorRegistry, Pass, PassSet
+    from onyxia.core import IrGraph, OperatorRegistry, Pass, PassSet
     from onyxia.runtime import Runtime
 
 __all__ = ["cache_enabled", "cached_build", "compile_cached"]
@@ -82,20 +82,24 @@ def compile_cached(
     pass_sets: Sequence[PassSet] = (),
     registry: Callable[[], OperatorRegistry] | None = None,
     registry_key: str | None = None,
+    graph: IrGraph | None = None,
 ) -> CompiledModel:
     """`source` (a path, or the model's bytes) parsed and compiled at `dims` inside `compiling_for(runtime)`
     (no runtime: for the compile's current target) with the registry's passes, then `pass_sets` and
     `passes`; or the cached plan of an earlier identical compile, whose replanner compiles only if asked.
 
     `registry` replaces the core registry (with its plugins); its plans are cached only under a
-    `registry_key` naming what it holds."""
+    `registry_key` naming what it holds. `graph`: `source` already parsed, used on a miss instead of parsing
+    again (the caller needed it to bind dims)."""
     fixed = dict(dims or {})
     source = source if isinstance(source, bytes) else Path(source)
+    from onyxia.onnx import load_and_parse_model
+
     with _target(runtime):
         extra_passes = [p for s in pass_sets for p in s.passes] + list(passes)
 
         def compile_plan() -> CompiledModel:
-            return _compile(source, fixed, pass_sets, passes, registry)
+            return _compile(graph or load_and_parse_model(source), fixed, pass_sets, passes, registry)
 
         if not cache_enabled() or (registry is not None and registry_key is None):
             return compile_plan()
@@ -107,17 +111,15 @@ def compile_cached(
 
 
 def _compile(
-    source: Path | bytes,
+    graph: IrGraph,
     dims: Mapping[str, int],
     pass_sets: Sequence[PassSet],
     passes: Sequence[Pass],
     registry: Callable[[], OperatorRegistry] | None,
 ) -> CompiledModel:
     from onyxia.compiler import CompilerPipeline
-    from onyxia.onnx import load_and_parse_model
     from onyxia.operators import core_operator_registry
 
-    graph = load_and_parse_model(source)
     pipeline = CompilerPipeline(registry() if registry is not None else core_operator_registry())
     for pass_set in pass_sets:
         pipeline.add_pass_set(pass_set)
