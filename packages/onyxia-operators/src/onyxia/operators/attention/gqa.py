@@ -35,9 +35,10 @@ from onyxia.core import (
     ceil_div,
     load_wgsl,
 )
+from onyxia.core.plan_ctx import ErrorSlotUse
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.attention.gqa_cache import binding_defs, plan_kv_cache, rotary_plan
-from onyxia.operators.attention.gqa_decode_append import appends_in_decode, plan_decode_append
+from onyxia.operators.attention.gqa_decode_append import appends_in_decode, plan_decode_append, seqlens_check
 from onyxia.operators.attention.gqa_inputs import (
     CacheLayout,
     GqaInput,
@@ -46,6 +47,7 @@ from onyxia.operators.attention.gqa_inputs import (
     reject_unsupported,
     rotary_dim,
 )
+from onyxia.operators.int64_checks import checked_defs
 from onyxia.operators.layout import node_literal, type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
 
@@ -106,18 +108,22 @@ def _plan_attention(ctx: PlanCtx, layout: CacheLayout, cache: list[BufferRef]) -
     if softcap > 0:
         defs["SOFTCAP"] = node_literal(ctx, DataType.FLOAT, softcap, "attribute 'softcap'")
     dims = {"SEQ": seq, "KV_ROWS": layout.rows, "PAST_ROWS": layout.past, **rotary_dims}
+    errors = seqlens_check(ctx, layout)
+    immediates = None if errors is None else errors.immediates
+    writes = [] if errors is None else [errors.ref]
     decode = 2 // (seq + 1)  # 1 for a one-token step, 0 for longer ones
     if decode != 0:  # statically known to be 0 for a static prompt length above 1
         lanes = min(heads.size, _DECODE_WORKGROUP)
         decode_defs = {**defs, **binding_defs([*names, "SCORES"]), "DECODE": True, "WORKGROUP_SIZE": _DECODE_WORKGROUP}
+        decode_defs.update(checked_defs(errors, len(names) + 1))
         decode_defs.update(DIM_LANES=lanes, KEY_GROUPS=_DECODE_WORKGROUP // lanes)
         if appends_in_decode(layout):
-            plan_decode_append(ctx, layout, decode_defs, dims, cache, decode)
+            plan_decode_append(ctx, layout, decode_defs, dims, cache, decode, errors)
         else:
-            shader = ctx.compile_shader("attention/gqa_decode", _ATTENTION, decode_defs, dims)
+            shader = ctx.compile_shader("attention/gqa_decode", _ATTENTION, decode_defs, dims, immediates)
             scores = ctx.alloc_scratch(dims_product([layout.batch, heads.num, layout.rows, 4]), "scores")
-            ctx.dispatch(shader, reads, [ctx.output(0), scores], (decode, heads.num, layout.batch))
-    _plan_rows(ctx, layout, defs, names, reads, dims, decode)
+            ctx.dispatch(shader, reads, [ctx.output(0), scores, *writes], (decode, heads.num, layout.batch))
+    _plan_rows(ctx, layout, {**defs, **checked_defs(errors, len(names))}, names, reads, dims, decode, errors)
 
 
 def _plan_rows(
@@ -128,10 +134,12 @@ def _plan_rows(
     reads: list[BufferRef],
     dims: dict[str, SymbolicDim],
     decode: SymbolicDim,
+    errors: ErrorSlotUse | None,
 ) -> None:
     """The rows kernel, for steps of more than one token (none when the step is statically one token)."""
     rows_groups = ceil_div(layout.seq, _ROWS_WORKGROUP) * (1 - decode)
     if rows_groups != 0:
         rows_defs = {**defs, **binding_defs(names), "WORKGROUP_SIZE": _ROWS_WORKGROUP}
-        shader = ctx.compile_shader("attention/gqa", _ATTENTION, rows_defs, dims)
-        ctx.dispatch(shader, reads, [ctx.output(0)], (rows_groups, layout.heads.num, layout.batch))
+        shader = ctx.compile_shader("attention/gqa", _ATTENTION, rows_defs, dims, errors and errors.immediates)
+        writes = [ctx.output(0)] if errors is None else [ctx.output(0), errors.ref]
+        ctx.dispatch(shader, reads, writes, (rows_groups, layout.heads.num, layout.batch))

@@ -11,7 +11,8 @@
 //   Scores go to the `scores` scratch ([B, NUM_HEADS, KV_ROWS] f32), then max and sum reductions,
 //   then each invocation sums p * v for one dimension over a slice of the keys.
 // Bindings (numbers from the BIND_* defs): in_q, in_k, in_v (the extended caches, BNSH), seqlens_k,
-//       [cos_cache, sin_cache with ROTARY] (read), then out_y, [scores with DECODE] (write).
+//       [cos_cache, sin_cache with ROTARY] (read), then out_y, [scores with DECODE] (write), then with CHECKED
+//       the error word (ERRORS_BINDING; ERROR_SLOT immediate: onyxia::errors) seqlen() reports into.
 // Defs: T (storage type of q/k/v/out), SEQLENS_T (i32), F16 (flag), WORKGROUP_SIZE (a power of two with
 //       DECODE), BIND_*, HEAD_SIZE, NUM_HEADS, GROUP (query heads per kv head), Q_STRIDE (elements between
 //       tokens' q rows: NUM_HEADS * HEAD_SIZE, or the packed QKV row, whose q heads come first), SCALE (f32 literal),
@@ -29,6 +30,9 @@
 enable f16;
 #endif
 #import onyxia::kv_rows
+#ifdef CHECKED
+#import onyxia::errors
+#endif
 #ifdef ROTARY
 #import onyxia::rotary
 #endif
@@ -50,6 +54,20 @@ enable f16;
 @group(0) @binding(#{BIND_SCORES}) var<storage, read_write> scores: array<f32>;
 var<workgroup> partial: array<f32, #{WORKGROUP_SIZE}>;
 #endif
+
+// seqlens_k[b], which onnxruntime refuses outside [0, KV_ROWS) (the present length): with CHECKED
+// (every cache but the windowed one) a value outside is reported in the node's error slot and clamped.
+// (gqa.wgsl and gqa_decode_append.wgsl hold the same function.)
+fn seqlen(b: u32) -> i32 {
+    let k = i32(seqlens_k[b]);
+#ifdef CHECKED
+    if (k < 0 || k >= i32(#{KV_ROWS})) {
+        report_error(ERROR_INDEX_OUT_OF_RANGE, k);
+        return clamp(k, 0, i32(#{KV_ROWS}) - 1);
+    }
+#endif
+    return k;
+}
 
 fn query_element(q_base: u32, h: u32, position: u32) -> f32 {
     let x = f32(in_q[q_base + h]);
@@ -77,7 +95,7 @@ fn score(q: ptr<function, array<f32, #{HEAD_SIZE}>>, k_row: u32) -> f32 {
 
 // Query row `s` of (batch b, head): its scaled, rotated q and the cache rows it sees.
 fn load_query(q: ptr<function, array<f32, #{HEAD_SIZE}>>, b: u32, s: u32, head: u32) -> KeyRange {
-    let range = key_range(kv_rows(i32(seqlens_k[b]), #{SEQ}, #{PAST_ROWS}), s, #{WINDOW}u);
+    let range = key_range(kv_rows(seqlen(b), #{SEQ}, #{PAST_ROWS}), s, #{WINDOW}u);
     let q_base = (b * #{SEQ} + s) * #{Q_STRIDE}u + head * #{HEAD_SIZE}u;
     for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
         (*q)[h] = query_element(q_base, h, range.position) * #{SCALE};

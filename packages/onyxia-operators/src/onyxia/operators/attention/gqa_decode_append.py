@@ -13,11 +13,13 @@ whole.
 from __future__ import annotations
 
 from onyxia.core import BufferRef, PlanCtx, SymbolicDim, load_wgsl
+from onyxia.core.plan_ctx import ErrorSlotUse
 from onyxia.core.shapes import dims_product
 from onyxia.operators.attention.gqa_cache import binding_defs
 from onyxia.operators.attention.gqa_inputs import CacheLayout, GqaInput
+from onyxia.operators.int64_checks import checked_defs
 
-__all__ = ["appends_in_decode", "plan_decode_append"]
+__all__ = ["appends_in_decode", "plan_decode_append", "seqlens_check"]
 
 _SOURCE = load_wgsl(__package__, "gqa_decode_append.wgsl")
 
@@ -27,6 +29,17 @@ def appends_in_decode(layout: CacheLayout) -> bool:
     return layout.in_place and not layout.windowed
 
 
+def seqlens_check(ctx: PlanCtx, layout: CacheLayout) -> ErrorSlotUse | None:
+    """The error slot the attention kernels report a seqlens_k outside [0, present length) into, as
+    onnxruntime refuses it ("seqlens_k[b] = v is out of range [0, total)"); None for a windowed cache,
+    whose valid length runs past its capacity."""
+    if layout.windowed:
+        return None
+    return ctx.error_slot(
+        f"input {int(GqaInput.SEQLENS_K)} (seqlens_k): each seqlens_k[b] must lie in [0, {layout.rows})"
+    )
+
+
 def plan_decode_append(
     ctx: PlanCtx,
     layout: CacheLayout,
@@ -34,8 +47,10 @@ def plan_decode_append(
     dims: dict[str, SymbolicDim],
     present: list[BufferRef],
     decode: SymbolicDim,
+    errors: ErrorSlotUse | None = None,
 ) -> None:
-    """The fused step: gqa.wgsl's decode defs and dims (`defs`, `dims`) plus the new rows' layout."""
+    """The fused step: gqa.wgsl's decode defs and dims (`defs`, `dims`) plus the new rows' layout; the
+    seqlens_k check reports into `errors`."""
     heads = layout.heads
     new = [] if heads.packed else [ctx.input(GqaInput.KEY), ctx.input(GqaInput.VALUE)]
     rotary = [ctx.input(GqaInput.COS_CACHE), ctx.input(GqaInput.SIN_CACHE)] if "ROTARY" in defs else []
@@ -51,7 +66,9 @@ def plan_decode_append(
     fused_defs |= {"K_OFFSET": heads.k_offset, "V_OFFSET": heads.v_offset}
     if heads.packed:
         fused_defs["PACKED"] = True
-    shader = ctx.compile_shader("attention/gqa_decode_append", _SOURCE, fused_defs, dims)
+    fused_defs |= checked_defs(errors, len(names))
+    shader = ctx.compile_shader("attention/gqa_decode_append", _SOURCE, fused_defs, dims, errors and errors.immediates)
     scores = ctx.alloc_scratch(dims_product([layout.batch, heads.num, layout.rows, 4]), "scores")
     reads = [ctx.input(GqaInput.QUERY), *new, ctx.input(GqaInput.SEQLENS_K), *rotary]
-    ctx.dispatch(shader, reads, [*present, ctx.output(0), scores], (decode, heads.num, layout.batch))
+    writes = [*present, ctx.output(0), scores] + ([] if errors is None else [errors.ref])
+    ctx.dispatch(shader, reads, writes, (decode, heads.num, layout.batch))

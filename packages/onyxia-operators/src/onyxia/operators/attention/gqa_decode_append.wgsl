@@ -7,7 +7,8 @@
 // reads a cache row another writes, so one dispatch is race-free.
 // Bindings (numbers from the BIND_* defs): in_q (the query, or the packed QKV with PACKED), [new_k, new_v
 //       without PACKED], seqlens_k, [cos_cache, sin_cache with ROTARY] (read), then cache_k, cache_v (the
-//       present buffers, BNSH, read and written), out_y, scores (f32 scratch [B, NUM_HEADS, KV_ROWS]) (write).
+//       present buffers, BNSH, read and written), out_y, scores (f32 scratch [B, NUM_HEADS, KV_ROWS]) (write), then
+//       with CHECKED the error word (ERRORS_BINDING, ERROR_SLOT) as gqa.wgsl.
 // Defs: T, SEQLENS_T, F16, WORKGROUP_SIZE (a power of two), BIND_*, HEAD_SIZE, NUM_HEADS, KV_HEADS, GROUP,
 //       Q_STRIDE, SCALE, SOFTCAP (optional), WINDOW, ROTARY (optional), INTERLEAVED, DIM_LANES, KEY_GROUPS
 //       as gqa.wgsl; NEW_STRIDE, K_OFFSET, V_OFFSET, PACKED as kv_cache.wgsl.
@@ -18,6 +19,9 @@
 enable f16;
 #endif
 #import onyxia::kv_rows
+#ifdef CHECKED
+#import onyxia::errors
+#endif
 #import onyxia::reduce
 #import onyxia::attend_row
 #ifdef ROTARY
@@ -92,6 +96,20 @@ fn row_value(base: u32, j: u32, new_row: u32, h: u32) -> f32 {
     return f32(cache_v[base + j * #{HEAD_SIZE}u + h]);
 }
 
+// seqlens_k[b], which onnxruntime refuses outside [0, KV_ROWS) (the present length): with CHECKED
+// (every cache but the windowed one) a value outside is reported in the node's error slot and clamped.
+// (gqa.wgsl and gqa_decode_append.wgsl hold the same function.)
+fn seqlen(b: u32) -> i32 {
+    let k = i32(seqlens_k[b]);
+#ifdef CHECKED
+    if (k < 0 || k >= i32(#{KV_ROWS})) {
+        report_error(ERROR_INDEX_OUT_OF_RANGE, k);
+        return clamp(k, 0, i32(#{KV_ROWS}) - 1);
+    }
+#endif
+    return k;
+}
+
 @compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let head = wid.y;
@@ -99,7 +117,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (#{SEQ} != 1u) {
         return;  // the unfused append and rows kernel serve this step (uniform: the whole workgroup leaves)
     }
-    let rows = kv_rows(i32(seqlens_k[b]), 1u, #{PAST_ROWS});
+    let rows = kv_rows(seqlen(b), 1u, #{PAST_ROWS});
     let range = key_range(rows, 0u, #{WINDOW}u);
     let kv_head = head / #{GROUP}u;
     let base = (b * #{KV_HEADS}u + kv_head) * #{KV_ROWS} * #{HEAD_SIZE}u;
