@@ -140,6 +140,8 @@ def _plan_rows(
     rows_groups = ceil_div(layout.seq, _ROWS_WORKGROUP) * (1 - decode)
     if rows_groups != 0:
         rows_defs = {**defs, **binding_defs(names), "WORKGROUP_SIZE": _ROWS_WORKGROUP}
-        shader = ctx.compile_shader("attention/gqa", _ATTENTION, rows_defs, dims, errors and errors.immediates)
+        shader = ctx.compile_shader(
+            "attention/gqa", _ATTENTION, rows_defs, dims, None if errors is None else errors.immediates
+        )
         writes = [ctx.output(0)] if errors is None else [ctx.output(0), errors.ref]
         ctx.dispatch(shader, reads, writes, (rows_groups, layout.heads.num, layout.batch))

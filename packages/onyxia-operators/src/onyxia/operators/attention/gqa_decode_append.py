@@ -67,7 +67,9 @@ def plan_decode_append(
     if heads.packed:
         fused_defs["PACKED"] = True
     fused_defs |= checked_defs(errors, len(names))
-    shader = ctx.compile_shader("attention/gqa_decode_append", _SOURCE, fused_defs, dims, errors and errors.immediates)
+    shader = ctx.compile_shader(
+        "attention/gqa_decode_append", _SOURCE, fused_defs, dims, None if errors is None else errors.immediates
+    )
     scores = ctx.alloc_scratch(dims_product([layout.batch, heads.num, layout.rows, 4]), "scores")
     reads = [ctx.input(GqaInput.QUERY), *new, ctx.input(GqaInput.SEQLENS_K), *rotary]
     writes = [*present, ctx.output(0), scores] + ([] if errors is None else [errors.ref])

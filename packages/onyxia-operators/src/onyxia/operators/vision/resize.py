@@ -156,7 +156,14 @@ def _static(ctx: NodeCtx, dim: SymbolicDim) -> int:
 def _kernel_axes(rank: int) -> dict[str, int | None]:
     """The shader's spatial axes (D only at rank 5) -> the input axis each is, None for rank 3's H
     (a size-1 axis every coordinate map sends to 0)."""
-    return {3: {"H": None, "W": 2}, 4: {"H": 2, "W": 3}, 5: {"D": 2, "H": 3, "W": 4}}[rank]
+    return _KERNEL_AXES[rank]
+
+
+_KERNEL_AXES: dict[int, dict[str, int | None]] = {
+    3: {"H": None, "W": 2},
+    4: {"H": 2, "W": 3},
+    5: {"D": 2, "H": 3, "W": 4},
+}
 
 
 def _axis(target: _Target, dims: Sequence[SymbolicDim], axis: int | None) -> tuple[SymbolicDim, SymbolicDim, float]:
@@ -250,7 +257,7 @@ def _bind_taps(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim], reads
             p, num, den, q = (np.float32(v) for v in transform(scale, size, out))
             coords, outside = (x + p) * num / den - q, None
         else:
-            coords = _crop_coords(x, size, out, *crop.get(axis, (0.0, 1.0)))
+            coords = _crop_coords(x, size, out, *(crop[axis] if axis is not None else (0.0, 1.0)))
             outside = (coords < 0) | (coords > size - 1)
         tables[name] = axis_taps(coords, size, scale, f, outside)
     order = [tables[name] for name in ("H", "W", "D") if name in tables]  # resize.wgsl's table layout
