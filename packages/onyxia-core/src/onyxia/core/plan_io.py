@@ -75,15 +75,23 @@ def walk_plans(plan: CompiledModel) -> list[CompiledModel]:
 
 
 def file_range(array: np.ndarray) -> tuple[Path, int] | None:
-    """(file, byte offset) when `array` is a contiguous view of a read-only `np.memmap` of a file."""
-    name = getattr(array, "filename", None)
-    mapping = getattr(array, "_mmap", None)
-    if name is None or mapping is None or not array.flags.c_contiguous or array.nbytes == 0:
+    """(file, byte offset) when `array` is a contiguous view into a `np.memmap` of a file (itself, or a base of
+    it: ``np.asarray`` of a memory map is a plain array over the map's memory)."""
+    if not array.flags.c_contiguous or array.nbytes == 0:
         return None
-    start = int(getattr(array, "offset", 0))
+    base: object = array
+    while base is not None and getattr(base, "filename", None) is None:
+        base = getattr(base, "base", None)
+    mapping = getattr(base, "_mmap", None)
+    if base is None or not isinstance(mapping, mmap.mmap):
+        return None
+    start = int(getattr(base, "offset", 0))
     start -= start % mmap.ALLOCATIONGRANULARITY  # np.memmap maps from the granularity below its offset
     origin = np.frombuffer(mapping, np.uint8).__array_interface__["data"][0]
-    return Path(name), array.__array_interface__["data"][0] - origin + start
+    position = array.__array_interface__["data"][0] - origin
+    if position < 0 or position + array.nbytes > len(mapping):
+        return None
+    return Path(str(base.filename)), position + start
 
 
 class _Writer(pickle.Pickler):

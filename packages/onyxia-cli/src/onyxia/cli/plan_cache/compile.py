@@ -93,12 +93,12 @@ def compile_cached(
     again (the caller needed it to bind dims)."""
     fixed = dict(dims or {})
     source = source if isinstance(source, bytes) else Path(source)
-    from onyxia.onnx import load_and_parse_model
-
     with _target(runtime):
         extra_passes = [p for s in pass_sets for p in s.passes] + list(passes)
 
         def compile_plan() -> CompiledModel:
+            from onyxia.onnx import load_and_parse_model  # imports onnx: only a miss pays for it
+
             return _compile(graph or load_and_parse_model(source), fixed, pass_sets, passes, registry)
 
         if not cache_enabled() or (registry is not None and registry_key is None):
