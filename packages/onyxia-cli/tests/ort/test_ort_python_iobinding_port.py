@@ -119,7 +119,7 @@ BIND_DTYPES = [
 @pytest.mark.parametrize("inner_device", ["cpu", DEVICE])
 @pytest.mark.parametrize("dtype", BIND_DTYPES, ids=lambda d: np.dtype(d).name)
 def test_bind_input_types(dtype: type, inner_device: str) -> None:
-    x = np.arange(8).reshape((-1, 2)).astype(dtype)
+    x: np.ndarray = np.arange(8).reshape((-1, 2)).astype(dtype)
     sess = ort.InferenceSession(
         _identity_model(helper.np_dtype_to_tensor_dtype(x.dtype), x.shape[1]), providers=[PROVIDER]
     )

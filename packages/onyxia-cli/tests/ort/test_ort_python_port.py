@@ -75,9 +75,10 @@ def test_get_providers(get_name: Callable[[str], str]) -> None:
 
 
 def test_enabling_and_disabling_telemetry() -> None:
-    # no-ops in onnxruntime's non-Windows builds: callable, returning nothing
-    assert ort.disable_telemetry_events() is None
-    assert ort.enable_telemetry_events() is None
+    # no-ops in onnxruntime's non-Windows builds (and may be in some Windows builds): callable, not raising
+    assert callable(ort.disable_telemetry_events) and callable(ort.enable_telemetry_events)
+    ort.disable_telemetry_events()
+    ort.enable_telemetry_events()
 
 
 def test_run_device() -> None:
@@ -149,7 +150,7 @@ def test_run_model(get_name: Callable[[str], str]) -> None:
 
 def test_run_async(get_name: Callable[[str], str]) -> None:
     event = threading.Event()
-    seen: list[tuple[list[np.ndarray], object, str]] = []
+    seen: list[tuple[list[np.ndarray] | None, object, str]] = []
 
     class MyData:
         def __init__(self, id: int) -> None:  # noqa: A002 - onnxruntime's test's own signature
@@ -160,7 +161,7 @@ def test_run_async(get_name: Callable[[str], str]) -> None:
 
     my_data = MyData(123456)
 
-    def callback(res: list[np.ndarray], data: MyData, err: str) -> None:
+    def callback(res: list[np.ndarray] | None, data: MyData, err: str) -> None:
         seen.append((res, data, err))  # asserted below, on the test's thread
         event.set()
 
@@ -173,7 +174,7 @@ def test_run_async(get_name: Callable[[str], str]) -> None:
     assert event.is_set()
     [(res, data, err)] = seen
     assert len(err) == 0
-    assert len(res) == 1
+    assert res is not None and len(res) == 1
     assert isinstance(data, MyData) and data.get_id() == 123456
     np.testing.assert_allclose(res[0], X_SQUARED, rtol=1e-05, atol=1e-08)
 

@@ -123,7 +123,7 @@ def _external_initializer_from_user() -> onnx.ModelProto:
 
 def _identity_9799() -> onnx.ModelProto:
     """output = Identity(input), float [input_dynamic_axes_1, 16, 7, 5, 3, 3] (onnxruntime issue 9799)."""
-    shape = ["input_dynamic_axes_1", 16, 7, 5, 3, 3]
+    shape: list[str | int | None] = ["input_dynamic_axes_1", 16, 7, 5, 3, 3]
     graph = helper.make_graph(
         [helper.make_node("Identity", ["input"], ["output"], name="Identity_0")],
         "torch-jit-export",
