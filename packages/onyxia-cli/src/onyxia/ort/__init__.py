@@ -46,6 +46,28 @@ except PackageNotFoundError:  # run from a source tree without the distribution 
 
 IOBinding = SessionIOBinding  # onnxruntime's Python wrapper class name
 
+
+def get_version_string() -> str:
+    """Onyxia's version (the onyxia-cli distribution's), where onnxruntime gives its own."""
+    return __version__
+
+
+def get_build_info() -> str:
+    return f"Onyxia Build Info: onyxia-cli {__version__}, WebGPU through wgpu-py"
+
+
+def disable_telemetry_events() -> None:
+    """Onyxia sends no telemetry; kept so code that calls onnxruntime's switch keeps working."""
+
+
+def enable_telemetry_events() -> None:
+    """Onyxia sends no telemetry."""
+
+
+def set_default_logger_severity(severity: int) -> None:
+    """onnxruntime's own log level; Onyxia logs through Python's `logging` (logger ``onyxia``)."""
+
+
 __all__ = [
     "PROVIDER",
     "EPFail",
@@ -67,7 +89,12 @@ __all__ = [
     "RuntimeException",
     "SessionIOBinding",
     "SessionOptions",
+    "disable_telemetry_events",
+    "enable_telemetry_events",
     "get_all_providers",
     "get_available_providers",
+    "get_build_info",
     "get_device",
+    "get_version_string",
+    "set_default_logger_severity",
 ]

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from onyxia.compiler import CompilerPipeline
 from onyxia.compiler.replanning import GraphReplanner
 from onyxia.core import CompiledModel, DataType, IrGraph, OperatorRegistry, PlanTensor, TensorRole, require_gpu_type
@@ -32,6 +34,7 @@ from onyxia.core.shapes import Absent
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 from onyxia.onnx import OnnxError
 from onyxia.onnx.loader import model_label, parse_model_proto, read_model_proto
+from onyxia.ort.initializers import with_initializers
 from onyxia.ort.signature import ModelSignature, free_dimension_dims, read_signature
 from onyxia.runtime import Runtime, compiling_for
 
@@ -63,13 +66,18 @@ def compile_plan(
     dims: Mapping[str, int],
     runtime: Runtime,
     denotations: Mapping[str, int] | None = None,
+    initializers: Mapping[str, np.ndarray] | None = None,
+    external_files: Mapping[str, bytes] | None = None,
 ) -> CompiledSession:
     """Parse `source` and compile it for `runtime` with `dims` (dim_param name -> value) and
-    `denotations` (dim denotation -> value) fixed, every other dim left symbolic."""
+    `denotations` (dim denotation -> value) fixed, every other dim left symbolic; `initializers` and
+    `external_files` are the session options' replacement weights (`initializers.with_initializers`),
+    which a cache must key on too."""
     try:
         proto = read_model_proto(source)
     except OnnxError as e:
         raise UnreadableModel(str(e)) from e
+    proto = with_initializers(proto, initializers or {}, external_files or {})
     fixed = free_dimension_dims(proto, dims, denotations or {})
     signature = read_signature(proto, fixed)
     graph = parse_model_proto(proto, model_label(source))

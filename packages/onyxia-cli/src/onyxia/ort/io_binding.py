@@ -3,7 +3,8 @@
 The pattern onnxruntime's WebGPU users follow for a decode loop: bind the cache outputs to
 ``"webgpu"``, run, take `get_outputs()` and bind them (`bind_ortvalue_input`) as the next step's
 cache inputs, so the cache never leaves the GPU; only the outputs bound to ``"cpu"`` are read back.
-Raw device pointers (`bind_input(..., buffer_ptr)`) have no meaning for WebGPU buffers and are refused.
+A WebGPU buffer has no address: `bind_input(..., buffer_ptr)` takes what a device `OrtValue.data_ptr()`
+returned (a handle to that value) or, on the host, a real address.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from onyxia.ort.errors import InvalidArgument, NotImplemented, ort_error
-from onyxia.ort.ort_value import DEVICES, GpuTensor, OrtValue
+from onyxia.ort.ort_value import DEVICES, GpuTensor, OrtValue, value_at
 
 if TYPE_CHECKING:
     from onyxia.ort.session import InferenceSession
@@ -36,11 +37,8 @@ class SessionIOBinding:
     def bind_input(
         self, name: str, device_type: str, device_id: int, element_type: Any, shape: Sequence[int], buffer_ptr: int
     ) -> None:
-        raise ort_error(
-            NotImplemented,
-            f"bind_input of '{name}' from a raw buffer pointer is not supported by Onyxia",
-            "bind an OrtValue instead: OrtValue.ortvalue_from_numpy(array, 'webgpu', 0) and bind_ortvalue_input",
-        )
+        """`buffer_ptr`: a host address, or a device OrtValue's `data_ptr()` handle (`ort_value.value_at`)."""
+        self.inputs[name] = value_at(buffer_ptr, device_type, element_type, shape)
 
     def bind_ortvalue_input(self, name: str, ortvalue: OrtValue) -> None:
         if not isinstance(ortvalue, OrtValue):

@@ -9,13 +9,13 @@ it has no kernel for NOT_IMPLEMENTED; the first line of each is worded as onnxru
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 from onyxia.core.errors import DeviceError, OnyxiaError, UnsupportedOpError
 from onyxia.onnx import ModelValidationError
 from onyxia.ort.compiling import CompiledSession, UnreadableModel, compile_plan
 from onyxia.ort.errors import EPFail, Fail, InvalidGraph, InvalidProtobuf, NoSuchFile, NotImplemented, ort_error
+from onyxia.ort.options import SessionOptions
 from onyxia.runtime import Runtime
 
 __all__ = ["model_source", "load_compiled"]
@@ -30,9 +30,7 @@ def model_source(path_or_bytes: object) -> Path | bytes:
     raise TypeError(f"Unable to load from type '{type(path_or_bytes)}'")
 
 
-def load_compiled(
-    source: Path | bytes, dims: Mapping[str, int], denotations: Mapping[str, int], runtime: Runtime
-) -> CompiledSession:
+def load_compiled(source: Path | bytes, options: SessionOptions, runtime: Runtime) -> CompiledSession:
     where = f"Load model from {source} failed:" if isinstance(source, Path) else ""
     if isinstance(source, Path):
         if not source.exists():
@@ -40,7 +38,14 @@ def load_compiled(
         if not source.is_file():
             raise ort_error(InvalidProtobuf, f"{where}Protobuf parsing failed.", f"{source} is not a file")
     try:
-        return compile_plan(source, dims, runtime, denotations)
+        return compile_plan(
+            source,
+            options.free_dims_by_name,
+            runtime,
+            options.free_dims_by_denotation,
+            options.initializers,
+            options.external_files,
+        )
     except UnreadableModel as e:
         text = f"{where}Protobuf parsing failed." if where else "Failed to load model because protobuf parsing failed."
         raise ort_error(InvalidProtobuf, text, str(e)) from e

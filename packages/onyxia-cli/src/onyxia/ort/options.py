@@ -1,7 +1,8 @@
 """`SessionOptions`, `RunOptions` and their enums, accepting every field onnxruntime users set.
 
 What has a meaning here: `add_free_dimension_override_by_name` / `_by_denotation` (those dims become
-static at compile time, and `get_inputs()` shows their values, as onnxruntime's do). The rest tunes
+static at compile time, and `get_inputs()` shows their values, as onnxruntime's do) and the initializers
+given in place of the model's (`onyxia.ort.initializers`). The rest tunes
 onnxruntime's own CPU engine (thread pools, arenas, optimisation levels, profiling files): Onyxia
 accepts the value, keeps it (`get_session_options()` hands it back as set) and says once, at debug
 level, that it has no effect. What would change results and cannot be honoured (custom-op libraries,
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from onyxia.ort.errors import NotImplemented as OrtNotImplemented
 from onyxia.ort.errors import ort_error
@@ -79,6 +83,8 @@ class _Fields:
 class SessionOptions(_Fields):
     free_dims_by_name: dict[str, int]  # add_free_dimension_override_by_name
     free_dims_by_denotation: dict[str, int]  # add_free_dimension_override_by_denotation
+    initializers: dict[str, np.ndarray]  # add_initializer, add_external_initializers
+    external_files: dict[str, bytes]  # add_external_initializers_from_files_in_memory
     _DEFAULTS = {
         "enable_cpu_mem_arena": True,
         "enable_mem_pattern": True,
@@ -102,6 +108,8 @@ class SessionOptions(_Fields):
         super().__init__()
         object.__setattr__(self, "free_dims_by_name", {})
         object.__setattr__(self, "free_dims_by_denotation", {})
+        object.__setattr__(self, "initializers", {})
+        object.__setattr__(self, "external_files", {})
 
     def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
         """Compile with input dims named `dim_name` fixed at `dim_value` (a feed must then agree)."""
@@ -135,11 +143,21 @@ class SessionOptions(_Fields):
     def register_custom_ops_library(self, library_path: str) -> None:
         raise _refused("register_custom_ops_library", f"library {library_path!r}")
 
-    def add_initializer(self, name: str, value: object) -> None:
-        raise _refused("add_initializer", f"initializer '{name}'")
+    def add_initializer(self, name: str, value: Any) -> None:
+        """Compile with initializer `name` replaced by `value` (an OrtValue or an array)."""
+        self.initializers[str(name)] = _host_array(value)
 
-    def add_external_initializers(self, names: object, values: object) -> None:
-        raise _refused("add_external_initializers", "external initializers")
+    def add_external_initializers(self, names: Sequence[str], values: Sequence[Any]) -> None:
+        """Initializers whose data the model keeps outside it, given here instead."""
+        for name, value in zip(names, values, strict=True):
+            self.add_initializer(name, value)
+
+    def add_external_initializers_from_files_in_memory(
+        self, names: Sequence[str], buffers: Sequence[Any], lengths: Sequence[int]
+    ) -> None:
+        """External-data files (by the location the model names) given as bytes, not read from disk."""
+        for name, buffer, length in zip(names, buffers, lengths, strict=True):
+            self.external_files[str(name)] = bytes(memoryview(buffer)[: int(length)])
 
 
 class RunOptions(_Fields):
@@ -159,6 +177,11 @@ class RunOptions(_Fields):
 
     def add_active_adapter(self, adapter: object) -> None:
         raise _refused("add_active_adapter", "LoRA adapters")
+
+
+def _host_array(value: Any) -> np.ndarray:
+    numpy = getattr(value, "numpy", None)  # an OrtValue (Onyxia's or onnxruntime's)
+    return np.array(numpy() if callable(numpy) else value)
 
 
 def _dim_value(value: int) -> int:

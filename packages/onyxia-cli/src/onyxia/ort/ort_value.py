@@ -9,6 +9,8 @@ bool as u32: `onyxia.runtime.convert`); `numpy()` reads it back to the logical d
 
 from __future__ import annotations
 
+import ctypes
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -126,8 +128,39 @@ class OrtValue:
         return from_gpu(gpu.dtype, raw, 0, gpu.shape)
 
     def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:
+        """A host value's own memory (no copy) when no other dtype is asked for, as in onnxruntime."""
         array = self.numpy()
-        return array if dtype is None else array.astype(dtype)
+        return array if dtype is None or np.dtype(dtype) == array.dtype else array.astype(dtype)
+
+    def data_ptr(self) -> int:
+        """A host value's data address; for a device value (a WebGPU buffer has no address) a handle
+        `SessionIOBinding.bind_input` resolves in this process while the value lives."""
+        key = int(self._host.ctypes.data) if self._host is not None else id(self._gpu)
+        _by_pointer[key] = self
+        return key
+
+    def __dlpack__(self, *, stream: object = None) -> object:
+        """DLPack export of a host value (numpy's); a device value is read back first."""
+        return self.numpy().__dlpack__()
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU: what DLPack consumers get is a host tensor
+
+    @classmethod
+    def from_dlpack(cls, data: object) -> OrtValue:
+        """A host value from an object with ``__dlpack__`` or from a DLPack capsule."""
+        source = data if hasattr(data, "__dlpack__") else _Capsule(data)
+        return cls(host=np.from_dlpack(source))
+
+    @classmethod
+    def ortvalue_from_numpy_with_onnx_type(cls, data: np.ndarray, /, onnx_element_type: int) -> OrtValue:
+        """`data`'s bytes read as the ONNX element type `onnx_element_type` (same item size)."""
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(onnx_element_type))
+        if dtype.itemsize != data.dtype.itemsize:
+            raise RuntimeError(
+                f"element type {onnx_element_type} has {dtype.itemsize} bytes, the array's {data.dtype} has {data.dtype.itemsize}"
+            )
+        return cls(host=data.view(dtype))
 
     def update_inplace(self, np_arr: np.ndarray) -> None:
         """Overwrite the value with `np_arr` of the same shape and type (on its device)."""
@@ -147,6 +180,43 @@ class OrtValue:
 
     def __repr__(self) -> str:
         return f"OrtValue({self.data_type()}, shape={self.shape()}, device={self.device_name()!r})"
+
+
+class _Capsule:
+    """A bare DLPack capsule, for `np.from_dlpack`, which takes only objects with ``__dlpack__``."""
+
+    def __init__(self, capsule: object) -> None:
+        self._capsule = capsule
+
+    def __dlpack__(self, *, stream: object = None, **kwargs: object) -> object:
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+_by_pointer: weakref.WeakValueDictionary[int, OrtValue] = weakref.WeakValueDictionary()
+
+
+def value_at(pointer: int, device_type: str, element_type: object, shape: Sequence[int]) -> OrtValue:
+    """The value `data_ptr()` returned `pointer` for, seen as `shape` of `element_type`; on the host, a
+    pointer from elsewhere is read in place (as onnxruntime does, the caller keeps the memory alive)."""
+    dtype = np.dtype(element_type)  # type: ignore[call-overload]
+    dims = tuple(int(d) for d in shape)
+    known = _by_pointer.get(int(pointer))
+    if known is not None and known.gpu is not None:
+        gpu = known.gpu
+        nbytes = int(np.prod(dims, dtype=np.int64)) * gpu.dtype.gpu_numpy.itemsize
+        if gpu.dtype.numpy != dtype or nbytes > gpu.nbytes:
+            raise RuntimeError(
+                f"bind_input: the device value is {gpu.dtype.numpy}{list(gpu.shape)}, not {dtype}{list(dims)}"
+            )
+        return OrtValue(gpu=GpuTensor(gpu.buffer, gpu.dtype, dims, nbytes))
+    if _device(device_type) != "cpu":
+        raise RuntimeError(f"bind_input: {pointer:#x} is no live WebGPU OrtValue's data_ptr()")
+    count = int(np.prod(dims, dtype=np.int64))
+    raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(int(pointer))
+    return OrtValue(host=np.frombuffer(raw, dtype, count).reshape(dims))
 
 
 def _device(device_type: str) -> str:

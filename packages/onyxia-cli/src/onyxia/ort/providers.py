@@ -14,9 +14,41 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["PROVIDER", "get_all_providers", "get_available_providers", "get_device", "normalize_providers"]
+__all__ = [
+    "PROVIDER",
+    "check_known",
+    "get_all_providers",
+    "get_available_providers",
+    "get_device",
+    "normalize_providers",
+]
 
 PROVIDER = "OnyxiaWebGPUExecutionProvider"
+
+# onnxruntime 1.32's get_all_providers(): names it knows (falls back from) even where not built in
+_ONNXRUNTIME_NAMES = frozenset(
+    [
+        "Tensorrt",
+        "CUDA",
+        "MIGraphX",
+        "OpenVINO",
+        "Dnnl",
+        "VitisAI",
+        "QNN",
+        "Nnapi",
+        "VSINPU",
+        "Js",
+        "CoreML",
+        "Dml",
+        "Rknpu",
+        "WebNN",
+        "WebGpu",
+        "Xnnpack",
+        "CANN",
+        "Azure",
+        "CPU",
+    ]
+)
 
 ProviderList = Sequence[str | tuple[str, dict[Any, Any]]] | None
 
@@ -32,6 +64,13 @@ def get_all_providers() -> list[str]:
 def get_device() -> str:
     """onnxruntime answers "CPU" or "GPU" for the build; Onyxia's engine is a GPU (WebGPU) one."""
     return "GPU"
+
+
+def check_known(names: Sequence[str]) -> None:
+    """`set_providers` of a name no onnxruntime build knows is onnxruntime's RuntimeError, not a fallback."""
+    for name in names:
+        if name != PROVIDER and name.removesuffix("ExecutionProvider") not in _ONNXRUNTIME_NAMES:
+            raise RuntimeError(f"Unknown Provider Type: {name}")
 
 
 def normalize_providers(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from onyxia.ort.loading import load_compiled, model_source
 from onyxia.ort.node_arg import ModelMetadata, NodeArg
 from onyxia.ort.options import RunOptions, SessionOptions
 from onyxia.ort.ort_value import GpuTensor, OrtValue
-from onyxia.ort.providers import PROVIDER, ProviderList, normalize_providers
+from onyxia.ort.providers import PROVIDER, ProviderList, check_known, normalize_providers
 from onyxia.runtime import PlanExecutor
 
 __all__ = ["InferenceSession"]
@@ -49,10 +49,8 @@ class InferenceSession:
         self._model_path = str(source) if not isinstance(source, bytes) else None
         self._provider_options = _providers_or_fallback(providers, provider_options)
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
-        by_name = dict(getattr(self._sess_options, "free_dims_by_name", {}))
-        by_denotation = dict(getattr(self._sess_options, "free_dims_by_denotation", {}))
         self._runtime = shared_runtime()
-        compiled = load_compiled(source, by_name, by_denotation, self._runtime)
+        compiled = load_compiled(source, self._sess_options, self._runtime)
         self._signature = compiled.signature
         self._checker = FeedChecker(self._signature.inputs)
         self._output_names = [o.name for o in self._signature.outputs]
@@ -88,6 +86,18 @@ class InferenceSession:
         """onnxruntime re-creates the session for new providers; Onyxia has one, so only the checks,
         warnings and options change (the plan stays loaded)."""
         self._provider_options = normalize_providers(providers, provider_options)
+        check_known([p if isinstance(p, str) else p[0] for p in providers or []])
+
+    def get_input_memory_infos(self) -> list[str]:
+        """Where each input is read from: the WebGPU device's memory (one entry per input)."""
+        return [PROVIDER] * len(self._signature.inputs)
+
+    def get_output_memory_infos(self) -> list[str]:
+        return [PROVIDER] * len(self._signature.outputs)
+
+    def get_input_epdevices(self) -> list[None]:
+        """onnxruntime's plugin-EP devices; none for Onyxia's own provider (one None per input)."""
+        return [None] * len(self._signature.inputs)
 
     def get_session_options(self) -> SessionOptions:
         return self._sess_options
@@ -114,6 +124,26 @@ class InferenceSession:
             except OnyxiaError as e:
                 raise _run_error(e) from e
         return [outputs[name] for name in names]
+
+    def run_async(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        callback: Callable[[list[np.ndarray] | None, Any, str], None],
+        user_data: Any,
+        run_options: RunOptions | None = None,
+    ) -> None:
+        """`run()` on another thread; `callback(results, user_data, error_text)` gets the outcome."""
+
+        def work() -> None:
+            try:
+                results = self.run(output_names, input_feed, run_options)
+            except Exception as e:  # handed to the callback, as onnxruntime reports a failed run
+                callback(None, user_data, str(e))
+                return
+            callback(results, user_data, "")
+
+        threading.Thread(target=work, name="onyxia.ort run_async", daemon=True).start()
 
     def run_with_ort_values(
         self,
