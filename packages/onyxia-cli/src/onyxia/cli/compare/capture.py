@@ -75,7 +75,8 @@ def capture(
             plan, outputs=[*plan.outputs, *(t for t in wanted.values() if t not in plan.outputs)]
         )
         executor = runtime.load_model(loaded)
-        outputs = executor.run(dict(feeds))
+        with compiling_for(runtime):  # a variant compiled at run time targets the same adapter (and the
+            outputs = executor.run(dict(feeds))  # replanner restores share_buffers=False itself)
         if executor.compiled is loaded:
             break
         # a plan deferred to an input's value (compiler/deferred.py) switched to the variant compiled for
