@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from onyxia.ort.errors import InvalidArgument, NotImplemented, ort_error
+from onyxia.ort.errors import InvalidArgument, ort_error
 from onyxia.ort.ort_value import DEVICES, GpuTensor, OrtValue, value_at
 
 if TYPE_CHECKING:
@@ -56,12 +56,11 @@ class SessionIOBinding:
         shape: Sequence[int] | None = None,
         buffer_ptr: int | None = None,
     ) -> None:
-        if buffer_ptr is not None:
-            raise ort_error(
-                NotImplemented,
-                f"bind_output of '{name}' to a raw buffer pointer is not supported by Onyxia",
-                "bind the output to a device ('webgpu' or 'cpu') or to an OrtValue (bind_ortvalue_output)",
-            )
+        if buffer_ptr is not None:  # preallocated: written into that memory (host) or value (device handle)
+            if shape is None or element_type is None:
+                raise ort_error(InvalidArgument, f"bind_output('{name}'): a buffer_ptr needs element_type and shape")
+            self.bind_ortvalue_output(name, value_at(buffer_ptr, device_type, element_type, shape))
+            return
         device = str(device_type).lower()
         if device not in DEVICES:
             raise RuntimeError(f"Unsupported device type: {device_type} (Onyxia binds outputs to 'cpu' or 'webgpu')")

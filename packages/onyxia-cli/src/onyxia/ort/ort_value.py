@@ -73,13 +73,13 @@ class OrtValue:
     def ortvalue_from_shape_and_type(
         cls,
         shape: Sequence[int],
-        element_type: type | np.dtype = np.float32,
+        element_type: type | np.dtype | int = np.float32,
         device_type: str = "cpu",
         device_id: int = 0,
         vendor_id: int = -1,
     ) -> OrtValue:
         """A zero-filled value (onnxruntime leaves it uninitialised; zeros are one valid such value)."""
-        return cls.ortvalue_from_numpy(np.zeros(tuple(shape), np.dtype(element_type)), device_type, device_id)
+        return cls.ortvalue_from_numpy(np.zeros(tuple(shape), _element_dtype(element_type)), device_type, device_id)
 
     @property
     def gpu(self) -> GpuTensor | None:
@@ -201,7 +201,7 @@ _by_pointer: weakref.WeakValueDictionary[int, OrtValue] = weakref.WeakValueDicti
 def value_at(pointer: int, device_type: str, element_type: object, shape: Sequence[int]) -> OrtValue:
     """The value `data_ptr()` returned `pointer` for, seen as `shape` of `element_type`; on the host, a
     pointer from elsewhere is read in place (as onnxruntime does, the caller keeps the memory alive)."""
-    dtype = np.dtype(element_type)  # type: ignore[call-overload]
+    dtype = _element_dtype(element_type)
     dims = tuple(int(d) for d in shape)
     known = _by_pointer.get(int(pointer))
     if known is not None and known.gpu is not None:
@@ -216,7 +216,14 @@ def value_at(pointer: int, device_type: str, element_type: object, shape: Sequen
         raise RuntimeError(f"bind_input: {pointer:#x} is no live WebGPU OrtValue's data_ptr()")
     count = int(np.prod(dims, dtype=np.int64))
     raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(int(pointer))
-    return OrtValue(host=np.frombuffer(raw, dtype, count).reshape(dims))
+    return OrtValue(host=np.frombuffer(memoryview(raw), dtype, count).reshape(dims))
+
+
+def _element_dtype(element_type: object) -> np.dtype:
+    """numpy's type, or the ONNX element type code onnxruntime also takes."""
+    if isinstance(element_type, int):
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(element_type))
+    return np.dtype(element_type)  # type: ignore[call-overload]
 
 
 def _device(device_type: str) -> str:
