@@ -87,7 +87,8 @@ def test_two_processes_writing_the_same_entry_at_once(tmp_path: Path) -> None:
         assert child.returncode == 0, err
         results.append(json.loads(out.strip().splitlines()[-1]))
     assert [(r["misses"], r["writes"], r["rejected"]) for r in results] == [(1, 1, 0), (1, 1, 0)]
-    entries = sorted(p.name for p in (cache / "plans").iterdir())
-    assert len(entries) == 2 and entries[0].endswith(".json") and entries[1].endswith(".plan")  # no temp left
+    entries = sorted(p.suffix for p in (cache / "plans").iterdir() if p.is_file())
+    assert entries == [".json", ".plan"]  # one entry and its note, no temporary file left
+    assert not list((cache / "plans").rglob("*.tmp"))
     third = _child(model, cache)
     assert (third["hits"], third["rejected"], third["parsed"]) == (1, 0, False)

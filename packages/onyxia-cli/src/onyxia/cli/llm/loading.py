@@ -18,7 +18,7 @@ from onyxia.cli.llm.lm_head_precision import check_lm_head
 from onyxia.cli.llm.model_dir import ModelDirectory, resolve_model_dir
 from onyxia.cli.llm.signature import LlmSignature, read_signature
 from onyxia.cli.llm.tokenizer import TextTokenizer
-from onyxia.cli.plan_cache import cached_build, plan_key
+from onyxia.cli.plan_cache import cached_build, plan_key, plans_dir
 from onyxia.core import CompiledModel, DataType, IrGraph, ModelLoadError, OperatorRegistry, SymbolicExpr, TensorKind
 from onyxia.core.settings import settings
 
@@ -66,7 +66,12 @@ def build_session(
     # plan splits what this device cannot bind or hold, and picks the kernel variants that fit it
     with compiling_for(runtime):
         key = plan_key(
-            found.model_path, {}, settings(), passes=["llm-session"], extra={**options, "config": found.config}
+            found.model_path,
+            {},
+            settings(),
+            passes=["llm-session"],
+            extra={**options, "config": found.config},
+            memo=plans_dir(settings()) / "digests",
         )
         compiled, built, hit = cached_build(
             key,

@@ -104,7 +104,10 @@ def compile_cached(
         if not cache_enabled() or (registry is not None and registry_key is None):
             return compile_plan()
         described = [f"set:{s.name}" for s in pass_sets] + pass_description(extra_passes)
-        key = plan_key(source, fixed, settings(), passes=described, extra={"registry": registry_key or "core"})
+        memo = plans_dir(settings()) / "digests"
+        key = plan_key(
+            source, fixed, settings(), passes=described, extra={"registry": registry_key or "core"}, memo=memo
+        )
         data_dir = None if isinstance(source, bytes) else source.parent
         plan, _, _ = cached_build(key, lambda: (compile_plan(), None), data_dir=data_dir, rebuild=compile_plan)
         return plan

@@ -14,12 +14,14 @@ is a miss, never a stale plan:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib.metadata
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -59,32 +61,49 @@ class PlanKey:
     parts: dict[str, Any]
 
 
-def model_digest(source: Path | bytes) -> str:
-    """sha256 of the model's bytes."""
-    return hashlib.sha256(source if isinstance(source, bytes) else source.read_bytes()).hexdigest()
+def model_digest(source: Path | bytes, memo: Path | None = None) -> tuple[str, list[str]]:
+    """sha256 of the model's bytes, and the names of the files beside it that the bytes name (its external
+    data: looked for only when the key "location" of `TensorProto.external_data` occurs).
 
-
-def model_parts(source: Path | bytes) -> dict[str, Any]:
-    """The model's part of the key: its bytes' digest and, for a file, its folder and the size and mtime of
-    each file beside it whose name the model's bytes contain (its external data: a data file rewritten
-    under the same name, as a new seed of a synthesized model is, changes the key)."""
-    data = source if isinstance(source, bytes) else source.read_bytes()
-    parts: dict[str, Any] = {"model": hashlib.sha256(data).hexdigest()}
+    With `memo` (a folder), both are remembered under the file's path, size, mtime and inode, so a second
+    process does not read and hash a 50 MB model again (ccache's rule: a rewrite changes one of the four)."""
     if isinstance(source, bytes):
-        return {**parts, "folder": "", "label": "<bytes>", "data_files": {}}
-    folder = source.parent
+        return hashlib.sha256(source).hexdigest(), []
+    stat, real = source.stat(), os.path.realpath(source)
+    identity = [real, stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    note = memo / (hashlib.sha256(real.encode()).hexdigest()[:32] + ".json") if memo is not None else None
+    if note is not None:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            known = json.loads(note.read_text())
+            if known["identity"] == identity:
+                return str(known["digest"]), [str(n) for n in known["names"]]
+    data = source.read_bytes()
+    digest, names = hashlib.sha256(data).hexdigest(), []
+    if b"location" in data:
+        with os.scandir(source.parent) as entries:
+            names = sorted(e.name for e in entries if e.name != source.name and e.is_file() and e.name.encode() in data)
+    if note is not None:
+        with contextlib.suppress(OSError):
+            note.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=note.parent, suffix=".tmp", delete=False) as f:
+                json.dump({"identity": identity, "digest": digest, "names": names}, f)
+            os.replace(f.name, note)
+    return digest, names
+
+
+def model_parts(source: Path | bytes, memo: Path | None = None) -> dict[str, Any]:
+    """The model's part of the key: its bytes' digest and, for a file, its folder and the size and mtime of
+    each external data file it names (a data file rewritten under the same name, as a new seed of a
+    synthesized model is, changes the key)."""
+    digest, names = model_digest(source, memo)
+    if isinstance(source, bytes):
+        return {"model": digest, "folder": "", "label": "<bytes>", "data_files": {}}
     files = {}
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if entry.name != source.name and entry.is_file() and entry.name.encode() in data:
-                stat = entry.stat()
-                files[entry.name] = [stat.st_size, stat.st_mtime_ns]
-    return {
-        **parts,
-        "folder": os.path.realpath(folder),
-        "label": source.name,
-        "data_files": dict(sorted(files.items())),
-    }
+    for name in names:
+        with contextlib.suppress(OSError):
+            stat = (source.parent / name).stat()
+            files[name] = [stat.st_size, stat.st_mtime_ns]
+    return {"model": digest, "folder": os.path.realpath(source.parent), "label": source.name, "data_files": files}
 
 
 @lru_cache(maxsize=1)
@@ -149,12 +168,14 @@ def plan_key(
     passes: Sequence[str] = (),
     extra: Mapping[str, object] | None = None,
     facts: AdapterFacts | None = None,
+    memo: Path | None = None,
 ) -> PlanKey:
     """The key of compiling `model` at `dims` under `config` (taken inside `compiling_for(runtime)`, so it
-    holds the device's limits) for the adapter `facts` (default: the compile's current target)."""
+    holds the device's limits) for the adapter `facts` (default: the compile's current target). `memo`: where
+    model digests are remembered (`model_digest`)."""
     facts = facts or adapter_facts()
     parts: dict[str, Any] = {
-        **model_parts(model),
+        **model_parts(model, memo),
         "dims": dict(sorted(dims.items())),
         "passes": list(passes),
         "extra": {k: str(v) for k, v in sorted((extra or {}).items())},

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -118,8 +119,10 @@ class PlanStore:
         return found
 
     def clear(self) -> tuple[int, int]:
-        """Delete every entry, note and left-over temporary file; returns (entries, bytes) removed."""
+        """Delete every entry, note, left-over temporary file and remembered model digest; returns (entries,
+        bytes) removed."""
         count = size = 0
+        shutil.rmtree(self.root / "digests", ignore_errors=True)
         for path in list(self.root.iterdir()) if self.root.is_dir() else []:
             if path.suffix in (".plan", ".json", ".tmp") and path.is_file():
                 with contextlib.suppress(OSError):
