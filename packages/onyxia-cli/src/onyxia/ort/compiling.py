@@ -69,6 +69,38 @@ def compile_plan(
     initializers: Mapping[str, np.ndarray] | None = None,
     external_files: Mapping[str, bytes] | None = None,
 ) -> CompiledSession:
+    """`_compile_plan` through the compiled-plan cache (`onyxia.cli.plan_cache`): a second process opening
+    the same model skips parse and compile. Sessions given replacement weights compile every time."""
+    from onyxia.cli.plan_cache import cache_enabled, cached_build, plan_key, plans_dir
+
+    if initializers or external_files or not cache_enabled():
+        return _compile_plan(source, dims, runtime, denotations, initializers, external_files)
+    with compiling_for(runtime):
+        config = settings()
+        named = {"denotations": sorted((denotations or {}).items())}
+        key = plan_key(source, dims, config, passes=["ort-session"], extra=named, memo=plans_dir(config) / "digests")
+
+        def build() -> tuple[CompiledModel, tuple[ModelSignature, dict[str, int]]]:
+            compiled = _compile_plan(source, dims, runtime, denotations)
+            return compiled.plan, (compiled.signature, compiled.dims)
+
+        plan, (signature, fixed), _ = cached_build(
+            key,
+            build,
+            data_dir=None if isinstance(source, bytes) else source.parent,
+            rebuild=lambda: _compile_plan(source, dims, runtime, denotations).plan,
+        )
+    return CompiledSession(plan, signature, fixed)
+
+
+def _compile_plan(
+    source: Path | bytes,
+    dims: Mapping[str, int],
+    runtime: Runtime,
+    denotations: Mapping[str, int] | None = None,
+    initializers: Mapping[str, np.ndarray] | None = None,
+    external_files: Mapping[str, bytes] | None = None,
+) -> CompiledSession:
     """Parse `source` and compile it for `runtime` with `dims` (dim_param name -> value) and
     `denotations` (dim denotation -> value) fixed, every other dim left symbolic; `initializers` and
     `external_files` are the session options' replacement weights (`initializers.with_initializers`),
