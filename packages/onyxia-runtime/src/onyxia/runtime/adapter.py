@@ -16,6 +16,7 @@ import wgpu
 from onyxia.core.errors import DeviceError
 from onyxia.core.plan import CompiledModel
 from onyxia.core.settings import settings
+from onyxia.runtime import ffi_warmup
 from onyxia.runtime.device import WGPU_ERRORS, DeviceContext, wgpu_boundary
 from onyxia.runtime.executor import PlanExecutor
 from onyxia.runtime.profiling import TIMESTAMP_FEATURE
@@ -49,22 +50,33 @@ def _rank(adapter: wgpu.GPUAdapter) -> int:
     return _TYPE_PREFERENCE.index(kind) if kind in _TYPE_PREFERENCE else len(_TYPE_PREFERENCE)
 
 
-def select_adapter(backend: str | None) -> wgpu.GPUAdapter:
-    """The adapter to use: the high-performance default, or the best compute-capable one of `backend`."""
+def _adapters() -> list[wgpu.GPUAdapter]:
     with wgpu_boundary(DeviceError, "enumerating WebGPU adapters"):
-        adapters = list(wgpu.gpu.enumerate_adapters_sync())
-    seen = "; ".join(describe_adapter(a) for a in adapters) or "none"
+        return list(wgpu.gpu.enumerate_adapters_sync())
+
+
+def _seen(adapters: list[wgpu.GPUAdapter]) -> str:
+    return "; ".join(describe_adapter(a) for a in adapters) or "none"
+
+
+def select_adapter(backend: str | None) -> wgpu.GPUAdapter:
+    """The adapter to use: the high-performance default, or the best compute-capable one of `backend`.
+
+    Without a backend, every adapter is enumerated only to name them in the error: enumeration opens
+    each backend's driver (GL's too), 0.3 s of a new process's start-up on lavapipe."""
     if backend is None:
         try:
             chosen = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
         except WGPU_ERRORS:
             chosen = None
         if chosen is None or not _can_compute(chosen):
-            raise DeviceError(f"no WebGPU adapter that can run compute shaders; adapters seen: {seen}")
+            raise DeviceError(f"no WebGPU adapter that can run compute shaders; adapters seen: {_seen(_adapters())}")
         return chosen
     key = backend.strip().lower()
     if key not in BACKENDS:
         raise DeviceError(f"ONYXIA_BACKEND={backend!r} is not a backend; expected one of {sorted(BACKENDS)}")
+    adapters = _adapters()
+    seen = _seen(adapters)
     matching = [a for a in adapters if a.info.get("backend_type") == BACKENDS[key] and _can_compute(a)]
     if not matching:
         raise DeviceError(
@@ -85,6 +97,7 @@ class Runtime:
         self, *, backend: str | None = None, use_immediates: bool | None = None, profiling: bool = False
     ) -> None:
         backend = backend if backend is not None else settings().backend
+        ffi_warmup.warm()  # wgpu-py's C type strings for this whole path, parsed in one pass
         self.adapter = select_adapter(backend)
         self.adapter_info: dict[str, object] = dict(self.adapter.info)
         has_immediates = "immediates" in self.adapter.features
