@@ -8,6 +8,7 @@ times each stage in a fresh subprocess, so nothing the parent imported or warmed
     .venv/bin/python tools/startup_profile.py --packaged vision        # every packaged vision model
     .venv/bin/python tools/startup_profile.py MODEL.onnx --importtime   # + `python -X importtime` top list
     .venv/bin/python tools/startup_profile.py MODEL.onnx --cprofile 25  # + cProfile's top 25 (cumulative)
+    .venv/bin/python tools/startup_profile.py --packaged vision --via ort  # as onyxia.ort users start
 
 "python start" is the wall time from the parent's spawn to the child's first statement; every other
 stage is measured inside the child. Inputs the command line does not give are random, shaped from the
@@ -34,6 +35,46 @@ STAGES = ("python start", "imports", "Runtime()", "compile", "load_model", "firs
 
 
 # ----- the child: one process, one model ----------------------------------------------------------
+def _child_ort(model: str, inputs_npz: str | None, dims: dict[str, int]) -> dict[str, float]:
+    """The `onyxia.ort` user's path: the session's constructor is compile (or the plan cache's load)
+    plus `load_model`, told apart by timing the shared runtime's `load_model`."""
+    stamps = {"start": time.time()}
+    import numpy as np
+
+    import onyxia.ort as ort
+    from onyxia.ort.device import shared_runtime
+
+    stamps["imports"] = time.time()
+    runtime = shared_runtime()
+    stamps["Runtime()"] = time.time()
+    loading = runtime.load_model
+    spent = [0.0]
+
+    def timed_load(*args: object, **kwargs: object) -> object:
+        began = time.time()
+        try:
+            return loading(*args, **kwargs)
+        finally:
+            spent[0] += time.time() - began
+
+    runtime.load_model = timed_load  # type: ignore[method-assign]
+    session = ort.InferenceSession(model)
+    done = time.time()
+    stamps["compile"], stamps["load_model"] = done - spent[0], done
+    given = dict(np.load(inputs_npz)) if inputs_npz else {}
+    rng = np.random.default_rng(0)
+    for arg in session.get_inputs():
+        if arg.name not in given:
+            shape = [d if isinstance(d, int) else dims.get(str(d), 1) for d in arg.shape]
+            dtype = np.float32 if arg.type == "tensor(float)" else np.int64
+            given[arg.name] = rng.standard_normal(shape).astype(dtype) if dtype is np.float32 else np.ones(shape, dtype)
+    session.run(None, given)
+    stamps["first run"] = time.time()
+    session.run(None, given)
+    stamps["second run"] = time.time()
+    return stamps
+
+
 def _child(model: str, inputs_npz: str | None, dims: dict[str, int]) -> dict[str, float]:
     stamps = {"start": time.time()}
     import numpy as np
@@ -97,15 +138,25 @@ def _bind(graph: object, feeds: dict[str, object], dims: dict[str, int]) -> dict
 
 
 # ----- the parent: spawn, time, summarise -----------------------------------------------------------
-def _spawn(model: Path, inputs: Path | None, dims: dict[str, int], extra: list[str]) -> tuple[dict[str, float], str]:
-    argv = [sys.executable, *extra, __file__, "--child", str(model)]
+class ChildFailed(Exception):
+    """The child's stderr; the table shows its last line and goes on with the next model."""
+
+    def __init__(self, stderr: str) -> None:
+        super().__init__(stderr[-4000:])
+        self.last_line = (stderr.strip().splitlines() or ["(no output)"])[-1]
+
+
+def _spawn(
+    model: Path, inputs: Path | None, dims: dict[str, int], extra: list[str], via: str = "api"
+) -> tuple[dict[str, float], str]:
+    argv = [sys.executable, *extra, __file__, "--child", str(model), f"--via={via}"]
     if inputs is not None:
         argv += ["--inputs-npz", str(inputs)]
     argv += [f"--dim={k}={v}" for k, v in dims.items()]
     spawned = time.time()
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=_child_env(), check=False)
     if done.returncode != 0:
-        raise SystemExit(f"child failed on {model}:\n{done.stderr[-4000:]}")
+        raise ChildFailed(done.stderr)
     stamps = json.loads(done.stdout.strip().splitlines()[-1])
     order = ["start", *STAGES[1:]]
     seconds = {"python start": stamps["start"] - spawned}
@@ -175,12 +226,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--importtime", action="store_true", help="also list the slowest imports (-X importtime)")
     parser.add_argument("--cprofile", type=int, default=0, metavar="N", help="also print cProfile's top N")
     parser.add_argument("--json", type=Path, help="write every model's breakdown here")
+    parser.add_argument(
+        "--via",
+        choices=("api", "ort"),
+        default="api",
+        help="api: load_and_parse_model + CompilerPipeline + Runtime.load_model; "
+        "ort: onyxia.ort.InferenceSession (its plan cache included)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--inputs-npz", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     dims = {k: int(v) for k, v in (d.split("=", 1) for d in args.dim)}
     if args.child:
-        print(json.dumps(_child(args.model, args.inputs_npz, dims)))
+        child = _child_ort if args.via == "ort" else _child
+        print(json.dumps(child(args.model, args.inputs_npz, dims)))
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -200,25 +259,29 @@ def main(argv: list[str] | None = None) -> int:
         print(_header())
         for name, model, inputs in models:
             seconds: dict[str, float] = {}
-            for _ in range(max(1, args.repeat)):
-                seconds, _stderr = _spawn(model, inputs, dims, [])
+            try:
+                for _ in range(max(1, args.repeat)):
+                    seconds, _stderr = _spawn(model, inputs, dims, [], args.via)
+            except ChildFailed as e:
+                print(f"{name:22s} failed: {e.last_line}", flush=True)
+                continue
             report[name] = seconds
             print(_row(name, seconds), flush=True)
             if args.importtime:
-                _, stderr = _spawn(model, inputs, dims, ["-X", "importtime"])
+                _, stderr = _spawn(model, inputs, dims, ["-X", "importtime"], args.via)
                 print(_importtime(stderr, 25))
             if args.cprofile:
-                _cprofile(model, inputs, dims, args.cprofile, work)
+                _cprofile(model, inputs, dims, args.cprofile, work, args.via)
         if args.json:
             args.json.write_text(json.dumps(report, indent=1))
     return 0
 
 
-def _cprofile(model: Path, inputs: Path | None, dims: dict[str, int], top: int, work: Path) -> None:
+def _cprofile(model: Path, inputs: Path | None, dims: dict[str, int], top: int, work: Path, via: str) -> None:
     import pstats
 
     out = work / "profile.out"
-    _spawn(model, inputs, dims, ["-m", "cProfile", "-o", str(out)])
+    _spawn(model, inputs, dims, ["-m", "cProfile", "-o", str(out)], via)
     stats = pstats.Stats(str(out))
     stats.sort_stats("cumulative").print_stats(top)
     stats.sort_stats("tottime").print_stats(top)
