@@ -82,8 +82,8 @@ def file_range(array: np.ndarray) -> tuple[Path, int] | None:
     base: object = array
     while base is not None and getattr(base, "filename", None) is None:
         base = getattr(base, "base", None)
-    mapping = getattr(base, "_mmap", None)
-    if base is None or not isinstance(mapping, mmap.mmap):
+    name, mapping = getattr(base, "filename", None), getattr(base, "_mmap", None)
+    if name is None or not isinstance(mapping, mmap.mmap):
         return None
     start = int(getattr(base, "offset", 0))
     start -= start % mmap.ALLOCATIONGRANULARITY  # np.memmap maps from the granularity below its offset
@@ -91,7 +91,7 @@ def file_range(array: np.ndarray) -> tuple[Path, int] | None:
     position = array.__array_interface__["data"][0] - origin
     if position < 0 or position + array.nbytes > len(mapping):
         return None
-    return Path(str(base.filename)), position + start
+    return Path(str(name)), position + start
 
 
 class _Writer(pickle.Pickler):
