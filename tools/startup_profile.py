@@ -8,6 +8,7 @@ times each stage in a fresh subprocess, so nothing the parent imported or warmed
     .venv/bin/python tools/startup_profile.py --packaged vision        # every packaged vision model
     .venv/bin/python tools/startup_profile.py MODEL.onnx --importtime   # + `python -X importtime` top list
     .venv/bin/python tools/startup_profile.py MODEL.onnx --cprofile 25  # + cProfile's top 25 (cumulative)
+    .venv/bin/python tools/startup_profile.py --packaged vision --via cache  # parse + compile from the plan cache
     .venv/bin/python tools/startup_profile.py --packaged vision --via ort  # as onyxia.ort users start
 
 "python start" is the wall time from the parent's spawn to the child's first statement; every other
@@ -101,6 +102,44 @@ def _child(model: str, inputs_npz: str | None, dims: dict[str, int]) -> dict[str
     executor.run(feeds)
     stamps["second run"] = time.time()
     return stamps
+
+
+def _child_cache(model: str, inputs_npz: str | None, dims: dict[str, int]) -> dict[str, float]:
+    """The plan cache's path (`onyxia.cli.plan_cache.compile_cached`, what `onyxia.ort` compiles through):
+    on a hit nothing is parsed or compiled, so the feeds and the dims come whole from the parent."""
+    stamps = {"start": time.time()}
+    import numpy as np
+
+    from onyxia.cli.plan_cache import compile_cached
+    from onyxia.runtime import Runtime
+
+    stamps["imports"] = time.time()
+    runtime = Runtime()
+    stamps["Runtime()"] = time.time()
+    compiled = compile_cached(Path(model), dims, runtime)
+    stamps["compile"] = time.time()
+    executor = runtime.load_model(compiled)
+    stamps["load_model"] = time.time()
+    feeds = dict(np.load(inputs_npz)) if inputs_npz else {}
+    executor.run(feeds)
+    stamps["first run"] = time.time()
+    executor.run(feeds)
+    stamps["second run"] = time.time()
+    return stamps
+
+
+def _prepare(model: Path, inputs: Path | None, dims: dict[str, int], work: Path) -> tuple[Path, dict[str, int]]:
+    """Every input saved (random where not given) and every named dim bound, parsed here in the parent so
+    the cache child can start from a hit."""
+    import numpy as np
+
+    import onyxia.onnx
+
+    graph = onyxia.onnx.load_and_parse_model(model)
+    feeds = _random_feeds(graph, dict(np.load(inputs)) if inputs else {}, dims)
+    saved = work / f"{model.stem}.feeds.npz"
+    np.savez(saved, **feeds)  # type: ignore[arg-type]
+    return saved, _bind(graph, feeds, dims)
 
 
 def _random_feeds(graph: object, given: dict[str, object], dims: dict[str, int]) -> dict[str, object]:
@@ -228,17 +267,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every model's breakdown here")
     parser.add_argument(
         "--via",
-        choices=("api", "ort"),
+        choices=("api", "cache", "ort"),
         default="api",
-        help="api: load_and_parse_model + CompilerPipeline + Runtime.load_model; "
-        "ort: onyxia.ort.InferenceSession (its plan cache included)",
+        help="api: load_and_parse_model + CompilerPipeline + Runtime.load_model; cache: the plan cache's "
+        "compile_cached + Runtime.load_model; ort: onyxia.ort.InferenceSession (its plan cache included)",
     )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--inputs-npz", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     dims = {k: int(v) for k, v in (d.split("=", 1) for d in args.dim)}
     if args.child:
-        child = _child_ort if args.via == "ort" else _child
+        child = {"ort": _child_ort, "cache": _child_cache}.get(args.via, _child)
         print(json.dumps(child(args.model, args.inputs_npz, dims)))
         return 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -259,19 +298,20 @@ def main(argv: list[str] | None = None) -> int:
         print(_header())
         for name, model, inputs in models:
             seconds: dict[str, float] = {}
+            inputs, model_dims = _prepare(model, inputs, dims, work) if args.via == "cache" else (inputs, dims)
             try:
                 for _ in range(max(1, args.repeat)):
-                    seconds, _stderr = _spawn(model, inputs, dims, [], args.via)
+                    seconds, _stderr = _spawn(model, inputs, model_dims, [], args.via)
             except ChildFailed as e:
                 print(f"{name:22s} failed: {e.last_line}", flush=True)
                 continue
             report[name] = seconds
             print(_row(name, seconds), flush=True)
             if args.importtime:
-                _, stderr = _spawn(model, inputs, dims, ["-X", "importtime"], args.via)
+                _, stderr = _spawn(model, inputs, model_dims, ["-X", "importtime"], args.via)
                 print(_importtime(stderr, 25))
             if args.cprofile:
-                _cprofile(model, inputs, dims, args.cprofile, work, args.via)
+                _cprofile(model, inputs, model_dims, args.cprofile, work, args.via)
         if args.json:
             args.json.write_text(json.dumps(report, indent=1))
     return 0
