@@ -43,12 +43,17 @@ def _model(bits: tuple[int, int]) -> onnx.ModelProto:
         second,
         helper.make_node("Relu", ["h1"], ["y1"], name="after_first"),  # downstream of a failure: not reported
         helper.make_node("Sigmoid", ["x"], ["y3"], name="fine"),
-        helper.make_node("Cast", ["x"], ["y4"], name="to_uint64", to=onnx.TensorProto.UINT64),
+        # a dtype refused only when planning: uint64 sums have no checked scatter kernel
+        helper.make_node("ScatterElements", ["u", "i", "u"], ["y4"], name="add_uint64", reduction="add"),
     ]
     graph = helper.make_graph(
         nodes,
         "unsupported_features",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, K])],
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, K]),
+            helper.make_tensor_value_info("u", onnx.TensorProto.UINT64, [2]),
+            helper.make_tensor_value_info("i", onnx.TensorProto.INT64, [2]),
+        ],
         [helper.make_empty_tensor_value_info(n) for n in ("y1", "h2", "y3", "y4")],
         w1 + w2,
     )
@@ -61,14 +66,14 @@ def test_every_unsupported_feature_is_reported_at_once() -> None:
         compile_model(_model((2, 3)))
     message = str(caught.value)
     assert message.startswith("3 nodes use features that are not implemented")
-    for expected in ("first_nbits", "'bits' = 2", "second_nbits", "'bits' = 3", "to_uint64", "uint64"):
+    for expected in ("first_nbits", "'bits' = 2", "second_nbits", "'bits' = 3", "add_uint64", "uint64"):
         assert expected in message
     assert "after_first" not in message and "'fine'" not in message
 
 
 def test_a_single_unsupported_feature_keeps_its_message() -> None:
     model = _model((4, 2))
-    del model.graph.node[4]  # the Cast to uint64
+    del model.graph.node[4]  # the uint64 ScatterElements
     del model.graph.output[3]
     with pytest.raises(UnsupportedOpError, match=r"^node 'second_nbits' \(MatMulNBits.*'bits' = 2"):
         compile_model(model)

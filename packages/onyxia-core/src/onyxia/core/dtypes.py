@@ -1,8 +1,8 @@
 """Tensor element types: the ONNX codes, and how each one lives on a WebGPU device.
 
 WGSL has 32-bit scalars and (with `shader-f16`) f16, nothing narrower or wider. So every dtype has
-a *storage* form on the GPU: int64 travels as i32 (range-checked when uploaded, never wrapped),
-bool and the 8/16-bit integers widen to 32 bits, and int4/uint4 stay packed two per byte, low
+a *storage* form on the GPU: int64 travels as i32 and uint64 as u32 (range-checked when uploaded,
+and by the checked kernels where arithmetic could leave that range: never wrapped), bool and the 8/16-bit integers widen to 32 bits, and int4/uint4 stay packed two per byte, low
 nibble first, exactly as ONNX stores them (read as u32 words of 8 nibbles): the 4-bit weights
 MatMulNBits and GatherBlockQuantized stream keep their on-disk size, and the few ops that compute
 on 4-bit values (Cast, QuantizeLinear, DequantizeLinear) unpack or pack them themselves
@@ -98,7 +98,7 @@ class DataType(enum.IntEnum):
 
     @property
     def gpu_numpy(self) -> np.dtype:
-        """numpy dtype of the GPU storage form (int64 -> int32, bool -> uint32, float64 -> float32 ...)."""
+        """numpy dtype of the GPU storage form (int64 -> int32, uint64 -> uint32, bool -> uint32, float64 -> float32 ...)."""
         return np.dtype(_GPU[self].numpy)
 
     @property
@@ -168,6 +168,7 @@ _GPU: dict[DataType, _Storage] = {
     DataType.INT32: _Storage("i32", np.int32),
     DataType.INT64: _Storage("i32", np.int32),  # range-checked at upload and by the checked kernels
     DataType.UINT32: _Storage("u32", np.uint32),
+    DataType.UINT64: _Storage("u32", np.uint32),  # values below 2^32, checked like int64's
     DataType.BOOL: _Storage("u32", np.uint32),
     DataType.INT8: _Storage("i32", np.int32),
     DataType.INT16: _Storage("i32", np.int32),
@@ -184,6 +185,7 @@ _SHORT = {
     DataType.INT32: "i32",
     DataType.INT64: "i64",
     DataType.UINT32: "u32",
+    DataType.UINT64: "u64",
     DataType.UINT8: "u8",
     DataType.INT8: "i8",
     DataType.BOOL: "bool",
@@ -197,6 +199,7 @@ def require_gpu_type(dtype: DataType, where: str) -> None:
     if not dtype.has_gpu_type:
         raise PlanningError(
             f"{where}: dtype {dtype.name} has no WebGPU storage type "
-            "(supported: float32, float16, float64 as f32, int64 as i32, int32, uint32, int8/uint8/int16/uint16, bool, "
+            "(supported: float32, float16, float64 as f32, int64 as i32, uint64 as u32, int32, uint32, "
+            "int8/uint8/int16/uint16, bool, "
             "packed int4/uint4)"
         )

@@ -125,7 +125,7 @@ class PlanBuilder:
                 return role, TensorValue(tensor.dtype, tensor.value.shape, pack_4bit(tensor.value), name=tensor.name)
             return role, tensor.value
         if tensor.initializer is not None:
-            if tensor.dtype == DataType.INT64:
+            if tensor.dtype in _CARRIED_RANGE:
                 _check_int_range(tensor.name, tensor.dtype, tensor.initializer.numpy())
             return TensorRole.WEIGHT, tensor.initializer
         return TensorRole.INTERMEDIATE, None
@@ -183,13 +183,17 @@ class PlanBuilder:
         )
 
 
+_CARRIED_RANGE = {DataType.INT64: np.iinfo(np.int32), DataType.UINT64: np.iinfo(np.uint32)}
+
+
 def _check_int_range(name: str, dtype: DataType, value: np.ndarray) -> None:
-    """int64 lives as i32 on the GPU: refuse a constant that would wrap."""
-    if dtype == DataType.INT64 and value.size and value.dtype != object:
+    """int64 lives as i32 and uint64 as u32 on the GPU: refuse a constant that would wrap."""
+    info = _CARRIED_RANGE.get(dtype)
+    if info is not None and value.size and value.dtype != object:
         lo, hi = int(value.min()), int(value.max())
-        info = np.iinfo(np.int32)
         if lo < info.min or hi > info.max:
+            kind = dtype.name.lower()
             raise PlanningError(
-                f"tensor '{name}': int64 value range [{lo}, {hi}] is out of the 32-bit range Onyxia computes "
-                f"in (the GPU holds int64 as i32, [{info.min}, {info.max}])"
+                f"tensor '{name}': {kind} value range [{lo}, {hi}] is out of the 32-bit range Onyxia computes "
+                f"in (the GPU holds {kind} as {dtype.wgsl}, [{info.min}, {info.max}])"
             )

@@ -17,6 +17,7 @@ class ErrorCode(enum.IntEnum):
     NONE = 0
     INDEX_OUT_OF_RANGE = 1  # the slot's value word holds the index (i32 bits)
     INT64_OUT_OF_RANGE = 2  # an int64 result left the i32 range the GPU computes in
+    UINT64_OUT_OF_RANGE = 3  # a uint64 result left the u32 range the GPU computes in (or was negative)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""int64 on the GPU is i32: the ops whose int64 results can leave that range check them.
+"""int64 on the GPU is i32 (uint64 u32): the ops whose results can leave that range check them.
 
 Onyxia stores int64 as i32 (WGSL has no 64-bit integers), which is exact while values fit; folding
 on the host works in int64 numpy and refuses a constant that does not fit (`PlanBuilder`). Computed
@@ -9,6 +9,13 @@ is set and `run()` raises "int64 value out of the 32-bit range Onyxia computes i
 A reduction checks every partial result, so a sum whose partials leave the range is refused even if
 the total would fit again (never a wrapped value returned). A FusedElementwise body with such a
 member binds the error word too (so the fusion leaves one of its eight bindings free for it).
+
+uint64 is carried the same way, as u32 (values below 2^32, checked at upload): its Add, Sub, Mul,
+two-input Sum, sum and product reductions, CumSum, left BitShift, and a Cast to it from a signed or
+float type call the ``*_u64`` twins, which report a result past 2^32 - 1 or below 0 ("uint64 value
+out of the 32-bit range") where onnxruntime would hold it in 64 bits (or wrap a negative one near
+2^64). Every other op that takes uint64 (data movement, comparisons, Div, Mod, Min/Max, Abs, the
+bitwise ops, a Cast from it) cannot leave the range, so it runs unchecked, as uint32 does.
 """
 
 from __future__ import annotations
@@ -17,35 +24,62 @@ from onyxia.core import DataType, IrGraph, IrNode, PlanCtx
 from onyxia.core.plan_ctx import ErrorSlotUse
 
 __all__ = [
-    "CHECKED_BINARY",
-    "CHECKED_COMBINE",
-    "CHECKED_UNARY",
+    "CARRIED",
+    "checked_binary",
     "checked_cast",
+    "checked_combine",
     "checked_defs",
     "checked_expression",
+    "checked_unary",
     "checks_int64",
     "int64_errors",
 ]
 
-CHECKED_BINARY = {"Add": "add_i64(a, b)", "Sub": "sub_i64(a, b)", "Mul": "mul_i64(a, b)"}
-CHECKED_UNARY = {"Neg": "neg_i64(x)", "Abs": "abs_i64(x)"}
-CHECKED_COMBINE = {"a + b": "add_i64(a, b)", "a * b": "mul_i64(a, b)", "x * x": "mul_i64(x, x)"}
-_CASTS = {DataType.FLOAT: "f32_to_i64(x)", DataType.DOUBLE: "f32_to_i64(x)", DataType.UINT32: "u32_to_i64(x)"}
+_I64, _U64 = DataType.INT64, DataType.UINT64
+CARRIED = frozenset({_I64, _U64})  # 64-bit integers carried in 32 bits: their arithmetic is checked
+_BINARY = {
+    _I64: {"Add": "add_i64(a, b)", "Sub": "sub_i64(a, b)", "Mul": "mul_i64(a, b)", "Sum": "add_i64(a, b)"},
+    _U64: {"Add": "add_u64(a, b)", "Sub": "sub_u64(a, b)", "Mul": "mul_u64(a, b)", "Sum": "add_u64(a, b)"},
+}
+_UNARY = {_I64: {"Neg": "neg_i64(x)", "Abs": "abs_i64(x)"}}
+_COMBINE = {
+    _I64: {"a + b": "add_i64(a, b)", "a * b": "mul_i64(a, b)", "x * x": "mul_i64(x, x)"},
+    _U64: {"a + b": "add_u64(a, b)", "a * b": "mul_u64(a, b)", "x * x": "mul_u64(x, x)"},
+}
+_TO_I64 = {DataType.FLOAT: "f32_to_i64(x)", DataType.DOUBLE: "f32_to_i64(x)", DataType.UINT32: "u32_to_i64(x)"}
+_TO_U64 = {t: "i32_to_u64(x)" for t in (DataType.INT4, DataType.INT8, DataType.INT16, DataType.INT32, _I64)}
+_CASTS = {
+    _I64: {**_TO_I64, _U64: "u32_to_i64(x)"},
+    _U64: {**_TO_U64, **{t: "f32_to_u64(f32(x))" for t in (DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16)}},
+}
 
 
 def checked_cast(x: DataType, y: DataType) -> str | None:
-    """The checked conversion of a stored `x` value to int64, or None when every value fits."""
-    return _CASTS.get(x) if y == DataType.INT64 else None
+    """The checked conversion of a stored `x` value to int64 or uint64, or None when every value fits."""
+    return _CASTS.get(y, {}).get(x)
+
+
+def checked_binary(op_type: str, dtype: DataType) -> str | None:
+    """The checked form of a binary (or two-input Sum) row computing in `dtype`, in ``a`` and ``b``."""
+    return _BINARY.get(dtype, {}).get(op_type)
+
+
+def checked_unary(op_type: str, dtype: DataType) -> str | None:
+    """The checked form of a unary row computing in `dtype`, in ``x``."""
+    return _UNARY.get(dtype, {}).get(op_type)
+
+
+def checked_combine(expr: str, dtype: DataType) -> str:
+    """A reduction's map or combine expression in its checked form for `dtype` (itself when none)."""
+    return _COMBINE.get(dtype, {}).get(expr, expr)
 
 
 def checked_expression(op_type: str, x: DataType, y: DataType) -> str | None:
     """The checked WGSL form of an elementwise `op_type` from input dtype `x` to output `y`, or None
-    when the op cannot leave the i32 range there."""
+    when the op cannot leave the 32-bit range there."""
     if op_type in ("Cast", "CastLike"):
         return checked_cast(x, y)
-    if y != DataType.INT64:
-        return None
-    return CHECKED_BINARY.get(op_type) or CHECKED_UNARY.get(op_type)
+    return checked_binary(op_type, y) or checked_unary(op_type, y)
 
 
 def checks_int64(graph: IrGraph, node: IrNode) -> bool:
@@ -57,8 +91,8 @@ def checks_int64(graph: IrGraph, node: IrNode) -> bool:
 
 
 def int64_errors(ctx: PlanCtx, dtype: DataType) -> ErrorSlotUse | None:
-    """The node's error slot when it computes in int64, else None."""
-    return ctx.error_slot() if dtype == DataType.INT64 else None
+    """The node's error slot when it computes in int64 or uint64, else None."""
+    return ctx.error_slot() if dtype in CARRIED else None
 
 
 def checked_defs(errors: ErrorSlotUse | None, binding: int) -> dict[str, object]:

@@ -1,8 +1,8 @@
 """Host <-> GPU element conversion: the one place the storage forms of `DataType.gpu_numpy` apply.
 
-WGSL has no 64-bit or sub-32-bit integers, so int64 travels as i32, bool as u32 and the 8/16-bit
-integers widen to 32 bits. Narrowing int64 is checked, never wrapped: a token id or a shape value
-beyond i32 would silently compute garbage. int4/uint4 stay packed two per byte on the GPU
+WGSL has no 64-bit or sub-32-bit integers, so int64 travels as i32, uint64 as u32, bool as u32 and
+the 8/16-bit integers widen to 32 bits. Narrowing int64 and uint64 is checked, never wrapped: a token
+id or a shape value beyond 32 bits would silently compute garbage. int4/uint4 stay packed two per byte on the GPU
 (`onyxia.core.nibbles`): weights arrive packed already, while `run()` takes and returns logical
 values as `ml_dtypes.int4`/`uint4` arrays (what `onnx.numpy_helper` uses; plain int8/uint8 arrays
 in range are accepted too), packed on the way in and unpacked on the way out. float64 is demoted to
@@ -22,7 +22,7 @@ from onyxia.core.nibbles import pack_4bit, unpack_4bit
 __all__ = ["PACKED_TYPES", "from_gpu", "pack_input", "padded_nbytes", "storage_bytes", "to_gpu"]
 
 PACKED_TYPES = frozenset({DataType.UINT4, DataType.INT4})
-_I32 = np.iinfo(np.int32)
+_CARRIED_RANGE = {DataType.INT64: np.iinfo(np.int32), DataType.UINT64: np.iinfo(np.uint32)}  # 64 bits in 32
 
 
 def padded_nbytes(nbytes: int) -> int:
@@ -56,12 +56,14 @@ def to_gpu(where: str, dtype: DataType, array: np.ndarray, error: type[OnyxiaErr
     if dtype in PACKED_TYPES:
         return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
     target = dtype.gpu_numpy
-    if dtype == DataType.INT64 and array.size:
+    info = _CARRIED_RANGE.get(dtype)
+    if info is not None and array.size:
         lo, hi = int(array.min()), int(array.max())
-        if lo < _I32.min or hi > _I32.max:
+        if lo < info.min or hi > info.max:
+            kind = dtype.name.lower()
             raise error(
-                f"{where}: int64 values range over [{lo}, {hi}]; the GPU stores int64 as int32, "
-                f"so every value must lie in [{_I32.min}, {_I32.max}]"
+                f"{where}: {kind} values range over [{lo}, {hi}]; the GPU stores {kind} as {info.dtype}, "
+                f"so every value must lie in [{info.min}, {info.max}]"
             )
     if array.dtype == target:
         return np.ascontiguousarray(array)

@@ -67,4 +67,10 @@ def describe_error(slot: ErrorSlot, code: int, value: int) -> str:
             f"{where}{inside}: int64 value out of the 32-bit range Onyxia computes in (int64 is carried as i32 "
             "on the GPU; onnxruntime computes it in 64 bits)"
         )
+    if code == ErrorCode.UINT64_OUT_OF_RANGE:
+        inside = f", in {slot.detail}" if slot.detail else ""
+        return (
+            f"{where}{inside}: uint64 value out of the 32-bit range Onyxia computes in (uint64 is carried as u32 "
+            "on the GPU, so a result must lie in [0, 2^32 - 1]; onnxruntime computes it in 64 bits)"
+        )
     return f"{where}: the kernel reported error code {code} (value {value})"

@@ -25,7 +25,7 @@ from onyxia.core import (
 )
 from onyxia.operators.elementwise.broadcast import emit_broadcast
 from onyxia.operators.family import named_rows
-from onyxia.operators.int64_checks import CHECKED_BINARY
+from onyxia.operators.int64_checks import CARRIED, checked_binary
 from onyxia.operators.typesets import ALL_GPU, BOOL, FLOATS, INTS, NUMERIC, SIGNED, UNSIGNED_INTS, require_dtype
 
 __all__ = ["BINARY", "BinaryElementwiseOp", "ComparisonOp", "TernaryElementwiseOp"]
@@ -77,10 +77,10 @@ class BinaryElementwiseOp:
         expr = self.expression(ctx, value_dtype)
         if self.bool_output:
             expr = f"select(0u, 1u, {expr})"
-        checked = CHECKED_BINARY.get(ctx.node.op_type) if value_dtype == DataType.INT64 else None
+        checked = checked_binary(ctx.node.op_type, value_dtype)
         operands = [(ctx.input(i), ctx.input_dims(i), ctx.input_dtype(i)) for i in range(self.arity)]
         output = (ctx.output(0), ctx.output_dims(0), ctx.output_tensor(0).dtype)
-        if checked is not None:  # int64 Add/Sub/Mul can leave the i32 range: reported, not wrapped
+        if checked is not None:  # int64/uint64 Add/Sub/Mul can leave the 32-bit range: reported, not wrapped
             emit_broadcast(ctx, checked, operands, output, ctx.error_slot())
         else:
             emit_broadcast(ctx, expr, operands, output)
@@ -133,8 +133,8 @@ class _BitShiftOp(BinaryElementwiseOp):
     is arithmetic; bits shifted past the type's width (its sign bit included) are dropped, though
     the u32/i32 storage is wider; a shift by a negative amount or by the width or more gives the
     sign fill (-1 for a right shift of a negative value, else 0), where WGSL would shift by the
-    amount modulo 32. int64 is stored as i32: its left shift is checked (onyxia::errors) and a
-    result outside the 32-bit range is reported, never wrapped."""
+    amount modulo 32. int64 is stored as i32 and uint64 as u32: their left shift is checked
+    (onyxia::errors) and a result outside the 32-bit range is reported, never wrapped."""
 
     def fold_attrs(self, ctx: NodeCtx) -> dict[str, object]:
         return {"direction": self._direction(ctx)}
@@ -151,6 +151,8 @@ class _BitShiftOp(BinaryElementwiseOp):
 
     def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
         bits, left = 8 * dtype.numpy.itemsize, self._direction(ctx) == "LEFT"
+        if dtype == DataType.UINT64:  # values below 2^32: a right shift by 32 or more is 0
+            return "shl_u64(a, b)" if left else "select(0u, a >> b, b < 32u)"
         if dtype in UNSIGNED_INTS:
             shifted = f"(a << b) & {(1 << bits) - 1}u" if left else "a >> b"
             return f"select(0u, {shifted}, b < {bits}u)"
@@ -163,7 +165,7 @@ class _BitShiftOp(BinaryElementwiseOp):
 
     def plan(self, ctx: PlanCtx) -> None:
         dtype = ctx.input_dtype(0)
-        if dtype != DataType.INT64 or self._direction(ctx) != "LEFT":
+        if dtype not in CARRIED or self._direction(ctx) != "LEFT":
             super().plan(ctx)
             return
         operands = [(ctx.input(i), ctx.input_dims(i), dtype) for i in range(2)]

@@ -6,8 +6,10 @@ give when a value does not fit (int32 300 -> int8 44). Casting float to an integ
 toward zero, which WGSL's conversions already do; bool is ``x != 0``. int4/uint4 stay packed on
 the GPU, so a cast from or to them is its own kernel (`cast_4bit`, which also says how values are
 rounded and wrapped into 4 bits) and never joins a fused elementwise chain. float64 is stored as f32
-(demoted, `DataType.is_demoted`), so a cast to or from it is a float32 one on the GPU; uint64, with no
-WebGPU form, still folds on the host; float8, bfloat16 and string are rejected outright,
+(demoted, `DataType.is_demoted`), so a cast to or from it is a float32 one on the GPU. uint64 is
+stored as u32 like int64 as i32: a cast to either that could leave the 32-bit range (a negative or
+float value to uint64, a float or large uint32/uint64 value to int64) is checked (`int64_checks`) and
+reported at run(), never wrapped (int4 -> uint64 too, in the 4-bit kernel). float8, bfloat16 and string are rejected outright,
 since Onyxia has no host form for them either (so `saturate`, which only matters for float8, is
 accepted and ignored).
 """
@@ -40,7 +42,7 @@ from onyxia.operators.typesets import ALL_GPU, require_dtype
 
 __all__ = ["CAST", "CastOp", "conversion"]
 
-_HOST_TYPES = ALL_GPU | PACKED_4BIT | {DataType.DOUBLE, DataType.UINT64}
+_HOST_TYPES = ALL_GPU | PACKED_4BIT
 
 # 8/16-bit integers are stored in 32 bits: keep only the low bits (sign-extended for signed types).
 _NARROW: dict[DataType, str] = {
@@ -85,11 +87,12 @@ class CastOp:
         n = dims_product(ctx.output_dims(0))
         if n == 0:
             return
+        checked = checked_cast(x, y)  # e.g. float32 -> int64, int32 -> uint64: out of range is reported
+        errors = None if checked is None else ctx.error_slot()
         if x in PACKED_4BIT or y in PACKED_4BIT:
-            emit_cast_4bit(ctx, conversion(value_dtype(x), y))
+            emit_cast_4bit(ctx, checked or conversion(value_dtype(x), y), errors)
             return
-        checked = checked_cast(x, y)  # float32/uint32 -> int64 may leave the i32 range: reported, not saturated
-        emit_unary(ctx, conversion(x, y) if checked is None else checked, None if checked is None else ctx.error_slot())
+        emit_unary(ctx, checked or conversion(x, y), errors)
 
 
 def _to_attribute(ctx: NodeCtx) -> DataType:

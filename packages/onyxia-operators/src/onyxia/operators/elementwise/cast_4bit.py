@@ -10,7 +10,9 @@ onnxruntime does (int32 300 -> int4 -4), after rounding a float half away from z
 from __future__ import annotations
 
 from onyxia.core import DataType, PlanCtx, ceil_div, load_wgsl
+from onyxia.core.plan_ctx import ErrorSlotUse
 from onyxia.core.shapes import dims_product
+from onyxia.operators.int64_checks import checked_defs
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import FLOATS
 
@@ -32,9 +34,9 @@ def nibble_defs(prefix: str, dtype: DataType) -> dict[str, object]:
     return {f"{prefix}_PACKED": True, f"{prefix}_NIBBLE": "nibble_i4" if dtype is DataType.INT4 else "nibble_u4"}
 
 
-def emit_cast_4bit(ctx: PlanCtx, conversion: str) -> None:
+def emit_cast_4bit(ctx: PlanCtx, conversion: str, errors: ErrorSlotUse | None = None) -> None:
     """Input 0 cast to output 0 where either is 4-bit; `conversion` is `cast.conversion`'s expression
-    from x's 32-bit value type to a non-packed output."""
+    from x's 32-bit value type to a non-packed output, or with `errors` a checked one (`int64_checks`)."""
     x, y = ctx.input_dtype(0), ctx.output_tensor(0).dtype
     n = dims_product(ctx.output_dims(0))
     defs = {**type_defs(X_T=x, Y_T=y), "V_T": value_dtype(x).wgsl, "WORKGROUP_SIZE": WORKGROUP_SIZE}
@@ -45,5 +47,8 @@ def emit_cast_4bit(ctx: PlanCtx, conversion: str) -> None:
         defs.update(Y_PACKED=True, BITS="u32(i32(round_half_away(f32(x))))" if x in FLOATS else "u32(x)")
     else:
         defs["EXPR"] = conversion
-    shader = ctx.compile_shader("elementwise/cast_4bit", _SOURCE, defs, {"N": n, "UNITS": units})
-    ctx.dispatch(shader, [ctx.input(0)], [ctx.output(0)], ceil_div(units, WORKGROUP_SIZE))
+    defs.update(checked_defs(errors, 2))
+    immediates = None if errors is None else errors.immediates
+    shader = ctx.compile_shader("elementwise/cast_4bit", _SOURCE, defs, {"N": n, "UNITS": units}, immediates)
+    writes = [ctx.output(0)] if errors is None else [ctx.output(0), errors.ref]
+    ctx.dispatch(shader, [ctx.input(0)], writes, ceil_div(units, WORKGROUP_SIZE))

@@ -1,6 +1,7 @@
 // Cast from or to a packed 4-bit type (int4/uint4: onyxia::nibbles' u32 words of 8 nibbles).
 // A packed output is written one word per invocation (8 elements), since WGSL cannot store a byte.
-// Bindings: 0 in_x (read), 1 out_y (write).
+// Bindings: 0 in_x (read), 1 out_y (write), [2 the error word when CHECKED: EXPR calls onyxia::errors'
+//           checked conversion (int4 -> uint64, whose negative values onnxruntime wraps near 2^64)].
 // Defs: X_T, Y_T (storage types; u32 for packed), V_T (one value of x: i32 for int4, u32 for uint4, else X_T),
 //       X_PACKED (flag) with X_NIBBLE (nibble_i4 or nibble_u4), Y_PACKED (flag) with BITS (an expression in
 //       `x` whose low 4 bits are y), else EXPR (y from `x`), F16 (flag), WORKGROUP_SIZE.
@@ -10,6 +11,9 @@ enable f16;
 #endif
 #import onyxia::entry
 #import onyxia::nibbles
+#ifdef CHECKED
+#import onyxia::errors
+#endif
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 @group(0) @binding(1) var<storage, read_write> out_y: array<#{Y_T}>;

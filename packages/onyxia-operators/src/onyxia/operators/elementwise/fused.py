@@ -82,7 +82,7 @@ def _unary(ctx: NodeCtx, row: UnaryElementwiseOp) -> Member:
 
 
 def _checked(ctx: NodeCtx) -> str | None:
-    """The member's checked int64 form, if it has one (it then calls onyxia::errors)."""
+    """The member's checked int64/uint64 form, if it has one (it then calls onyxia::errors)."""
     return checked_expression(ctx.node.op_type, ctx.input_dtype(0), ctx.output_tensor(0).dtype)
 
 
@@ -98,7 +98,7 @@ def _binary(ctx: NodeCtx, row: BinaryElementwiseOp) -> Member:
 def _variadic(ctx: NodeCtx, row: VariadicElementwiseOp) -> Member:
     dtype = ctx.input_dtype(0)
     require_dtype(ctx, dtype, row.dtypes if not row.mean else FLOATS)
-    expr = row.expr.format(T=dtype.wgsl)
+    expr = _checked(ctx) or row.expr.format(T=dtype.wgsl)  # int64/uint64 Sum: checked
     return [("a", 0), ("b", 1)], f"({expr}) / {dtype.wgsl}(2)" if row.mean else expr  # as its last step divides
 
 

@@ -22,20 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from onyxia.core import DataType, IrGraph, IrNode
+from onyxia.core import IrGraph, IrNode
 from onyxia.core.rewrite import Cluster, Decline, Match, NewValue, Rewriter, Rule, is_folded
 from onyxia.core.shader_dims import MAX_IMMEDIATE_BYTES
 from onyxia.core.shapes import Absent, dims_product
 from onyxia.operators.elementwise.cast import CAST
 from onyxia.operators.elementwise.fused import FUSABLE, can_fuse, gpu_reads
 from onyxia.operators.family import ONYXIA_DOMAIN
-from onyxia.operators.int64_checks import checks_int64
+from onyxia.operators.int64_checks import CARRIED, checks_int64
 from onyxia.operators.layout import broadcast_strides
 
 __all__ = ["ELEMENTWISE_FUSIONS", "MAX_READS"]
 
 MAX_READS = 7  # storage bindings the shader reads; the output takes the eighth
-# rows whose int64 form checks its range through a kernel of its own (int64_checks does not list it)
+# rows whose int64/uint64 form checks its range through a kernel of its own (int64_checks does not list it)
 _OWN_INT64_CHECKS = frozenset({"BitShift"})
 
 
@@ -47,7 +47,7 @@ def _member(graph: IrGraph, node: IrNode) -> bool:
         return False
     if any(graph.tensor(t).dtype.is_packed for t in (*node.inputs[:1], out) if t is not None):
         return False  # int4/uint4 stay packed: their casts are a kernel of their own (`cast_4bit`)
-    if node.op_type in _OWN_INT64_CHECKS and graph.tensor(out).dtype == DataType.INT64:
+    if node.op_type in _OWN_INT64_CHECKS and graph.tensor(out).dtype in CARRIED:
         return False
     reads = gpu_reads(node.op_type)
     compile_time = [t for i, t in enumerate(node.inputs) if t is not None and i not in reads]

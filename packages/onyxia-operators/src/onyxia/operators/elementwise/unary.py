@@ -36,7 +36,7 @@ from onyxia.operators.elementwise.numpy_math import (
     thresholded_relu,
 )
 from onyxia.operators.family import named_rows
-from onyxia.operators.int64_checks import CHECKED_UNARY, checked_defs
+from onyxia.operators.int64_checks import checked_defs, checked_unary
 from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
 from onyxia.operators.typesets import BOOL, FLOATS, NUMERIC, SIGNED, require_dtype
 
@@ -88,7 +88,7 @@ class UnaryElementwiseOp:
     def plan(self, ctx: PlanCtx) -> None:
         x = ctx.input_tensor(0)
         require_dtype(ctx, x.dtype, self.dtypes)
-        checked = CHECKED_UNARY.get(ctx.node.op_type) if x.dtype == DataType.INT64 else None
+        checked = checked_unary(ctx.node.op_type, x.dtype)
         if checked is not None:  # int64 Neg/Abs of -2^31 leaves the i32 range: reported, not wrapped
             emit_unary(ctx, checked, ctx.error_slot())
         else:

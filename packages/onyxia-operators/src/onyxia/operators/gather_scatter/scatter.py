@@ -37,7 +37,7 @@ from onyxia.operators.gather_scatter.addressing import (
     nd_addressing,
     nd_locate,
 )
-from onyxia.operators.typesets import ALL_GPU, NUMERIC, require_dtype
+from onyxia.operators.typesets import ALL_GPU, NUMERIC, WRAPPING_NUMERIC, require_dtype
 
 __all__ = ["SCATTER", "IndexedScatterOp"]
 
@@ -49,14 +49,15 @@ class _Reduction:
     combine: str  # WGSL in `a` (current output) and `b` (update)
     fold: np.ufunc | None  # None: plain assignment
     symbolic: bool  # whether the fold also works on SymbolicExpr values (they have no ordering)
+    dtypes: frozenset[DataType]  # add/mul have no checked uint64 form (`typesets.WRAPPING_NUMERIC`)
 
 
 _REDUCTIONS = {
-    "none": _Reduction("b", None, True),
-    "add": _Reduction("a + b", np.add, True),
-    "mul": _Reduction("a * b", np.multiply, True),
-    "max": _Reduction("max(a, b)", np.maximum, False),
-    "min": _Reduction("min(a, b)", np.minimum, False),
+    "none": _Reduction("b", None, True, ALL_GPU),
+    "add": _Reduction("a + b", np.add, True, WRAPPING_NUMERIC),
+    "mul": _Reduction("a * b", np.multiply, True, WRAPPING_NUMERIC),
+    "max": _Reduction("max(a, b)", np.maximum, False, NUMERIC),
+    "min": _Reduction("min(a, b)", np.minimum, False, NUMERIC),
 }
 
 
@@ -97,7 +98,7 @@ class IndexedScatterOp:
 
     def plan(self, ctx: PlanCtx) -> None:
         dtype, reduction = ctx.input_dtype(0), _reduction(ctx)
-        require_dtype(ctx, dtype, ALL_GPU if reduction.fold is None else NUMERIC, "data")
+        require_dtype(ctx, dtype, reduction.dtypes, "data")
         nbytes = dims_product(ctx.output_dims(0)) * dtype.gpu_numpy.itemsize
         if dtype.gpu_numpy.itemsize % 4:  # buffer copies move whole 4-byte words; buffers are padded to 4
             nbytes = ceil_div(nbytes, 4) * 4

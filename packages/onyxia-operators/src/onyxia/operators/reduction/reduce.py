@@ -16,7 +16,7 @@ import numpy as np
 
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import Absent, dims_product, shape_of
-from onyxia.operators.int64_checks import CHECKED_COMBINE, checked_defs, int64_errors
+from onyxia.operators.int64_checks import checked_combine, checked_defs, int64_errors
 from onyxia.operators.layout import contiguous_strides, type_defs
 from onyxia.operators.typesets import BOOL, FLOATS, NUMERIC, require_dtype
 
@@ -73,9 +73,9 @@ class ReductionOp:
         lanes = _lanes(n_red)
         acc = "f32" if x.dtype in FLOATS else x.dtype.wgsl
         init = _IDENTITY[self.init]["bool" if x.dtype == DataType.BOOL else acc]
-        # int64 sums and products can leave the i32 range: every partial result is checked
-        errors = int64_errors(ctx, x.dtype) if {self.map, self.combine} & CHECKED_COMBINE.keys() else None
-        map_expr, combine = (self.map, self.combine) if errors is None else _checked(self.map, self.combine)
+        # int64/uint64 sums and products can leave the 32-bit range: every partial result is checked
+        map_expr, combine = checked_combine(self.map, x.dtype), checked_combine(self.combine, x.dtype)
+        errors = int64_errors(ctx, x.dtype) if (map_expr, combine) != (self.map, self.combine) else None
         defs = {
             **type_defs(X_T=x.dtype, Y_T=y.dtype),
             **checked_defs(errors, 2),
@@ -118,10 +118,6 @@ def _axes_vector(ctx: NodeCtx) -> np.ndarray:
             f"input 1 (axes) has {found}; expected 1-D (onnxruntime: 'An axes tensor must be a vector tensor')"
         )
     return ctx.require_value(1, "axes")
-
-
-def _checked(map_expr: str, combine: str) -> tuple[str, str]:
-    return CHECKED_COMBINE.get(map_expr, map_expr), CHECKED_COMBINE.get(combine, combine)
 
 
 def reduce_last_axes(x: np.ndarray, axes: list[int]) -> np.ndarray:

@@ -29,7 +29,7 @@ from onyxia.core.plan_ctx import ErrorSlotUse
 from onyxia.core.shader_dims import DimValue
 from onyxia.core.shapes import dims_product
 from onyxia.operators.gather_scatter.addressing import INDEX_TYPES
-from onyxia.operators.int64_checks import checked_defs, int64_errors
+from onyxia.operators.int64_checks import checked_binary, checked_defs, int64_errors
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.typesets import NUMERIC, require_dtype
 
@@ -82,9 +82,10 @@ class CumSumOp:
         else:
             lines = dims_product([*dims[:axis], *dims[axis + 1 :]])
             sizes = {"LINES": lines, "AXIS_DIM": dims[axis], "INNER": dims_product(dims[axis + 1 :])}
-        if dtype == DataType.INT64:  # an int64 running sum can leave the i32 range: reported, not wrapped
+        checked_add = checked_binary("Add", dtype)
+        if checked_add is not None:  # an int64/uint64 running sum can leave 32 bits: reported, not wrapped
             errors = int64_errors(ctx, dtype)
-            defs["CHECKED_SUM"] = True
+            defs["CHECKED_ADD"] = checked_add
         defs.update(checked_defs(errors, len(reads) + 1))
         shader = ctx.compile_shader(
             "reduction/scan", _SOURCE, defs, sizes, None if errors is None else errors.immediates

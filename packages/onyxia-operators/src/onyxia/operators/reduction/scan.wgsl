@@ -2,14 +2,15 @@
 // Lines are short next to the element count in the models that use CumSum (position ids from an
 // attention mask), so a serial walk beats a parallel scan's extra passes.
 // Bindings: 0 in_x (read), [1 in_axis (read) when AXIS_INPUT], then out_y (write), [then the error word
-//           when CHECKED (at ERRORS_BINDING): int64 data, whose running sum is checked against the i32
-//           range it is carried in, and a run-time axis, checked against [-RANK, RANK)].
+//           when CHECKED (at ERRORS_BINDING): int64/uint64 data, whose running sum is checked against
+//           the 32-bit range it is carried in, and a run-time axis, checked against [-RANK, RANK)].
 // Defs: T               WGSL storage type of x and y
 //       ACC_T           accumulator type: f32 for f16 data (fewer roundings), else T
 //       F16             flag: T is f16
 //       EXCLUSIVE       flag: y excludes the element itself (the first element of a line gets 0)
 //       REVERSE         flag: sum from the end of the line
-//       CHECKED_SUM     flag: int64 data, summed with onyxia::errors' add_i64 (CHECKED is set with it)
+//       CHECKED_ADD     int64/uint64 data: the sum as onyxia::errors' checked call, ``add_i64(a, b)`` or
+//                       ``add_u64(a, b)`` (CHECKED is set with it)
 //       AXIS_INPUT      flag: the axis is read from in_axis (int64 as i32) at run time; RANK its range
 //       WORKGROUP_SIZE
 // Dims: LINES (outer * inner, > 0), AXIS_DIM, INNER (product of the dims after the axis);
@@ -46,8 +47,8 @@ fn element_count() -> u32 { return #{LINES}; }
 #endif
 
 fn add(a: #{ACC_T}, b: #{ACC_T}) -> #{ACC_T} {
-#ifdef CHECKED_SUM
-    return add_i64(a, b);
+#ifdef CHECKED_ADD
+    return #{CHECKED_ADD};
 #else
     return a + b;
 #endif

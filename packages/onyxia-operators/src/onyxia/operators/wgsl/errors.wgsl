@@ -1,9 +1,10 @@
 #define_import_path onyxia::errors
 // Run-time checks that cost the hot path nothing but a compare: a kernel that finds an input it
-// cannot compute (an index out of range, an int64 result outside i32) reports it in its node's slot
-// of the plan's error word, and carries on with a value that keeps every access in bounds. The
-// runtime copies the word into the staging buffer it reads the outputs from (no extra readback) and
-// raises an InputError naming the node (core/plan.py: ErrorSlot, ErrorCode; runtime/run_errors.py).
+// cannot compute (an index out of range, an int64 result outside i32, a uint64 one outside u32)
+// reports it in its node's slot of the plan's error word, and carries on with a value that keeps
+// every access in bounds. The runtime copies the word into the staging buffer it reads the outputs
+// from (no extra readback) and raises an InputError naming the node (core/plan.py: ErrorSlot,
+// ErrorCode; runtime/run_errors.py).
 //
 // The importing shader binds the word as its last write binding and declares
 //   ERRORS_BINDING  def: that binding's index
@@ -15,6 +16,7 @@
 
 const ERROR_INDEX_OUT_OF_RANGE: u32 = 1u;
 const ERROR_INT64_OUT_OF_RANGE: u32 = 2u;
+const ERROR_UINT64_OUT_OF_RANGE: u32 = 3u;
 const ONYXIA_I32_MIN: i32 = -2147483647 - 1;
 
 fn report_error(code: u32, value: i32) {
@@ -91,4 +93,47 @@ fn u32_to_i64(x: u32) -> i32 {
         report_error(ERROR_INT64_OUT_OF_RANGE, 0);
     }
     return bitcast<i32>(x);
+}
+
+// uint64 arithmetic carried as u32: the exact result when it lies in [0, 2^32), else a report (and the
+// wrapped value). onnxruntime computes in 64 bits, so a result past 2^32 - 1 (or below 0, which it
+// would wrap to near 2^64) is one Onyxia cannot hold.
+fn add_u64(a: u32, b: u32) -> u32 {
+    let r = a + b;
+    if (r < a) {
+        report_error(ERROR_UINT64_OUT_OF_RANGE, 0);
+    }
+    return r;
+}
+
+fn sub_u64(a: u32, b: u32) -> u32 {
+    if (b > a) {
+        report_error(ERROR_UINT64_OUT_OF_RANGE, 0);
+    }
+    return a - b;
+}
+
+fn mul_u64(a: u32, b: u32) -> u32 {
+    let r = a * b;
+    if (a != 0u && r / a != b) {
+        report_error(ERROR_UINT64_OUT_OF_RANGE, 0);
+    }
+    return r;
+}
+
+// Signed -> uint64: a negative value becomes 2^64 - |x| in onnxruntime, beyond u32.
+fn i32_to_u64(x: i32) -> u32 {
+    if (x < 0) {
+        report_error(ERROR_UINT64_OUT_OF_RANGE, 0);
+    }
+    return bitcast<u32>(x);
+}
+
+// Float -> uint64: truncated values outside [0, 2^32) (and NaN) do not fit.
+fn f32_to_u64(x: f32) -> u32 {
+    if (!(x > -1.0 && x < 4294967296.0)) {
+        report_error(ERROR_UINT64_OUT_OF_RANGE, 0);
+        return 0u;
+    }
+    return u32(max(x, 0.0));
 }

@@ -151,4 +151,16 @@ fn shl_i64(a: i32, b: i32) -> i32 {
     }
     return r;
 }
+
+// uint64 left shift carried as u32, as shl_i64: bits shifted past 32 are reported, not dropped.
+fn shl_u64(a: u32, b: u32) -> u32 {
+    if (b >= 64u || a == 0u) {
+        return 0u;
+    }
+    let r = select(0u, a << b, b < 32u);
+    if (b >= 32u || (r >> b) != a) {
+        report_error(ERROR_UINT64_OUT_OF_RANGE, 0);
+    }
+    return r;
+}
 #endif
