@@ -4,6 +4,7 @@ entry is ignored and rewritten, and every input of the key changes it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -157,6 +158,28 @@ def test_a_changed_adapter_or_version_compiles_again(
     compile_cached(model, {"N": 2})
     assert STATS.misses == misses + 2
     assert len(PlanStore(cache).entries()) == 3
+
+
+def test_the_least_recently_used_plans_go_when_the_cache_is_over_its_limit(tmp_path: Path, cache: Path) -> None:
+    """Three plans of one model at three dims with room for about two: the one used longest ago goes (the
+    first was used again after the second was written, so the second goes), and the limit setting itself is
+    not part of the key."""
+    model = _affine(tmp_path / "affine.onnx")
+    compile_cached(model, {"N": 2})
+    (first,) = PlanStore(cache).entries()
+    compile_cached(model, {"N": 3})
+    (second,) = [e for e in PlanStore(cache).entries() if e.path != first.path]
+    os.utime(second.path, (1, 1))  # the second is now the older use; the hit below touches the first
+    hits = STATS.hits
+    with override(plan_cache_mb=1):  # a few-KiB entry fits: nothing goes, and the key is the same
+        compile_cached(model, {"N": 2})
+    assert STATS.hits == hits + 1
+    compile_cached(model, {"N": 4})
+    store = PlanStore(cache, 2 * first.size + first.size // 2)
+    assert store.evict() == 1
+    remaining = {e.path for e in store.entries()}
+    assert first.path in remaining and second.path not in remaining and len(remaining) == 2
+    assert not second.path.with_suffix(".json").exists()
 
 
 def test_the_cache_is_off_when_settings_say_so(tmp_path: Path, cache: Path) -> None:

@@ -78,6 +78,12 @@ class Settings:
         default=True,
         metadata=_env("ONYXIA_PLAN_CACHE", "0: always parse and compile (no compiled-plan cache under <cache>/plans)"),
     )
+    plan_cache_mb: int = field(
+        default=4096,
+        metadata=_env(
+            "ONYXIA_PLAN_CACHE_MB", "size limit of the compiled-plan cache: least recently used plans go first"
+        ),
+    )
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:

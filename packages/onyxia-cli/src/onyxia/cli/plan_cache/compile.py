@@ -53,7 +53,8 @@ def cached_build(
     if not cache_enabled():
         plan, extras = build()
         return plan, extras, False
-    store = PlanStore(plans_dir(settings()))
+    config = settings()
+    store = PlanStore(plans_dir(config), config.plan_cache_mb * 2**20)
     redo = Rebuild(rebuild, settings(), adapter_facts()) if rebuild is not None else None
 
     def stand_in(index: int, input_dims: Mapping[str, tuple[SymbolicDim, ...]]) -> LazyReplanner | None:

@@ -49,7 +49,9 @@ __all__ = [
 
 DISTRIBUTIONS = ("onyxia-core", "onyxia-onnx", "onyxia-compiler", "onyxia-operators", "onyxia-runtime", "onyxia-cli")
 # settings that say where the cache is, or only how runs are encoded, never change a plan
-_NOT_PLAN_SETTINGS = frozenset({"cache_dir", "plan_cache", "native_encode", "backend", "debug", "pass_stats"})
+_NOT_PLAN_SETTINGS = frozenset(
+    {"cache_dir", "plan_cache", "plan_cache_mb", "native_encode", "backend", "debug", "pass_stats"}
+)
 _CODE_SUFFIXES = (".py", ".wgsl", ".json")
 
 

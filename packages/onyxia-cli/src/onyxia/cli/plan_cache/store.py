@@ -5,6 +5,10 @@ over the entry (`os.replace` is atomic on one file system), so two processes com
 succeed and a reader sees one whole file or none. A reader trusts nothing it has not checked (`plan_io`:
 header, length, checksums, the model's data files): an entry that fails is logged, deleted and compiled
 again. A failure to write (a read-only or full disk) never fails the compile it would have saved.
+
+The directory is bounded (`plan_cache_mb`, ONYXIA_PLAN_CACHE_MB): a hit touches its entry, and after each write
+the least recently used entries go until the rest fit. Without it every edit of an editable install (the code's
+files are part of the key) would leave another copy of each plan behind.
 """
 
 from __future__ import annotations
@@ -61,8 +65,9 @@ def plans_dir(config: Settings) -> Path:
 
 
 class PlanStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, limit_bytes: int | None = None) -> None:
         self.root = root
+        self.limit_bytes = limit_bytes  # None: unbounded (listing and clearing need no limit)
 
     def path(self, digest: str) -> Path:
         return self.root / f"{digest}.plan"
@@ -71,7 +76,10 @@ class PlanStore:
         """The plan and extras stored under `digest`; None when there is none or it cannot be trusted."""
         path = self.path(digest)
         try:
-            return read_plan(path, replanner)
+            found = read_plan(path, replanner)
+            with contextlib.suppress(OSError):
+                os.utime(path)  # used now: the last to be evicted
+            return found
         except FileNotFoundError:
             return None
         except (PlanFormatError, OSError) as e:
@@ -106,7 +114,31 @@ class PlanStore:
                 with contextlib.suppress(OSError):
                     temporary.unlink()
         STATS.writes += 1
+        self.evict(keep=target)
         return target
+
+    def evict(self, keep: Path | None = None) -> int:
+        """Delete the least recently used entries (and their notes) until the rest fit `limit_bytes`; the entry
+        `keep` (just written) stays even when it alone is larger. Returns how many were deleted."""
+        if self.limit_bytes is None:
+            return 0
+        entries = sorted(self.entries(), key=lambda e: _mtime(e.path))
+        total, deleted = sum(e.size for e in entries), 0
+        for entry in entries:
+            if total <= self.limit_bytes:
+                break
+            if entry.path == keep:
+                continue
+            with contextlib.suppress(OSError):
+                entry.path.unlink()
+                entry.path.with_suffix(".json").unlink(missing_ok=True)
+                deleted += 1
+            total -= entry.size
+        if deleted:
+            log.info(
+                "plan cache: %d least recently used plan(s) deleted to stay under %d bytes", deleted, self.limit_bytes
+            )
+        return deleted
 
     def entries(self) -> list[Entry]:
         found = []
@@ -131,6 +163,13 @@ class PlanStore:
                     count += path.suffix == ".plan"
                     size += length
         return count, size
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile by another process
+        return 0.0
 
 
 def _write_atomic(target: Path, data: bytes) -> None:
