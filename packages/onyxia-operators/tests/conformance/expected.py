@@ -1,7 +1,7 @@
 """Selected ONNX node cases that are known not to pass, each with its root cause.
 
 A case listed here must fail or be rejected (`test_conformance` fails a listed case that passes, so
-the list stays honest). Cases whose inputs or outputs have no WebGPU storage type (bfloat16, uint64,
+the list stays honest). Cases whose inputs or outputs have no WebGPU storage type (bfloat16, float8,
 string, sequences ...) are never listed: the harness rejects those by dtype on its own. float64 is
 storable (demoted to f32, compared at float32's tolerance), so its cases are selected like the others.
 Reasons open with what kind of gap it is: "not implemented" (a deliberate compile-time rejection),

@@ -7,7 +7,7 @@ its local functions is registered at the model's opset. A selected case goes fil
 
 - ``passed``: every output of every data set matches (exact for ints and bools, NaN where NaN; float64,
   which the GPU computes as f32, at float32's tolerance);
-- ``rejected (dtype)``: a graph input or output has no WebGPU storage type (bfloat16, uint64,
+- ``rejected (dtype)``: a graph input or output has no WebGPU storage type (bfloat16, float8,
   string, sequence ...). Such a case must fail at load/compile time with an `OnyxiaError`; if it
   compiles, or fails later or otherwise, it is ``failed``;
 - ``rejected``: a compile-time `UnsupportedOpError`, or a `PlanningError` about a dtype without a

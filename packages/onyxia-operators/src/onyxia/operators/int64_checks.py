@@ -11,11 +11,13 @@ the total would fit again (never a wrapped value returned). A FusedElementwise b
 member binds the error word too (so the fusion leaves one of its eight bindings free for it).
 
 uint64 is carried the same way, as u32 (values below 2^32, checked at upload): its Add, Sub, Mul,
-two-input Sum, sum and product reductions, CumSum, left BitShift, and a Cast to it from a signed or
-float type call the ``*_u64`` twins, which report a result past 2^32 - 1 or below 0 ("uint64 value
-out of the 32-bit range") where onnxruntime would hold it in 64 bits (or wrap a negative one near
-2^64). Every other op that takes uint64 (data movement, comparisons, Div, Mod, Min/Max, Abs, the
-bitwise ops, a Cast from it) cannot leave the range, so it runs unchecked, as uint32 does.
+sum and product reductions, CumSum, left BitShift, and a Cast to it from a signed (int4 included)
+or float type call the ``*_u64`` twins, which report a result past 2^32 - 1 or below 0 ("uint64
+value out of the 32-bit range") where onnxruntime would hold it in 64 bits (or wrap a negative one
+near 2^64); a Cast from it to int64 is checked as uint32's is. The other ops that take uint64 (data
+movement, comparisons, Div, Mod, Min/Max, Abs, the bitwise ops, other Casts from it) cannot leave
+the range and run as uint32 does; the scatters' add and mul reductions, which have no checked
+form, refuse it (`typesets.WRAPPING_NUMERIC`).
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ __all__ = [
 _I64, _U64 = DataType.INT64, DataType.UINT64
 CARRIED = frozenset({_I64, _U64})  # 64-bit integers carried in 32 bits: their arithmetic is checked
 _BINARY = {
-    _I64: {"Add": "add_i64(a, b)", "Sub": "sub_i64(a, b)", "Mul": "mul_i64(a, b)", "Sum": "add_i64(a, b)"},
-    _U64: {"Add": "add_u64(a, b)", "Sub": "sub_u64(a, b)", "Mul": "mul_u64(a, b)", "Sum": "add_u64(a, b)"},
+    _I64: {"Add": "add_i64(a, b)", "Sub": "sub_i64(a, b)", "Mul": "mul_i64(a, b)"},
+    _U64: {"Add": "add_u64(a, b)", "Sub": "sub_u64(a, b)", "Mul": "mul_u64(a, b)"},
 }
 _UNARY = {_I64: {"Neg": "neg_i64(x)", "Abs": "abs_i64(x)"}}
 _COMBINE = {
@@ -60,7 +62,7 @@ def checked_cast(x: DataType, y: DataType) -> str | None:
 
 
 def checked_binary(op_type: str, dtype: DataType) -> str | None:
-    """The checked form of a binary (or two-input Sum) row computing in `dtype`, in ``a`` and ``b``."""
+    """The checked form of a binary row computing in `dtype`, in ``a`` and ``b``."""
     return _BINARY.get(dtype, {}).get(op_type)
 
 

@@ -98,7 +98,7 @@ def _binary(ctx: NodeCtx, row: BinaryElementwiseOp) -> Member:
 def _variadic(ctx: NodeCtx, row: VariadicElementwiseOp) -> Member:
     dtype = ctx.input_dtype(0)
     require_dtype(ctx, dtype, row.dtypes if not row.mean else FLOATS)
-    expr = _checked(ctx) or row.expr.format(T=dtype.wgsl)  # int64/uint64 Sum: checked
+    expr = row.expr.format(T=dtype.wgsl)
     return [("a", 0), ("b", 1)], f"({expr}) / {dtype.wgsl}(2)" if row.mean else expr  # as its last step divides
 
 

@@ -2,8 +2,7 @@
 
 Planned as a left fold of broadcasting binary dispatches through scratch buffers (exporters use
 two or three inputs, so one shader with N bindings would buy nothing); Mean divides in the last
-step. A single input is a copy. An int64/uint64 Sum adds with the checked add (`int64_checks`): every
-partial sum is range-checked, as the reductions' are.
+step. A single input is a copy.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, Tenso
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.broadcast import emit_broadcast
 from onyxia.operators.family import named_rows
-from onyxia.operators.int64_checks import checked_binary
 from onyxia.operators.typesets import FLOATS, NUMERIC, require_dtype
 
 __all__ = ["VARIADIC", "VariadicElementwiseOp"]
@@ -62,16 +60,15 @@ class VariadicElementwiseOp:
             ctx.copy(ctx.input(inputs[0]), ctx.output(0), dims_product(out_dims) * dtype.gpu_numpy.itemsize)
             return
         acc_ref, acc_dims = ctx.input(inputs[0]), ctx.input_dims(inputs[0])
-        checked = checked_binary(ctx.node.op_type, dtype)
         for step, i in enumerate(inputs[1:], start=2):
             last = step == len(inputs)
             dims = out_dims if last else ctx.broadcast(acc_dims, ctx.input_dims(i)).dims
             ref = ctx.output(0) if last else ctx.alloc_scratch(dims_product(dims) * dtype.gpu_numpy.itemsize, "acc")
-            expr = checked or self.expr.format(T=dtype.wgsl)
+            expr = self.expr.format(T=dtype.wgsl)
             if last and self.mean:
                 expr = f"({expr}) / {dtype.wgsl}({len(inputs)})"
             operands = [(acc_ref, acc_dims, dtype), (ctx.input(i), ctx.input_dims(i), dtype)]
-            emit_broadcast(ctx, expr, operands, (ref, dims, dtype), None if checked is None else ctx.error_slot())
+            emit_broadcast(ctx, expr, operands, (ref, dims, dtype))
             acc_ref, acc_dims = ref, dims
 
 
