@@ -98,7 +98,8 @@ class DataType(enum.IntEnum):
 
     @property
     def gpu_numpy(self) -> np.dtype:
-        """numpy dtype of the GPU storage form (int64 -> int32, uint64 -> uint32, bool -> uint32, float64 -> float32 ...)."""
+        """numpy dtype of the GPU storage form (int64 -> int32, uint64 -> uint32, bool -> uint32,
+        float64 -> float32 ...)."""
         return np.dtype(_GPU[self].numpy)
 
     @property
