@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +21,12 @@ from onyxia.cli import main
 
 # nox runs pytest in importlib mode: make the helper modules beside this file (llm_cases) importable
 sys.path.insert(0, str(Path(__file__).parent))
+
+# Compiled plans and synthesized models go to a folder of this test run (child processes inherit it), never
+# to the user's ~/.cache/onyxia: a test sees only the plans this run cached. Tests of the cache set their own.
+if "ONYXIA_CACHE_DIR" not in os.environ:
+    os.environ["ONYXIA_CACHE_DIR"] = tempfile.mkdtemp(prefix="onyxia-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["ONYXIA_CACHE_DIR"], True)
 
 
 @dataclass
