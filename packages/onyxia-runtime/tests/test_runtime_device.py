@@ -96,3 +96,15 @@ def test_runtime_imports_no_compiler_stack() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_several_runtimes_coexist_in_one_process(runtime: Runtime, uniform_runtime: Runtime) -> None:
+    """Each `Runtime` opens its own device; one plan loads on both and each runs it with its own buffers
+    (a value does not move between them on the GPU: that is why `onyxia.ort` shares one per process)."""
+    compiled = scale_plan(["n"])
+    first, second = runtime.load_model(compiled), uniform_runtime.load_model(compiled)
+    assert first.ctx.device is not second.ctx.device
+    x = np.arange(5, dtype=np.float32)
+    np.testing.assert_array_equal(first.run({"x": x})["y"], 2 * x)
+    np.testing.assert_array_equal(second.run({"x": x[:3]})["y"], 2 * x[:3])
+    np.testing.assert_array_equal(first.run({"x": x[:2]})["y"], 2 * x[:2])  # the other's dims left it alone

@@ -11,6 +11,13 @@ without the compiler stack.
     executor = runtime.load_model(compiled)  # pipelines built, weights uploaded
     outputs = executor.run({"x": x})         # symbolic dims bound from input shapes
 
+Several `Runtime`s may coexist in one process: each opens its own device (and pays its start-up), and a
+plan loads on any of them, but buffers do not move between devices, so code that passes values from one
+model to another (`onyxia.ort`, LLM sessions) shares one. `compiling_for(runtime)` is what ties a compile
+to a device: inside it the compiler reads that device's limits (binding and buffer sizes, by which weights
+are split) and its `AdapterFacts` (subgroups, f16, ...), from which the matmul and conv variant tables
+pick kernels; a plan compiled outside it targets a portable default and runs anywhere, more slowly.
+
 Shader contract: a dispatch of (x, 1, 1) workgroups above the adapter's per-dimension limit is
 issued as (ceil(x / y), y, 1), so shaders compute their linear workgroup index as
 ``wid.x + wid.y * nwg.x`` (``nwg`` from ``@builtin(num_workgroups)``) and bounds-check it. Whole
