@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = ("python start", "imports", "Runtime()", "compile", "load_model", "first run", "second run")
@@ -51,14 +52,14 @@ def _child_ort(model: str, inputs_npz: str | None, dims: dict[str, int]) -> dict
     loading = runtime.load_model
     spent = [0.0]
 
-    def timed_load(*args: object, **kwargs: object) -> object:
+    def timed_load(*args: Any, **kwargs: Any) -> Any:
         began = time.time()
         try:
             return loading(*args, **kwargs)
         finally:
             spent[0] += time.time() - began
 
-    runtime.load_model = timed_load  # type: ignore[method-assign]
+    setattr(runtime, "load_model", timed_load)  # noqa: B010 - the bound method, replaced on this instance
     session = ort.InferenceSession(model)
     done = time.time()
     stamps["compile"], stamps["load_model"] = done - spent[0], done
@@ -142,14 +143,14 @@ def _prepare(model: Path, inputs: Path | None, dims: dict[str, int], work: Path)
     return saved, _bind(graph, feeds, dims)
 
 
-def _random_feeds(graph: object, given: dict[str, object], dims: dict[str, int]) -> dict[str, object]:
+def _random_feeds(graph: Any, given: dict[str, Any], dims: dict[str, int]) -> dict[str, Any]:
     """`given` plus a random array for every other graph input, named dims from `dims` (else 1)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     feeds = dict(given)
-    for tid in graph.inputs:  # type: ignore[attr-defined]
-        tensor = graph.tensor(tid)  # type: ignore[attr-defined]
+    for tid in graph.inputs:
+        tensor = graph.tensor(tid)
         if tensor.name in feeds:
             continue
         shape = [d if isinstance(d, int) else dims.get(_dim_name(d), 1) for d in getattr(tensor.shape, "dims", ())]
@@ -165,11 +166,11 @@ def _dim_name(dim: object) -> str:
     return str(dim.args[0]) if getattr(dim, "op", "") == "name" else str(dim)  # type: ignore[attr-defined]
 
 
-def _bind(graph: object, feeds: dict[str, object], dims: dict[str, int]) -> dict[str, int]:
+def _bind(graph: Any, feeds: dict[str, Any], dims: dict[str, int]) -> dict[str, int]:
     """Named dims bound from the feeds' shapes (what `onyxia run` and `onyxia.ort` do)."""
     bound = dict(dims)
-    for tid in graph.inputs:  # type: ignore[attr-defined]
-        tensor = graph.tensor(tid)  # type: ignore[attr-defined]
+    for tid in graph.inputs:
+        tensor = graph.tensor(tid)
         for dim, size in zip(getattr(tensor.shape, "dims", ()), feeds[tensor.name].shape):  # type: ignore[attr-defined]
             if getattr(dim, "op", "") == "name":
                 bound.setdefault(_dim_name(dim), int(size))
@@ -237,14 +238,14 @@ def _importtime(stderr: str, top: int) -> str:
     return "\n".join(f"  {us / 1e3:8.1f} ms  {name}" for us, name in rows[:top])
 
 
-def _packaged(domain: str, workdir: Path) -> list[tuple[str, Path, Path]]:
+def _packaged(domain: str, workdir: Path) -> list[tuple[str, Path, Path | None]]:
     """(name, model, saved inputs) for the packaged models of `domain`, inputs from the package's pre-processing."""
     import numpy as np
 
     sys.path[:0] = [str(REPO / "tests" / "packaged_models"), str(REPO / "tests")]
-    from packaged_table import PASSING
+    from packaged_table import PASSING  # type: ignore[import-not-found]  # tests/packaged_models
 
-    found = []
+    found: list[tuple[str, Path, Path | None]] = []
     for entry in PASSING:
         if entry.domain != domain:
             continue
