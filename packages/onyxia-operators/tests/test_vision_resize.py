@@ -7,7 +7,16 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper
-from oracle import assert_close, check_model, check_op, compile_model, make_model, reference_outputs, runtime
+from oracle import (
+    assert_close,
+    check_model,
+    check_op,
+    check_rebinding,
+    compile_model,
+    make_model,
+    reference_outputs,
+    runtime,
+)
 
 from onyxia.core import ShapeInferenceError, UnsupportedOpError
 from onyxia.onnx.errors import ModelValidationError
@@ -126,6 +135,26 @@ def test_symbolic_batch_rebinds_without_recompiling(mode: str) -> None:
         assert_close(executor.run(feeds)["y0"], reference_outputs(model, feeds, "ort")[0])
         pipelines = pipelines or executor.stats.pipelines_created
         assert executor.stats.pipelines_created == pipelines
+
+
+@pytest.mark.parametrize(("scale", "sides"), [(2.0, ((4, 5), (3, 7))), (0.5, ((6, 8), (5, 9)))])
+def test_symbolic_spatial_dims_under_exact_scales(scale: float, sides: tuple[tuple[int, int], ...]) -> None:
+    """PP-OCR's FPN upsamples feature maps whose H and W are symbolic by 2, 4 and 8: an integer scale (or one over
+    a power of two) keeps the output size symbolic (``H * 2``), so one plan serves every image size."""
+    inputs = {"x": _r(1, 2, *sides[0]), "roi": None, "scales": _scales(1, 1, scale, scale)}
+    attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    model = make_model("Resize", inputs, attrs, opset=13, initializers=["scales"])
+    for axis, name in ((2, "H"), (3, "W")):
+        model.graph.input[0].type.tensor_type.shape.dim[axis].dim_param = name
+    check_rebinding(model, [{"x": _r(1, 2, h, w)} for h, w in sides])
+
+
+def test_symbolic_spatial_dims_under_other_scales_name_the_axis() -> None:
+    inputs = {"x": _r(1, 2, 4, 5), "roi": None, "scales": _scales(1, 1, 1.5, 1.5)}
+    model = make_model("Resize", inputs, {"mode": "nearest"}, opset=13, initializers=["scales"])
+    model.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "H"
+    with pytest.raises(ShapeInferenceError, match="symbolic size H and scale 1.5"):
+        compile_model(model)
 
 
 def test_sizes_built_from_the_symbolic_input_shape() -> None:

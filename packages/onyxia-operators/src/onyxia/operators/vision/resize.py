@@ -118,12 +118,35 @@ def _target(ctx: NodeCtx, dims: Sequence[SymbolicDim]) -> _Target:
 
 
 def _from_scales(ctx: NodeCtx, dims: Sequence[SymbolicDim], axes: list[int], scales: list[float]) -> _Target:
-    """``out = floor(in * scale)`` in float32, as ORT computes it."""
+    """``out = floor(in * scale)`` in float32, as ORT computes it; a symbolic axis stays symbolic under
+    the scales whose float32 product is exact (`_symbolic_scaled`)."""
     out, factors = list(dims), [1.0] * len(dims)
     for axis, scale in zip(axes, scales):
         factors[axis] = scale
-        out[axis] = dims[axis] if scale == 1 else math.floor(np.float32(_static(ctx, dims[axis])) * np.float32(scale))
+        dim = dims[axis]
+        if scale == 1:
+            continue
+        if isinstance(dim, int):
+            out[axis] = math.floor(np.float32(dim) * np.float32(scale))
+        else:
+            out[axis] = _symbolic_scaled(ctx, dim, scale)
     return _Target(out, factors)
+
+
+def _symbolic_scaled(ctx: NodeCtx, dim: SymbolicDim, scale: float) -> SymbolicDim:
+    """``floor(dim * scale)`` for a symbolic `dim`, where it is exact for every value: an integer scale
+    (``dim * k``: exact in float32 below 2**24, as onnxruntime's own float product is) or one over a power
+    of two (``dim // 2**k``: scaling by a power of two is exact). The upsampling and pooling-like
+    Resizes of detectors' feature pyramids are these; any other scale needs the axis static."""
+    if scale > 1 and scale.is_integer():
+        return dim * int(scale)
+    inverse = 1 / scale if scale > 0 else 0.0
+    if 0 < scale < 1 and inverse.is_integer() and int(inverse) & (int(inverse) - 1) == 0:
+        return dim // int(inverse)
+    raise ctx.error(
+        f"a resized axis has symbolic size {dim} and scale {scale}; a symbolic axis needs an integer scale or "
+        "one over a power of two (other scales and sizes need static spatial dims)"
+    )
 
 
 def _from_sizes(ctx: NodeCtx, dims: Sequence[SymbolicDim], axes: list[int], sizes: list[SymbolicDim]) -> _Target:
