@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 from onyxia.core import FamilyTable, OperatorRegistry
-from onyxia.operators.attention import ATTENTION_ONYXIA, MICROSOFT
+from onyxia.operators.attention import ATTENTION_ONNX, ATTENTION_ONYXIA, MICROSOFT
 from onyxia.operators.control import CONTROL
 from onyxia.operators.elementwise import BINARY, CAST, ELEMENTWISE_MS, UNARY, VARIADIC
 from onyxia.operators.elementwise.fused import FUSED_ELEMENTWISE
@@ -53,6 +53,7 @@ def register_builtin(registry: OperatorRegistry) -> OperatorRegistry:
             CONTROL,
             RECURRENT,
             SIGNAL,
+            ATTENTION_ONNX,
         ),
         "com.microsoft": (MICROSOFT, NORMALIZATION_MS, QUANTIZED_MS, ELEMENTWISE_MS, TRANSFORMER_MS),
         ONYXIA_DOMAIN: (

@@ -2,7 +2,8 @@
 SimplifiedLayerNormalization (RMSNorm), BatchNormalization (inference), and the com.microsoft
 SkipLayerNormalization, SkipSimplifiedLayerNormalization and RotaryEmbedding, and com.onyxia NormAddNorm (a
 SkipSimplifiedLayerNormalization whose skip is RMS-normalised first), RmsNormRotary (a per-head RMSNorm
-fused into RotaryEmbedding, for one tensor or a q/k pair) and ApplyRotaryPosEmb (optimum's plain-op rotate-half RoPE,
+fused into RotaryEmbedding, for one tensor or a q/k pair), ai.onnx RotaryEmbedding (opset 23, lowered to the
+contrib op: `normalization.onnx_rotary`) and ApplyRotaryPosEmb (optimum's plain-op rotate-half RoPE,
 optionally behind a per-head RMSNorm).
 
 Part of onyxia.operators (IR -> plan). Imports onyxia.core and the shared operator helpers only
@@ -14,6 +15,7 @@ from onyxia.core import FamilyKey, Operator, merge_families
 from onyxia.operators.normalization.apply_rotary import APPLY_ROTARY, ApplyRotaryPosEmbOp
 from onyxia.operators.normalization.batch_norm import BATCH_NORM, BatchNormalizationOp
 from onyxia.operators.normalization.layer_norm import LAYER_NORMS, LAYER_NORMS_MS, LAYER_NORMS_ONYXIA, NormalizationOp
+from onyxia.operators.normalization.onnx_rotary import ONNX_ROTARY
 from onyxia.operators.normalization.rms_norm_rotary import RMS_NORM_ROTARY, RmsNormRotaryOp
 from onyxia.operators.normalization.rotary import ROTARY, RotaryEmbeddingOp
 
@@ -33,6 +35,6 @@ __all__ = [
     "RotaryEmbeddingOp",
 ]
 
-NORMALIZATION: dict[FamilyKey, Operator] = merge_families(LAYER_NORMS, BATCH_NORM)  # default domain
+NORMALIZATION: dict[FamilyKey, Operator] = merge_families(LAYER_NORMS, BATCH_NORM, ONNX_ROTARY)  # default domain
 NORMALIZATION_MS: dict[FamilyKey, Operator] = merge_families(LAYER_NORMS_MS, ROTARY)  # com.microsoft
 NORMALIZATION_ONYXIA: dict[str, Operator] = {**LAYER_NORMS_ONYXIA, **RMS_NORM_ROTARY, **APPLY_ROTARY}  # com.onyxia
