@@ -71,13 +71,16 @@ def write_expected(
     *,
     genai: bool,
     accuracy_level: int | None = None,
+    model_file: str = "model.onnx",
+    name: str | None = None,
 ) -> Path:
-    """Run the greedy loop on ``directory/model.onnx`` for every prompt and write the expected file."""
+    """Run the greedy loop on ``directory/model_file`` for every prompt and write the expected file
+    (``name``, default ``expected.json`` or ``expected_acc<level>.json``)."""
     import onnxruntime as ort
 
     kv_heads, head_dim = _dims(config)
     windowed = window_layers(directory)
-    session = open_session(directory / "model.onnx", accuracy_level)
+    session = open_session(directory / model_file, accuracy_level)
     eos = set(config["eos_token_id"] if isinstance(config["eos_token_id"], list) else [config["eos_token_id"]])
     records, genai_error = [], None
     for prompt in prompts:
@@ -94,8 +97,8 @@ def write_expected(
                 genai_error = str(exc)
         records.append(rec)
     doc: dict[str, Any] = {
-        "model_file": "model.onnx",
-        "files_sha256": files_sha256(directory, ["model.onnx", "model.onnx.data", "model.onnx_data"]),
+        "model_file": model_file,
+        "files_sha256": files_sha256(directory, [model_file, "model.onnx.data", "model.onnx_data"]),
         "precision": None,
         "io_dtype": "float32",
         "onnxruntime_version": ort.__version__,
@@ -118,6 +121,6 @@ def write_expected(
             doc["genai_reference"]["error"] = genai_error
     if hf is not None:
         doc["hf_reference"] = hf.meta
-    path = directory / ("expected.json" if accuracy_level is None else f"expected_acc{accuracy_level}.json")
+    path = directory / (name or ("expected.json" if accuracy_level is None else f"expected_acc{accuracy_level}.json"))
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path

@@ -1,9 +1,10 @@
-"""Run the two exporters on a checkpoint, each in its own Python environment.
+"""Run the exporters on a checkpoint, each in its own Python environment.
 
 Why subprocesses and two interpreters: onnxruntime-genai 0.18.0's model builder imports model classes
 that only transformers 5 has, while optimum-onnx 0.1.0 requires transformers 4.57 — one venv cannot
 hold both (see requirements.txt and requirements-optimum.txt). Both get HF_HUB_OFFLINE=1 so a missing
-local file fails instead of reaching for the hub.
+local file fails instead of reaching for the hub. PyTorch's exporter (``dynamo_export.py``) runs in a
+third venv (requirements-dynamo.txt), which can also run the whole generator.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["export_genai", "export_optimum", "ExportError"]
+__all__ = ["export_dynamo", "export_genai", "export_optimum", "ExportError"]
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
@@ -24,6 +25,7 @@ class ExportError(RuntimeError):
 
 def _run(cmd: list[str], log: Path) -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
     with log.open("w") as fh:
         proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
     if proc.returncode != 0:
@@ -62,5 +64,18 @@ def export_optimum(python: str, hf_dir: Path, out: Path, log: Path) -> Path:
         raise ExportError(f"optimum-cli not found beside {python} (expected {cli}); install requirements-optimum.txt")
     cmd = [str(cli), "export", "onnx", "--model", str(hf_dir), "--task", "text-generation-with-past", str(out)]
     _run(cmd, log)
+    _copy_tokenizer(hf_dir, out)
+    return out
+
+
+def export_dynamo(python: str, hf_dir: Path, out: Path, log: Path) -> Path:
+    """``torch.onnx.export(dynamo=True, opset_version=23)`` with a cache (model.onnx + model.onnx.data) and
+    without (model_no_cache.onnx, sharing the data file), plus the checkpoint's config files."""
+    out.mkdir(parents=True, exist_ok=True)
+    for extra in ([], ["--no-cache"]):
+        cmd = [python, "-m", "llm_fixtures.dynamo_export", "--model", str(hf_dir), "--out", str(out), *extra]
+        _run(cmd, log.with_suffix(".no-cache.log" if extra else ".log"))
+    for name in ("config.json", "generation_config.json"):
+        shutil.copy2(hf_dir / name, out / name)
     _copy_tokenizer(hf_dir, out)
     return out

@@ -1,9 +1,9 @@
-"""The six decoder families as one table: HF config, tokenizer style, ids and prompts.
+"""The seven decoder families as one table: HF config, tokenizer style, ids and prompts.
 
 Why a table: adding a family to the fixtures should be one row here plus its chat template in
 ``templates/<name>.jinja``, mirroring how Onyxia's own LLM session keeps family knowledge in one table.
 The numbers follow the real models each row imitates (Llama 3.2, Qwen2.5, Qwen3, Phi-4-mini, Gemma 2,
-Mistral 7B v0.1) shrunk to hidden ~64 and 2 layers, so that the exporters take their ordinary code paths.
+Gemma 3 270m, Mistral 7B v0.1) shrunk to hidden ~64 and 2 layers, so that the exporters take their ordinary code paths.
 """
 
 from __future__ import annotations
@@ -191,6 +191,31 @@ FAMILIES: dict[str, Family] = {
             sp_prepend=False,
             qk_std=0.6,
             final_norm_scale=16.0,
+            extra_tokenizer_config={"legacy": False},
+        ),
+        Family(
+            name="gemma3",
+            hf_class="Gemma3ForCausalLM",
+            config=dict(
+                _COMMON, model_type="gemma3_text", hidden_size=64, num_attention_heads=4, num_key_value_heads=1,
+                head_dim=16, intermediate_size=128, hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6,
+                query_pre_attn_scalar=32, sliding_window=16, tie_word_embeddings=True,
+                layer_types=["sliding_attention", "full_attention"],
+                rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+            ),
+            style="sentencepiece",
+            head_tokens=[
+                ("<pad>", True), ("<eos>", True), ("<bos>", True), ("<unk>", True), ("<mask>", True),
+                ("<start_of_turn>", True), ("<end_of_turn>", True),
+            ],
+            tail_tokens=[],
+            bos="<bos>",
+            eos=["<eos>", "<end_of_turn>"],
+            pad="<pad>",
+            tokenizer_class="GemmaTokenizerFast",
+            edge=("window", 16),
+            sp_prepend=False,
             extra_tokenizer_config={"legacy": False},
         ),
         Family(

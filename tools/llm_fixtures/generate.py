@@ -18,7 +18,7 @@ from typing import Any
 
 from .checkpoint import build_checkpoint
 from .expected import make_prompts, write_expected
-from .exporters import export_genai, export_optimum
+from .exporters import export_dynamo, export_genai, export_optimum
 from .families import FAMILIES, Family
 from .references import HfReference
 from .tokenizer import save_tokenizer, train_tokenizer
@@ -27,6 +27,8 @@ __all__ = ["main"]
 
 _MAIN_PACKAGES = ["torch", "transformers", "tokenizers", "onnxruntime", "onnxruntime-genai", "onnx", "onnx-ir"]
 _OPTIMUM_PACKAGES = ["torch", "transformers", "tokenizers", "optimum", "optimum-onnx", "onnx", "onnxruntime"]
+_DYNAMO_PACKAGES = ["torch", "transformers", "tokenizers", "onnxscript", "onnx-ir", "onnx", "onnxruntime"]
+_EXPORTERS = ("genai", "optimum", "dynamo")
 
 
 def _versions(python: str, packages: list[str]) -> dict[str, str]:
@@ -84,6 +86,13 @@ def _family(args: argparse.Namespace, family: Family) -> list[str]:
         _check_optimum_rope(family, config, out)
         path = write_expected(family, config, out, prompts, hf, genai=False)
         done.append(f"{path.relative_to(args.out)} ({time.time() - t0:.0f}s)")
+    if "dynamo" in args.exporters:
+        t0 = time.time()
+        out = export_dynamo(args.dynamo_python, hf_dir, args.out / f"{family.name}-tiny-dynamo", work / "dynamo.log")
+        paths = [write_expected(family, config, out, prompts, hf, genai=False)]
+        paths.append(write_expected(family, config, out, prompts, hf, genai=False, model_file="model_no_cache.onnx",
+                                    name="expected_no_cache.json"))  # fmt: skip
+        done += [f"{p.relative_to(args.out)} ({time.time() - t0:.0f}s)" for p in paths]
     return done
 
 
@@ -91,10 +100,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llm_fixtures", description=__doc__)
     p.add_argument("--out", type=Path, required=True, help="output directory (created)")
     p.add_argument("--families", default=",".join(FAMILIES), help=f"comma list of {', '.join(FAMILIES)}")
-    p.add_argument("--exporters", default="genai,optimum", help="comma list of genai, optimum")
+    p.add_argument("--exporters", default="genai,optimum", help=f"comma list of {', '.join(_EXPORTERS)}")
     p.add_argument("--precisions", default="fp32,int4", help="genai builder precisions (-p)")
     p.add_argument("--genai-python", default=sys.executable, help="python of the requirements.txt venv")
     p.add_argument("--optimum-python", help="python of the requirements-optimum.txt venv (needed for optimum)")
+    p.add_argument("--dynamo-python", default=sys.executable, help="python of the requirements-dynamo.txt venv")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-hf", action="store_true", help="skip the transformers comparison")
     p.add_argument("--no-genai-reference", action="store_true", help="skip onnxruntime-genai's Generator")
@@ -106,13 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     args.exporters = [e for e in args.exporters.split(",") if e]
     args.precisions = [p for p in args.precisions.split(",") if p]
     families = [f for f in args.families.split(",") if f]
-    unknown = [f for f in families if f not in FAMILIES] + [e for e in args.exporters if e not in ("genai", "optimum")]
+    unknown = [f for f in families if f not in FAMILIES] + [e for e in args.exporters if e not in _EXPORTERS]
     if unknown:
-        raise SystemExit(f"unknown families/exporters {unknown}; families: {list(FAMILIES)}, exporters: genai, optimum")
+        raise SystemExit(f"unknown families/exporters {unknown}; families: {list(FAMILIES)}, exporters: {_EXPORTERS}")
     if "optimum" in args.exporters and not args.optimum_python:
         raise SystemExit("--optimum-python is required for the optimum exporter (a venv from requirements-optimum.txt)")
     (args.out / "_work").mkdir(parents=True, exist_ok=True)
     versions = {"main": _versions(args.genai_python, _MAIN_PACKAGES), "python": sys.version.split()[0]}
+    if "dynamo" in args.exporters:
+        versions["dynamo"] = _versions(args.dynamo_python, _DYNAMO_PACKAGES)
     if args.optimum_python:
         versions["optimum"] = _versions(args.optimum_python, _OPTIMUM_PACKAGES)
     (args.out / "_work" / "versions.json").write_text(json.dumps(versions, indent=2) + "\n")

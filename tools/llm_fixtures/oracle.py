@@ -74,8 +74,11 @@ def _past_shapes(session: Any, kv_heads: int, head_dim: int, windowed: dict[int,
 def greedy(
     session: Any, prompt_ids: list[int], new_tokens: int, kv_heads: int, head_dim: int, windowed: dict[int, int]
 ) -> GreedyRun:
-    """Prefill, then ``new_tokens - 1`` single-token steps; argmax each time (EOS not special)."""
+    """Prefill, then ``new_tokens - 1`` single-token steps; argmax each time (EOS not special).
+
+    A graph without past inputs (a no-cache export) is run as its users run it: the whole sequence each step."""
     names = {i.name for i in session.get_inputs()}
+    cached = any(n.startswith("past_key_values.") for n in names)
     outputs = [o.name for o in session.get_outputs()]
     past = {k: np.zeros(s, np.float32) for k, s in _past_shapes(session, kv_heads, head_dim, windowed).items()}
     run = GreedyRun(ids=[])
@@ -96,7 +99,7 @@ def greedy(
         nxt = int(np.argmax(last))
         run.ids.append(nxt)
         past = {k.replace("present.", "past_key_values."): v for k, v in result.items() if k.startswith("present.")}
-        tokens, total = [nxt], total + 1
+        tokens, total = ([nxt] if cached else [*tokens, nxt]), total + 1
     return run
 
 
