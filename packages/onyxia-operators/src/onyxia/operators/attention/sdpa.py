@@ -13,7 +13,8 @@ A float mask is added as it is; a bool mask adds ``where(mask, mask_true, mask_f
 ``Where(cond, 0, finfo.min)``, folded without materialising the float mask per layer).
 
 q is [B, N, S, H], k [B, KVK, T, H], v [B, KVV, T, Hv]; y is [B, N, S, Hv], or [B, S, N, Hv] with
-transpose_output (the graph's Transpose(0, 2, 1, 3) after attention, folded). Scores stay f32 whatever the
+transpose_output (the graph's Transpose(0, 2, 1, 3) after attention, folded); with q_bsnh q is read as
+[B, S, N, H] (a Transpose in front of it, folded: `attention.onnx_attention_fusions`). Scores stay f32 whatever the
 storage (f32 or f16: the fusion from plain ops declines f16 graphs, which round at every step; ai.onnx
 Attention, lowered to this op by `attention.onnx_attention`, states no rounding).
 
@@ -91,9 +92,11 @@ class SdpaGeometry:
 def sdpa_geometry(ctx: NodeCtx) -> SdpaGeometry:
     """Validate the inputs; every shape fact the kernels rely on is checked here."""
     _check_dtypes(ctx)
-    dims = [ctx.input_dims(i) for i in range(3)]
+    dims = [list(ctx.input_dims(i)) for i in range(3)]
     if any(len(d) != 4 for d in dims):
         raise ctx.error(f"q, k and v must be 4-D [batch, heads, rows, head size]; found {ctx.describe_inputs()}")
+    if ctx.attr_int("q_bsnh", 0):  # q read as [B, S, N, H]
+        dims[0] = [dims[0][0], dims[0][2], dims[0][1], dims[0][3]]
     (batch, heads, seq, head), (kb, kh, keys, kd), (vb, vh, vkeys, vd) = dims
     static = (heads, head, kh, kd, vh, vd)
     if not all(isinstance(d, int) and d > 0 for d in static):
@@ -230,7 +233,7 @@ def sdpa_defs(ctx: NodeCtx, g: SdpaGeometry) -> dict[str, object]:
         if ctx.attr_int("mask_pads_keys", 0) and mask and mask[-1] != g.keys:
             defs["MASK_SHORT"] = True
     defs.update(_structural_defs(ctx))
-    for attr, flag in (("zero_nan_rows", "ZERO_NAN_ROWS"), ("transpose_output", "TRANSPOSE_OUT")):
+    for attr, flag in (("zero_nan_rows", "ZERO_NAN_ROWS"), ("transpose_output", "TRANSPOSE_OUT"), ("q_bsnh", "Q_BSNH")):
         if ctx.attr_int(attr, 0):
             defs[flag] = True
     return defs

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from onyxia.core import InferenceCtx, NodeCtx, TensorType
+from onyxia.core import DataType, InferenceCtx, NodeCtx, TensorKind, TensorType
+from onyxia.core.shapes import shape_of
+from onyxia.core.values import TensorValue
 from onyxia.operators.lowering import Body, LoweredOp
 from onyxia.operators.typesets import FLOATS
 
@@ -71,7 +73,7 @@ def _lower(body: Body) -> list[int | None]:
     cos, sin = body.required(_COS), body.required(_SIN)
     positions = body.input(_POSITIONS)
     if positions is None:
-        width = body.ints([-1, rotary // 2], "table")
+        width = _shared_ints(body, [-1, rotary // 2], f"table_{rotary // 2}")
         cos, sin = body.op("Reshape", cos, width), body.op("Reshape", sin, width)
         positions = _token_ids(body)
     attrs = {"interleaved": int(ctx.attr_int("interleaved", 0) != 0), "num_heads": heads}
@@ -83,13 +85,29 @@ def _token_ids(body: Body) -> int:
     """Ids b * S + s of the per-token caches read as one table."""
     batch, seq = body.ctx.input_dims(_COS)[:2]
     if batch == 1:
-        return body.ints([0], "start")  # one start position: ids 0 .. S - 1
+        return _shared_ints(body, [0], "start")  # one start position: ids 0 .. S - 1
     if isinstance(batch, int) and isinstance(seq, int):
         return body.const(np.arange(batch * seq, dtype=np.int64).reshape(batch, seq), "ids")
     shape = body.op("Shape", body.required(_COS), end=2)
     count = body.op("ReduceProd", shape, keepdims=0)
     ids = body.op("Range", body.const(np.int64(0), "zero"), count, body.const(np.int64(1), "one"))
     return body.op("Reshape", ids, shape)
+
+
+def _shared_ints(body: Body, values: list[int], label: str) -> int:
+    """One initializer for every lowered RotaryEmbedding, so that a layer's q and k rotations read the same
+    tensors (CSE then merges their table Reshapes and `pair_rms_norm_rotary` pairs them)."""
+    found = body.graph.tensor_by_name(f"RotaryEmbedding/{label}")
+    if found is not None:
+        return found.id
+    array = np.asarray(values, np.int64)
+    name = f"RotaryEmbedding/{label}"
+    stored = TensorValue.from_numpy(array, name)
+    tensor = body.graph.add_tensor(
+        name, DataType.INT64, shape_of([len(values)]), TensorKind.INITIALIZER, initializer=stored
+    )
+    tensor.value = array  # known to inference and folding at once, as `Body.const` makes it
+    return tensor.id
 
 
 ONNX_ROTARY: dict[tuple[str, int, int | None], LoweredOp] = {

@@ -4,19 +4,19 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 
 | pass                   | rules (module)                                                            |
 |------------------------|---------------------------------------------------------------------------|
-| CancelTransposes       | cancel_transposes, merge_transposes (`rearrange.fusions`), gather_columns_of_transposed_table (`gather_scatter.fusions`) |
+| CancelTransposes       | bypass_lowered_identity (`attention.onnx_attention_fusions`), cancel_transposes, merge_transposes (`rearrange.fusions`), gather_columns_of_transposed_table (`gather_scatter.fusions`) |
 | FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
 | FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits, fuse_cast_mul_into_MatMulInteger (`quantized`), fuse_dynamic_quantize_into_MatMulIntegerToFloat (`quantized.integer_fusions`) |
 | GroupMatMuls           | split_packed_matmul (`matmul.packed_fusions`), split_packed_matmul_nbits (`quantized.split_fusions`), group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`), group_dynamic_quantize_matmul (`quantized.integer_fusions`) |
 | FuseMlpGate            | gelu_tanh_formula (`elementwise.activation_fusions`), fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup / _DynamicQuantizeMatMulGroup (matmul, quantized) |
 | FuseRmsNorm            | `normalization.rms_fusions`: plain-op RMSNorm -> SimplifiedLayerNormalization |
-| FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel |
+| FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel; rotate_before_transpose (`normalization.rotary_layout_fusions`) |
 | FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
 | FuseRmsNormRotaryPair  | pair_rms_norm_rotary (`normalization.rotary_pair_fusions`): a layer's q and k RmsNormRotary -> one |
 | FuseResidualRmsNorm    | fuse_add_into_SimplifiedLayerNormalization / _RMSNormalization (same)      |
 | FuseNormAddNorm        | fuse_norm_into_skip_norm (`normalization.norm_add_norm_fusions`): Gemma's sandwich norms -> NormAddNorm |
 | FuseKvCache            | fuse_kv_append, merge_kv_appends (`attention.kv_fusions`): Concat-grown KV caches -> KvAppend |
-| FuseAttention          | shape_of_reshape, identity_slice, fuse_attention, fold_transpose_into_attention (`attention.fusions`) |
+| FuseAttention          | shape_of_reshape, identity_slice, fuse_attention, fold_transpose_into_attention (`attention.fusions`), fold_query_transpose (`attention.onnx_attention_fusions`) |
 | FuseElementwise        | fuse_elementwise_chain (`elementwise.fusions`)                             |
 """
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 from onyxia.core.rewrite import RewritePass
 from onyxia.operators.attention.fusions import ATTENTION_FUSIONS
 from onyxia.operators.attention.kv_fusions import KV_CACHE_FUSIONS
+from onyxia.operators.attention.onnx_attention_fusions import BYPASS_LOWERED_IDENTITY, FOLD_QUERY_TRANSPOSE
 from onyxia.operators.elementwise.activation_fusions import ACTIVATION_FUSIONS
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
 from onyxia.operators.gather_scatter.fusions import GATHER_FUSIONS
@@ -34,6 +35,7 @@ from onyxia.operators.matmul.packed_fusions import SPLIT_PACKED_MATMUL
 from onyxia.operators.normalization.fusions import NORMALIZATION_FUSIONS
 from onyxia.operators.normalization.norm_add_norm_fusions import NORM_ADD_NORM_FUSIONS
 from onyxia.operators.normalization.rms_fusions import RMS_NORM_FUSIONS
+from onyxia.operators.normalization.rotary_layout_fusions import ROTARY_LAYOUT_FUSIONS
 from onyxia.operators.normalization.rotary_pair_fusions import ROTARY_PAIR_FUSIONS
 from onyxia.operators.normalization.rotate_half_fusions import ROTATE_HALF_FUSIONS
 from onyxia.operators.quantized.fusions import (
@@ -77,7 +79,7 @@ class CancelTransposes(RewritePass):
     """Transposes that need not run: pairs that cancel or merge, and a transposed table read by Gather."""
 
     name = "CancelTransposes"
-    rules = (*TRANSPOSE_FUSIONS, *GATHER_FUSIONS)
+    rules = (BYPASS_LOWERED_IDENTITY, *TRANSPOSE_FUSIONS, *GATHER_FUSIONS)
 
 
 class FoldTransposeIntoMatMul(RewritePass):
@@ -125,7 +127,7 @@ class FuseRmsNorm(RewritePass):
 
 class FuseRotateHalf(RewritePass):
     name = "FuseRotateHalf"
-    rules = ROTATE_HALF_FUSIONS
+    rules = (*ROTATE_HALF_FUSIONS, *ROTARY_LAYOUT_FUSIONS)
 
 
 class FuseKvCache(RewritePass):
@@ -159,7 +161,7 @@ class FuseNormAddNorm(RewritePass):
 
 class FuseAttention(RewritePass):
     name = "FuseAttention"
-    rules = ATTENTION_FUSIONS
+    rules = (*ATTENTION_FUSIONS, FOLD_QUERY_TRANSPOSE)
 
 
 class FuseElementwise(RewritePass):

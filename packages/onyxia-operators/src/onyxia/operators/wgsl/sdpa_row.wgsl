@@ -4,7 +4,7 @@
 // bias, which keys a query may see at all (ai.onnx Attention's causal frontier, sliding window, padded keys
 // and short mask), and the special-value tests. The importer declares in_q, in_k, [in_mask with MASK],
 // [in_valid with VALID_KEYS] (array<i32>: nonpad_kv_seqlen, int64 stored as i32).
-// Defs read: T (q/k/v storage), HEAD_SIZE, NUM_HEADS, K_HEADS, K_GROUP, optional f32 literals Q_SCALE,
+// Defs read: T (q/k/v storage), Q_BSNH (q is [B, SEQ, NUM_HEADS, HEAD_SIZE], else [B, NUM_HEADS, SEQ, ..]), HEAD_SIZE, NUM_HEADS, K_HEADS, K_GROUP, optional f32 literals Q_SCALE,
 //       K_SCALE, SCALE, DIVISOR, SOFTCAP; MASK with MASK_T and for a bool mask MASK_TRUE / MASK_FALSE;
 //       structural masks: VALID_KEYS (key j of batch row b exists iff j < in_valid[b]), MASK_SHORT (keys at
 //       or past the mask's last dim MASK_KEYS are hidden), CAUSAL (key j <= the query's position),
@@ -31,7 +31,11 @@ fn minus_inf() -> f32 {
 
 // q row (b, head, s) times q_scale, as the graph's Mul rounds it.
 fn load_query(q: ptr<function, array<f32, #{HEAD_SIZE}>>, b: u32, head: u32, s: u32) {
+#ifdef Q_BSNH
+    let base = ((b * #{SEQ} + s) * #{NUM_HEADS}u + head) * #{HEAD_SIZE}u;
+#else
     let base = ((b * #{NUM_HEADS}u + head) * #{SEQ} + s) * #{HEAD_SIZE}u;
+#endif
     for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
 #ifdef Q_SCALE
         (*q)[h] = f32(in_q[base + h]) * #{Q_SCALE};
