@@ -110,3 +110,41 @@ def test_rotary_dim_without_num_heads_names_node_and_attribute() -> None:
     model.graph.node[0].name = "rope_q"
     with pytest.raises(ShapeInferenceError, match=r"node 'rope_q' \(RotaryEmbedding.*rotary_embedding_dim.*num_heads"):
         compile_model(model)
+
+
+# ----- ai.onnx RotaryEmbedding (opset 23), lowered to the contrib op above -----------------------
+def _onnx_cache(rows: tuple[int, ...], width: int) -> tuple[np.ndarray, np.ndarray]:
+    angles = RNG.uniform(0, 6.3, (*rows, width)).astype(np.float32)
+    return np.cos(angles), np.sin(angles)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "attrs", "width"),
+    [
+        ((2, 3, 5, 8), {}, 4),  # 4-D [B, N, S, H], whole head
+        ((2, 3, 5, 8), {"interleaved": 1}, 4),
+        ((2, 3, 5, 8), {"rotary_embedding_dim": 4}, 2),  # partial rotary
+        ((2, 5, 3 * 8), {"num_heads": 3, "interleaved": 1, "rotary_embedding_dim": 4}, 2),  # 3-D
+    ],
+)
+def test_onnx_rotary_with_position_ids(x_shape: tuple[int, ...], attrs: dict, width: int) -> None:
+    cos, sin = _onnx_cache((50,), width)
+    inputs = {"x": RNG.standard_normal(x_shape).astype(np.float32), "cos": cos, "sin": sin}
+    inputs["pos"] = RNG.integers(0, 50, (2, 5)).astype(np.int64)
+    check_op("RotaryEmbedding", inputs, attrs, opset=23)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_onnx_rotary_per_token_caches(batch: int) -> None:
+    """No position_ids: cos/sin are [B, S, R/2] (PyTorch's exporter: Cos(freqs), Sin(freqs))."""
+    cos, sin = _onnx_cache((batch, 5), 4)
+    inputs = {"x": RNG.standard_normal((batch, 3, 5, 8)).astype(np.float32), "cos": cos, "sin": sin}
+    check_op("RotaryEmbedding", inputs, {"num_heads": 3}, opset=23)
+
+
+def test_onnx_rotary_per_token_caches_symbolic_batch() -> None:
+    """A symbolic batch: the table ids b * S + s come from Range over the caches' shape."""
+    cos, sin = _onnx_cache((2, 5), 4)
+    inputs = {"x": RNG.standard_normal((2, 5, 2 * 8)).astype(np.float32), "cos": cos, "sin": sin}
+    dim_params = {"x": ["b", "s", 16], "cos": ["b", "s", 4], "sin": ["b", "s", 4]}
+    check_op("RotaryEmbedding", inputs, {"num_heads": 2}, opset=23, dim_params=dim_params)

@@ -89,7 +89,8 @@ def _token_ids(body: Body) -> int:
     if isinstance(batch, int) and isinstance(seq, int):
         return body.const(np.arange(batch * seq, dtype=np.int64).reshape(batch, seq), "ids")
     shape = body.op("Shape", body.required(_COS), end=2)
-    count = body.op("ReduceProd", shape, keepdims=0)
+    rows, cols = (body.op("Gather", shape, body.const(np.int64(i), f"axis_{i}")) for i in (0, 1))
+    count = body.op("Mul", rows, cols)  # B * S, a symbolic value shape inference folds
     ids = body.op("Range", body.const(np.int64(0), "zero"), count, body.const(np.int64(1), "one"))
     return body.op("Reshape", ids, shape)
 
