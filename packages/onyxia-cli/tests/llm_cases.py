@@ -62,6 +62,12 @@ FIXTURES = [
 ]
 
 
+# PyTorch's own exporter, every family (tools/llm_fixtures/dynamo_export.py: torch.onnx.export(dynamo=True,
+# opset_version=23), torch 2.13.0, transformers 5.23.0, onnxscript 0.7.2): test_llm_dynamo.py runs these
+DYNAMO_FAMILIES = ("gemma3", *FAMILIES)
+DYNAMO_FIXTURES = [Fixture(f"{family}-tiny-dynamo", None, "expected.json", 1e-4) for family in DYNAMO_FAMILIES]
+
+
 def fixture_id(case: Fixture) -> str:
     return f"{case.directory}:{case.precision or 'file'}" + (
         f":acc{case.accuracy_level}" if case.accuracy_level is not None else ""

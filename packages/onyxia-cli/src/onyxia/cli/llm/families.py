@@ -19,7 +19,10 @@ __all__ = ["FAMILIES", "Family", "describe_architecture", "family_of"]
 
 log = logging.getLogger(__name__)
 
-_EXPORTERS = ("onnxruntime-genai builder fp32/int4", "optimum")
+# "torch.onnx dynamo": torch.onnx.export(dynamo=True, opset_version=23) with past/present as inputs/outputs
+# (tools/llm_fixtures/dynamo_export.py): ai.onnx Attention, RotaryEmbedding and RMSNormalization, the cache
+# grown by a Concat of past and new before Attention, as optimum's
+_EXPORTERS = ("onnxruntime-genai builder fp32/int4", "optimum", "torch.onnx dynamo opset 23")
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,14 @@ FAMILIES = (
         ("onnx-community fp32/fp16/q4/q4f16", *_EXPORTERS),
         "q/k norms, alternating sliding window, tied head scaled embedding",
     ),
-    Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), _EXPORTERS, "attention and final logit soft-capping"),
+    Family(
+        "gemma2",
+        ("gemma2",),
+        ("Gemma2ForCausalLM",),
+        _EXPORTERS,
+        "attention and final logit soft-capping (dynamo: transformers' default eager attention, so MatMul/"
+        "Softmax rather than an Attention node: sdpa cannot soft-cap)",
+    ),
     Family("llama", ("llama",), ("LlamaForCausalLM",), _EXPORTERS, "llama3 rope scaling; SmolLM2, Llama 3.2"),
     Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), _EXPORTERS, "q/k/v biases; ChatML; Qwen2.5"),
     Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), _EXPORTERS, "per-head q/k norms; head_dim != hidden/heads"),
@@ -48,7 +58,8 @@ FAMILIES = (
         ("phi3",),
         ("Phi3ForCausalLM",),
         _EXPORTERS,
-        "fused qkv/gate_up, partial rotary, LongRoPE (genai: an If on the length selects the caches)",
+        "fused qkv/gate_up, partial rotary, LongRoPE (genai: an If on the length selects the caches; dynamo: "
+        "a Where on the largest position, and the partial rotary stays Slice/Neg/Concat, no RotaryEmbedding)",
     ),
     Family(
         "mistral",

@@ -9,7 +9,9 @@
   files are smaller only because quantize_dynamic also quantizes the embedding table; gemma3-tiny: int8
   242 KB, bnb4 392 KB, q4 397 KB), so picking them by size would trade accuracy or decode speed for bytes;
 - onnxruntime-genai (`genai_config.json` + the decoder file it names);
-- optimum `text-generation-with-past` (`config.json` + `model.onnx`).
+- optimum `text-generation-with-past` (`config.json` + `model.onnx`), and PyTorch's own exporter
+  (`torch.onnx.export(dynamo=True)` saved as `model.onnx` + `model.onnx.data` beside the checkpoint's
+  `config.json`): one layout, "optimum", since the session reads either graph by its input and output names.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def resolve_model_dir(root: str | Path, precision: str | None = None, features: 
     else:
         raise ModelLoadError(
             f"{root}: no ONNX model found; expected onnx/model*.onnx (onnx-community), genai_config.json "
-            "(onnxruntime-genai) or model.onnx (optimum)"
+            "(onnxruntime-genai) or model.onnx (optimum, torch.onnx.export)"
         )
     _attach_tokenizer(found)
     return found

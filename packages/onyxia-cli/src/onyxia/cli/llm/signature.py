@@ -2,7 +2,11 @@
 
 No per-model hard-coding beyond the exporters' names: `input_ids`, optional `attention_mask` and
 `position_ids`, `past_key_values.N.key/value` (or `past_key_values.N.decoder.key`-free variants),
-`logits`, `present.N.key/value`. Anything else is an error that lists what was found.
+`logits`, `present.N.key/value`. The onnxruntime-genai builder, optimum and PyTorch's own exporter
+(`torch.onnx.export(dynamo=True)` with these names passed as `input_names`/`output_names`, the names
+onnxruntime users feed) all write them. Anything else is an error that lists what was found; so is a
+graph with no cache at all (a `use_cache=False` export): a session appends each step to a resident
+cache, and without past inputs a decode step would see only its own token.
 """
 
 from __future__ import annotations
@@ -74,6 +78,12 @@ def read_signature(graph: IrGraph, where: str) -> LlmSignature:
             continue
         pairs.append(
             KvPair(layer, kind, name, present, tensor.dtype, _dims(tensor.shape), _dims(outputs[present].shape))
+        )
+    if not problems and not pairs:
+        problems.append(
+            "no KV cache: no past_key_values.N.key/value inputs and present.N.key/value outputs (an export "
+            "without a cache, e.g. torch.onnx.export of a model called with use_cache=False; export it with "
+            "its past key/values as inputs and the updated ones as outputs)"
         )
     if problems:
         raise ModelLoadError(
