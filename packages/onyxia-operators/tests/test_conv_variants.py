@@ -238,3 +238,28 @@ def test_conv_output_read_elsewhere_is_not_fused() -> None:
     plan = _compile(model, _registry())
     _run(model, feeds, _registry())
     assert any(not s.label.startswith("vision/conv") for s in plan.shaders), "the Relu's input is also the Add's"
+
+
+def test_symbolic_spatial_dims_are_recorded_as_preferred_static() -> None:
+    """Open H and W leave a forward conv on the direct kernel; the plan names them (not the batch) in
+    `static_preferred`, so a caller (onyxia.ort) can compile per value of just those dims."""
+    w = numpy_helper.from_array(np.ones((8, 4, 3, 3), np.float32), "w")
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+            "open_conv",
+            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 4, "h", "w"])],
+            [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+            [w],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "open_conv.onnx"
+        onnx.save(model, path)
+        graph = load_and_parse_model(path)
+    registry = core_operator_registry()
+    plan = CompilerPipeline(registry).compile(graph, {})
+    assert sorted(plan.static_preferred) == ["h", "w"]
+    assert "Conv" in plan.static_preferred["h"]
+    assert CompilerPipeline(registry).compile(graph, {"h": 6, "w": 10}).static_preferred == {}

@@ -124,3 +124,21 @@ def test_carried_state_is_carried_on_across_a_switch(runtime: Runtime) -> None:
     np.testing.assert_allclose(out[u], np.exp(first) * w, rtol=1e-4)
     again = executor.run({"x": x})[u]  # the variant's own run carried its u into z
     np.testing.assert_allclose(again, np.exp(out[u]) * w, rtol=1e-4)
+
+
+def test_a_plan_waiting_for_a_compiled_dim_loads_without_sizing_by_it() -> None:
+    """A plan whose compiled dim is still UNSPECIALIZED (-1: no run has given its value) sizes nothing by it
+    at load: '3 * h' would be -3. Its first run's shapes switch to the variant for the value."""
+    from onyxia.core.plan_values import UNSPECIALIZED
+
+    b = GraphBuilder("waiting")
+    x = b.input("x", DataType.FLOAT, [3, "h"])
+    b.output(b.op("Relu", x))
+    plan = CompilerPipeline(core_operator_registry()).compile(b.graph, {"h": 4})
+    waiting = CompiledModel([], [], {t: plan.tensors[t] for t in plan.inputs}, plan.inputs, [], [])
+    waiting.dims, waiting.replanner = {"h": UNSPECIALIZED}, plan.replanner
+    executor = Runtime().load_model(waiting)
+    x_value = np.array([[-1.0, 2.0, -3.0, 4.0]] * 3, np.float32)
+    (y,) = executor.run({"x": x_value}).values()
+    np.testing.assert_array_equal(y, np.maximum(x_value, 0))
+    assert executor.stats.replans == 1

@@ -136,6 +136,7 @@ def test_sessions_share_one_runtime_compiled_for_it(add_mul: Path, same_conv: Pa
     """Two sessions coexist on the process's one Runtime, and every compile (the constructor's and a
     per-shape variant's during a run) happens inside compiling_for(that runtime)."""
     import onyxia.ort.compiling as compiling
+    import onyxia.ort.per_shape as per_shape
 
     entered = []
     real = compiling.compiling_for
@@ -145,6 +146,7 @@ def test_sessions_share_one_runtime_compiled_for_it(add_mul: Path, same_conv: Pa
         return real(runtime)
 
     monkeypatch.setattr(compiling, "compiling_for", counting)
+    monkeypatch.setattr(per_shape, "compiling_for", counting)  # where a per-shape variant compiles
     with override(plan_cache=False):  # a cache hit compiles nothing; a miss enters once more for the key
         first, second = ort.InferenceSession(add_mul), ort.InferenceSession(same_conv)
     assert first.executor.ctx is second.executor.ctx

@@ -2,12 +2,11 @@
 
 A session compiles once, in its constructor, with the model's symbolic dims left open (only the
 free-dimension overrides fixed): the executor binds them from each run's feed shapes and patches the
-plan without recompiling. Where a kernel needs a dim as a number (a Conv's spatial size for some of
-its variants...) the open compile fails; the session then gets a plan with no steps whose open input
-dims are compiled dims not yet specialized (the mechanism `onyxia.compiler.deferred` uses for input
-values): the first run's shapes move them, the executor asks the replanner for the plan at those
-values, and keeps each such variant for reuse (`runtime/variants.py`). Re-planning happens inside
-`compiling_for(runtime)` again, so a variant compiled during a run targets the same device.
+plan without recompiling. Where the plan needs a dim as a number, found at compile time (the open compile
+fails, or a kernel records it would pick a faster variant with the dim static), the session gets a plan
+that waits for the first run's value of just those dims and compiles one variant per value, reused and
+kept in the plan cache (`per_shape`). Re-planning happens inside `compiling_for(runtime)` again, so a
+variant compiled during a run targets the same device.
 
 `compile_plan` is the seam a compiled-plan cache wraps: it takes the model (a path or its bytes), the
 dims by name (and by denotation) and the runtime; what it returns, the plan and a `ModelSignature`,
@@ -17,26 +16,29 @@ is plain data apart from the plan's replanner, which holds the parsed graph.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from onyxia.compiler import CompilerPipeline
 from onyxia.compiler.replanning import GraphReplanner
-from onyxia.core import CompiledModel, DataType, IrGraph, OperatorRegistry, PlanTensor, TensorRole, require_gpu_type
-from onyxia.core.errors import OnyxiaError, PlanningError, ShapeInferenceError, SymbolicError
+from onyxia.core import CompiledModel, IrGraph, OperatorRegistry
+from onyxia.core.errors import PlanningError, ShapeInferenceError, SymbolicError
 from onyxia.core.plan import Replanner
-from onyxia.core.plan_values import UNSPECIALIZED
 from onyxia.core.settings import settings
-from onyxia.core.shapes import Absent
-from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
+from onyxia.core.symbolic import SymbolicDim
 from onyxia.onnx import OnnxError
 from onyxia.onnx.loader import model_label, parse_model_proto, read_model_proto
 from onyxia.ort.initializers import with_initializers
+from onyxia.ort.per_shape import PER_SHAPE, VariantReplanner, open_dims, per_shape_plan, preferred_static
 from onyxia.ort.signature import ModelSignature, free_dimension_dims, read_signature
 from onyxia.runtime import Runtime, compiling_for
+
+if TYPE_CHECKING:
+    from onyxia.cli.plan_cache import PlanKey
 
 __all__ = ["CompiledSession", "UnreadableModel", "compile_plan"]
 
@@ -84,12 +86,20 @@ def compile_plan(
             compiled = _compile_plan(source, dims, runtime, denotations)
             return compiled.plan, (compiled.signature, compiled.dims)
 
-        plan, (signature, fixed), _ = cached_build(
+        plan, (signature, fixed), hit = cached_build(
             key,
             build,
             data_dir=None if isinstance(source, bytes) else source.parent,
             rebuild=lambda: _compile_plan(source, dims, runtime, denotations).plan,
         )
+    if hit and PER_SHAPE in plan.metadata and plan.replanner is not None:  # a variant needs no open compile
+        compiled = dict(plan.dims)
+
+        def parsed() -> GraphReplanner:
+            graph = _parse(source, dims, denotations)[1]
+            return GraphReplanner(CompilerPipeline(_registry()).compile, graph, compiled, settings())
+
+        plan.replanner = _variants(plan.replanner.input_dims, source, runtime, parsed, denotations, True)
     return CompiledSession(plan, signature, fixed)
 
 
@@ -105,23 +115,64 @@ def _compile_plan(
     `denotations` (dim denotation -> value) fixed, every other dim left symbolic; `initializers` and
     `external_files` are the session options' replacement weights (`initializers.with_initializers`),
     which a cache must key on too."""
+    signature, graph, fixed = _parse(source, dims, denotations, initializers, external_files)
+    compiler = CompilerPipeline(_registry())
+    with compiling_for(runtime):
+        try:
+            plan = compiler.compile(graph, fixed)
+        except (PlanningError, ShapeInferenceError, SymbolicError) as e:
+            waiting = open_dims(graph, fixed)
+            if not waiting:  # no shape could help
+                raise
+            plan = per_shape_plan(graph, fixed, dict.fromkeys(waiting, f"the open compile failed: {e}"))
+        else:
+            preferred = preferred_static(plan, graph, fixed)
+            if preferred:
+                plan = per_shape_plan(graph, fixed, preferred)
+    if PER_SHAPE in plan.metadata:
+        inner = GraphReplanner(compiler.compile, graph, plan.dims, settings())
+        cacheable = not initializers and not external_files  # replacement weights: keyed by nothing we have
+        plan.replanner = _variants(inner.input_dims, source, runtime, lambda: inner, denotations, cacheable)
+    elif plan.replanner is not None:
+        plan.replanner = _OnDevice(plan.replanner, runtime)
+    return CompiledSession(plan, signature, fixed)
+
+
+def _parse(
+    source: Path | bytes,
+    dims: Mapping[str, int],
+    denotations: Mapping[str, int] | None,
+    initializers: Mapping[str, np.ndarray] | None = None,
+    external_files: Mapping[str, bytes] | None = None,
+) -> tuple[ModelSignature, IrGraph, dict[str, int]]:
     try:
         proto = read_model_proto(source)
     except OnnxError as e:
         raise UnreadableModel(str(e)) from e
     proto = with_initializers(proto, initializers or {}, external_files or {})
     fixed = free_dimension_dims(proto, dims, denotations or {})
-    signature = read_signature(proto, fixed)
-    graph = parse_model_proto(proto, model_label(source))
-    compiler = CompilerPipeline(_registry())
-    with compiling_for(runtime):
-        try:
-            plan = compiler.compile(graph, fixed)
-        except (PlanningError, ShapeInferenceError, SymbolicError) as e:
-            plan = _per_shape_plan(graph, fixed, compiler, e)
-    if plan.replanner is not None:
-        plan.replanner = _OnDevice(plan.replanner, runtime)
-    return CompiledSession(plan, signature, fixed)
+    return read_signature(proto, fixed), parse_model_proto(proto, model_label(source)), fixed
+
+
+def _variants(
+    input_dims: Mapping[str, tuple[SymbolicDim, ...]],
+    source: Path | bytes,
+    runtime: Runtime,
+    inner: Callable[[], Replanner],
+    denotations: Mapping[str, int] | None,
+    cache: bool,
+) -> VariantReplanner:
+    """The per-shape plan's replanner: each variant through the plan cache (when `cache`), `inner` on a miss."""
+
+    def variant_key(dims: Mapping[str, int]) -> PlanKey:
+        from onyxia.cli.plan_cache import plan_key, plans_dir
+
+        named = {"denotations": sorted((denotations or {}).items())}
+        memo = plans_dir(settings()) / "digests"
+        return plan_key(source, dims, settings(), passes=["ort-session-variant"], extra=named, memo=memo)
+
+    data_dir = None if isinstance(source, bytes) else source.parent
+    return VariantReplanner(input_dims, inner, runtime, variant_key if cache else None, data_dir)
 
 
 class _OnDevice:
@@ -138,36 +189,3 @@ class _OnDevice:
     def replan(self, dims: Mapping[str, int]) -> CompiledModel:
         with compiling_for(self._runtime):
             return self._inner.replan(dims)
-
-
-def _per_shape_plan(
-    graph: IrGraph, dims: dict[str, int], compiler: CompilerPipeline, error: OnyxiaError
-) -> CompiledModel:
-    """A plan with no steps whose open input dims wait for the first run's shapes (see the module
-    docstring); `error` stands when no input dim is open, since then no shape could help."""
-    open_dims = sorted(_open_input_dims(graph) - dims.keys())
-    if not open_dims:
-        raise error
-    tensors: dict[int, PlanTensor] = {}
-    for tid in graph.inputs:
-        t = graph.tensor(tid)
-        require_gpu_type(t.dtype, f"input '{t.name}'")
-        shape = () if isinstance(t.shape, Absent) else tuple(t.shape.dims)
-        tensors[tid] = PlanTensor(tid, t.name, t.dtype, shape, TensorRole.INPUT)
-    for tid in graph.outputs:  # placeholders: the first run switches to the plan for its shapes
-        t = graph.tensor(tid)
-        tensors.setdefault(tid, PlanTensor(tid, t.name, DataType.FLOAT, (), TensorRole.OUTPUT))
-    plan = CompiledModel([], [], tensors, list(graph.inputs), list(graph.outputs), [])
-    plan.dims = {**dims, **dict.fromkeys(open_dims, UNSPECIALIZED)}
-    plan.metadata = {"graph": graph.name, "per_shape": f"compiled per input shape: {error}"}
-    plan.replanner = GraphReplanner(compiler.compile, graph, plan.dims, settings())
-    return plan
-
-
-def _open_input_dims(graph: IrGraph) -> set[str]:
-    names: set[str] = set()
-    for tid in graph.inputs:
-        shape = graph.tensor(tid).shape
-        if not isinstance(shape, Absent):
-            names |= {str(d) for d in shape.dims if isinstance(d, SymbolicExpr) and d.is_name}
-    return names

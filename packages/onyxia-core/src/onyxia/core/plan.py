@@ -223,6 +223,9 @@ class CompiledModel:
     value_symbols: list[ValueSymbol] = field(default_factory=list)
     value_checks: list[ValueCheck] = field(default_factory=list)
     value_fills: list[ValueFill] = field(default_factory=list)  # how raw values become sizes (-1, clamps)
+    # dim name -> which node would pick a faster kernel with it static (`PlanCtx.prefer_static`): a caller that
+    # left it open may compile per value of it instead (onyxia.ort does); empty when every kernel is the same
+    static_preferred: dict[str, str] = field(default_factory=dict)
     # re-plans at other values of `dims` (attached by the compiler; None for a plan built by hand)
     replanner: Replanner | None = field(default=None, repr=False, compare=False)
 

@@ -24,6 +24,7 @@ import wgpu
 
 from onyxia.core.errors import InputError
 from onyxia.core.plan import HOST_STEPS, BufferRef, CompiledModel, Dispatch
+from onyxia.core.plan_values import UNSPECIALIZED
 from onyxia.runtime.buffers import BufferPool, buffer_names
 from onyxia.runtime.carries import Carries
 from onyxia.runtime.commands import PUBLIC_CALLS, PassCalls, Program
@@ -111,8 +112,8 @@ class PlanExecutor:
             sizes = buffer_sizes(compiled, {**self._dims, **self._max_dims})
             self._pool.ensure_all(sizes)
             self._readback.preallocate(sizes)
-        if self._symbols <= self._dims.keys():
-            apply_dims(self, self._dims)
+        if self._symbols <= self._dims.keys() and UNSPECIALIZED not in {self._dims[s] for s in self._symbols}:
+            apply_dims(self, self._dims)  # (a compiled dim still UNSPECIALIZED waits for the first run's plan)
 
     # ----- public API ------------------------------------------------------------------------
     @property

@@ -113,6 +113,8 @@ def conv_shape(ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool, 
     kernel = tuple(volume[f"K{a}"] for a in "DHW") if static else ()
     pixels = volume["OD"] * volume["OH"] * volume["OW"] if static else 0
     tiles = volume["OD"] * volume["OH"] * _cdiv(volume["OW"], 8) if static else 0
+    if not static and not transpose:  # the tiled rows size their tiles and workgroup grid at compile time
+        ctx.prefer_static(ctx.input_dims(0)[1:], "its tiled kernels need static spatial dims (open: the direct one)")
     return ConvShape(
         transpose=transpose,
         static=static,

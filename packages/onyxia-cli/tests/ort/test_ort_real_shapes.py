@@ -1,0 +1,100 @@
+"""Symbolic dims the way the packaged models have them, each failure class on a tiny model.
+
+- PP-OCRv4 det: an FPN upsamples maps whose H and W are symbolic by integer scales; the open compile used to
+  fail, the fallback plan then failed at load (its dims UNSPECIALIZED, -1, evaluated into input sizes).
+- A plan that must wait for a dim (here a Resize by 1.5, inexact on a symbolic size) with an odd number of
+  waiting dims: the load must not size anything by -1.
+- PP-OCRv4 rec / det: Convs over symbolic H and W compile open but run the direct kernel (7-10x slower
+  than the tiled rows on lavapipe); the session compiles per value of H and W only (the batch stays open),
+  the variants reused in the process and kept in the plan cache for the next one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+from conftest import make_model, save, value
+from onnx import TensorProto, helper, numpy_helper
+
+import onyxia.ort as ort
+from onyxia.cli.plan_cache import STATS
+
+CPU = ["CPUExecutionProvider"]
+RNG = np.random.default_rng(0)
+
+
+def _resize(path: Path, scale: float, dims: list) -> Path:
+    scales = numpy_helper.from_array(np.array([1, 1, scale, scale], np.float32), "scales")
+    node = helper.make_node(
+        "Resize", ["x", "", "scales"], ["y"], mode="nearest", coordinate_transformation_mode="asymmetric"
+    )
+    node.attribute.append(helper.make_attribute("nearest_mode", "floor"))
+    model = make_model([node], [value("x", TensorProto.FLOAT, dims)], [value("y", TensorProto.FLOAT, None)], [scales])
+    return save(model, path)
+
+
+def _conv(path: Path) -> Path:
+    """A 3 x 3 conv (4 -> 8 channels, pads 1) over [n, 4, h, w]: the tiled rows kernel's shape."""
+    weight = numpy_helper.from_array(RNG.standard_normal((8, 4, 3, 3)).astype(np.float32), "w")
+    model = make_model(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], kernel_shape=[3, 3])],
+        [value("x", TensorProto.FLOAT, ["n", 4, "h", "w"])],
+        [value("y", TensorProto.FLOAT, None)],
+        [weight],
+    )
+    return save(model, path)
+
+
+def _check(session: ort.InferenceSession, path: Path, shapes: list[tuple[int, ...]]) -> None:
+    reference = onnxruntime.InferenceSession(str(path), providers=CPU)
+    for shape in shapes:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        (got,) = session.run(None, {"x": x})
+        (expected,) = reference.run(None, {"x": x})
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_integer_scale_resize_keeps_image_dims_open(tmp_path: Path) -> None:
+    path = _resize(tmp_path / "fpn_up.onnx", 2.0, ["n", 2, "h", "w"])
+    session = ort.InferenceSession(path)
+    _check(session, path, [(1, 2, 3, 5), (2, 2, 4, 4), (1, 2, 7, 2)])
+    assert session.executor.stats.replans == 0  # one plan for every shape
+
+
+def test_a_waiting_plan_loads_with_an_odd_number_of_waiting_dims(tmp_path: Path) -> None:
+    path = _resize(tmp_path / "up_1_5.onnx", 1.5, [1, 1, "h", 6])
+    session = ort.InferenceSession(path)  # was: "'6 * h' evaluates to -6"
+    _check(session, path, [(1, 1, 4, 6), (1, 1, 6, 6), (1, 1, 4, 6)])
+    assert session.executor.stats.replans == 2
+
+
+def test_conv_image_dims_compile_per_value_and_the_batch_stays_open(tmp_path: Path) -> None:
+    path = _conv(tmp_path / "conv.onnx")
+    session = ort.InferenceSession(path)
+    stats = session.executor.stats
+    assert stats.replans == 0  # nothing compiled for a shape before a run gives one
+    _check(session, path, [(1, 4, 6, 10), (3, 4, 6, 10)])
+    assert stats.replans == 1  # a new batch is a patched dim, not a variant
+    labels = [s.label for s in session.executor.compiled.shaders]
+    assert any(label.startswith("vision/conv_gemm") for label in labels), labels  # the tiled kernel, not direct
+    _check(session, path, [(1, 4, 5, 9), (2, 4, 6, 10)])
+    assert stats.replans == 2  # (5, 9) compiled once; (6, 10) reused
+
+
+def test_conv_variants_come_from_the_plan_cache_in_a_later_session(tmp_path: Path) -> None:
+    path = _conv(tmp_path / "conv_cached.onnx")
+    _check(ort.InferenceSession(path), path, [(1, 4, 7, 11)])
+    misses = STATS.misses
+    later = ort.InferenceSession(path)
+    _check(later, path, [(2, 4, 7, 11)])
+    assert STATS.misses == misses  # the waiting plan and the (7, 11) variant were both cache hits
+
+
+def test_the_waiting_plan_says_why(tmp_path: Path) -> None:
+    path = _conv(tmp_path / "conv_why.onnx")
+    plan = ort.InferenceSession(path).executor.compiled
+    assert "compiled per value of ['h', 'w']" in plan.metadata["per_shape"]
+    assert "Conv" in plan.metadata["per_shape"]
+    assert "n" not in plan.dims  # the batch stays a symbolic dim
