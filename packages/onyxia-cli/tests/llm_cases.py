@@ -65,7 +65,14 @@ FIXTURES = [
 # PyTorch's own exporter, every family (tools/llm_fixtures/dynamo_export.py: torch.onnx.export(dynamo=True,
 # opset_version=23), torch 2.13.0, transformers 5.23.0, onnxscript 0.7.2): test_llm_dynamo.py runs these
 DYNAMO_FAMILIES = ("gemma3", *FAMILIES)
-DYNAMO_FIXTURES = [Fixture(f"{family}-tiny-dynamo", None, "expected.json", 1e-4) for family in DYNAMO_FAMILIES]
+# phi3 at 3e-4: its 'longrope_edge' prefill (60 tokens, rotary angles up to 59 rad) is ill-conditioned in float32:
+# measured against transformers in float64, onnxruntime's top-5 logits are 1.8e-4 off, Onyxia's 3.8e-5, so
+# the two differ by 2.2e-4 (every other prompt and family: <= 2.2e-5)
+_DYNAMO_TOLERANCE = {"phi3": 3e-4}
+DYNAMO_FIXTURES = [
+    Fixture(f"{family}-tiny-dynamo", None, "expected.json", _DYNAMO_TOLERANCE.get(family, 1e-4))
+    for family in DYNAMO_FAMILIES
+]
 
 
 def fixture_id(case: Fixture) -> str:
