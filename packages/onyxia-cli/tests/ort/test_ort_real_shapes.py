@@ -98,3 +98,42 @@ def test_the_waiting_plan_says_why(tmp_path: Path) -> None:
     assert "compiled per value of ['h', 'w']" in plan.metadata["per_shape"]
     assert "Conv" in plan.metadata["per_shape"]
     assert "n" not in plan.dims  # the batch stays a symbolic dim
+
+
+def _squeeze_if_single(path: Path) -> Path:
+    """silero VAD's decoder: ``If(Shape(x)[0] == 1, Squeeze(x, 0), Identity(x))`` (branches of different ranks on
+    a symbolic batch), then a ReduceSum whose axes are an input (a plan that waits for that value)."""
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    one = numpy_helper.from_array(np.array(1, np.int64), "one")
+    axis0 = numpy_helper.from_array(np.array([0], np.int64), "axis0")
+    then = helper.make_graph(
+        [helper.make_node("Squeeze", ["x", "axis0"], ["s"])], "then", [], [value("s", TensorProto.FLOAT, None)]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["i"])], "else", [], [value("i", TensorProto.FLOAT, None)]
+    )
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+        helper.make_node("Equal", ["batch", "one"], ["single"]),
+        helper.make_node("If", ["single"], ["picked"], then_branch=then, else_branch=other),
+        helper.make_node("ReduceSum", ["picked", "axes"], ["y"], keepdims=0),
+    ]
+    model = make_model(
+        nodes,
+        [value("x", TensorProto.FLOAT, ["n", 4, 3]), value("axes", TensorProto.INT64, [1])],
+        [value("y", TensorProto.FLOAT, None)],
+        [zero, one, axis0],
+    )
+    return save(model, path)
+
+
+def test_a_plan_waiting_for_values_waits_for_the_input_dims_too(tmp_path: Path) -> None:
+    path = _squeeze_if_single(tmp_path / "squeeze_if_single.onnx")
+    session = ort.InferenceSession(path)
+    reference = onnxruntime.InferenceSession(str(path), providers=CPU)
+    for batch, axis in ((1, 0), (1, 1), (2, 1)):
+        feeds = {"x": RNG.standard_normal((batch, 4, 3)).astype(np.float32), "axes": np.array([axis], np.int64)}
+        (got,) = session.run(None, feeds)
+        (expected,) = reference.run(None, feeds)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

@@ -28,6 +28,7 @@ from onyxia.compiler.replanning import GraphReplanner
 from onyxia.core import CompiledModel, IrGraph, OperatorRegistry
 from onyxia.core.errors import PlanningError, ShapeInferenceError, SymbolicError
 from onyxia.core.plan import Replanner
+from onyxia.core.plan_values import ValueSymbol
 from onyxia.core.settings import settings
 from onyxia.core.symbolic import SymbolicDim
 from onyxia.onnx import OnnxError
@@ -127,7 +128,13 @@ def _compile_plan(
             plan = per_shape_plan(graph, fixed, dict.fromkeys(waiting, f"the open compile failed: {e}"))
         else:
             preferred = preferred_static(plan, graph, fixed)
-            if preferred:
+            waiting = open_dims(graph, fixed)
+            if plan.value_symbols and not plan.operations and waiting:  # waits for input values (per_shape)
+                values = plan.value_symbols
+                why = "the plan waits for input values; open dims were never tried at them"
+                plan = per_shape_plan(graph, fixed, {**dict.fromkeys(waiting, why), **_values(values)})
+                plan.value_symbols = values
+            elif preferred:
                 plan = per_shape_plan(graph, fixed, preferred)
     if PER_SHAPE in plan.metadata:
         inner = GraphReplanner(compiler.compile, graph, plan.dims, settings())
@@ -136,6 +143,10 @@ def _compile_plan(
     elif plan.replanner is not None:
         plan.replanner = _OnDevice(plan.replanner, runtime)
     return CompiledSession(plan, signature, fixed)
+
+
+def _values(symbols: list[ValueSymbol]) -> dict[str, str]:
+    return {s.symbol: "a value of an input that sets a kernel's structure" for s in symbols}
 
 
 def _parse(

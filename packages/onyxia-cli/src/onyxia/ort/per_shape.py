@@ -8,7 +8,11 @@ dim compile per value instead, each found at compile time:
 - it succeeds, but a kernel records that it would pick a faster variant were some dims static
   (`CompiledModel.static_preferred`: a Conv's spatial dims, whose tiled kernels size tiles and grids at
   compile time; open, the direct kernel runs ~5-10x slower on lavapipe). Only those dims wait (an image's
-  H and W), the others (the batch) stay open.
+  H and W), the others (the batch) stay open;
+- it waits for input values (`onyxia.compiler.deferred`: silero VAD's sample rate picks an If branch): the
+  plan at those values was never tried with the dims open, and it can fail there (the same model's
+  ``If(Shape(x)[0] == 1, Squeeze, Identity)`` gives branches of different ranks on a symbolic batch), so the
+  open input dims wait with the values. A model run at one shape (a VAD's fixed chunk) compiles once.
 
 The waiting plan (`per_shape_plan`) has no steps; its waiting dims are compiled dims set to
 `UNSPECIALIZED`, so the first run's shapes move them and the executor asks the replanner for the plan at
