@@ -16,7 +16,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 | FuseResidualRmsNorm    | fuse_add_into_SimplifiedLayerNormalization / _RMSNormalization (same)      |
 | FuseNormAddNorm        | fuse_norm_into_skip_norm (`normalization.norm_add_norm_fusions`): Gemma's sandwich norms -> NormAddNorm |
 | FuseKvCache            | fuse_kv_append, merge_kv_appends (`attention.kv_fusions`): Concat-grown KV caches -> KvAppend |
-| FuseAttention          | shape_of_reshape, identity_slice, fuse_attention, fold_transpose_into_attention (`attention.fusions`), fold_query_transpose (`attention.onnx_attention_fusions`) |
+| FuseAttention          | shape_of_reshape, identity_slice, fuse_attention, fold_transpose_into_attention (`attention.fusions`), fold_query_transpose, read_grouped_k/_v (`attention.onnx_attention_fusions`) |
 | FuseElementwise        | fuse_elementwise_chain (`elementwise.fusions`)                             |
 """
 
@@ -25,7 +25,11 @@ from __future__ import annotations
 from onyxia.core.rewrite import RewritePass
 from onyxia.operators.attention.fusions import ATTENTION_FUSIONS
 from onyxia.operators.attention.kv_fusions import KV_CACHE_FUSIONS
-from onyxia.operators.attention.onnx_attention_fusions import BYPASS_LOWERED_IDENTITY, FOLD_QUERY_TRANSPOSE
+from onyxia.operators.attention.onnx_attention_fusions import (
+    BYPASS_LOWERED_IDENTITY,
+    FOLD_QUERY_TRANSPOSE,
+    READ_GROUPED_KV,
+)
 from onyxia.operators.elementwise.activation_fusions import ACTIVATION_FUSIONS
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
 from onyxia.operators.gather_scatter.fusions import GATHER_FUSIONS
@@ -161,7 +165,7 @@ class FuseNormAddNorm(RewritePass):
 
 class FuseAttention(RewritePass):
     name = "FuseAttention"
-    rules = (*ATTENTION_FUSIONS, FOLD_QUERY_TRANSPOSE)
+    rules = (*ATTENTION_FUSIONS, FOLD_QUERY_TRANSPOSE, *READ_GROUPED_KV)
 
 
 class FuseElementwise(RewritePass):
