@@ -31,7 +31,7 @@ from onyxia.operators.typesets import FLOATS
 __all__ = ["NORMALIZATION_FUSIONS"]
 
 _NORMS = ("SimplifiedLayerNormalization", "RMSNormalization")
-_ROTARY_ATTRS = ("interleaved", "num_heads", "rotary_embedding_dim")
+_ROTARY_ATTRS = ("interleaved", "num_heads", "rotary_embedding_dim", "angle_cache")
 
 
 def _live(graph: IrGraph, node: IrNode) -> bool:

@@ -28,7 +28,14 @@ from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import node_literal, type_defs
 from onyxia.operators.normalization.checks import require_equal_dim
 from onyxia.operators.normalization.layer_norm import normalize_rows, row_workgroup_size
-from onyxia.operators.normalization.rotary import RotaryGeometry, is_interleaved, rotary_geometry, rotary_numpy
+from onyxia.operators.normalization.rotary import (
+    RotaryGeometry,
+    angle_cache,
+    is_interleaved,
+    rotary_geometry,
+    rotary_numpy,
+    rotary_tables,
+)
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = ["RMS_NORM_ROTARY", "RmsNormRotaryOp"]
@@ -59,7 +66,8 @@ class RmsNormRotaryOp:
         outputs = []
         for x, scale, g in tensors:
             normed = normalize_rows({"x": x.reshape(-1, g.head), "scale": scale}, 1, _epsilon(ctx), rms=True)["y"]
-            y = rotary_numpy(normed.astype(dtype).reshape(x.shape), pos, cos, sin, g, is_interleaved(ctx))
+            tables = rotary_tables(ctx, cos, sin)
+            y = rotary_numpy(normed.astype(dtype).reshape(x.shape), pos, *tables, g, is_interleaved(ctx))
             outputs.append(y.astype(dtype))
         return outputs
 
@@ -80,6 +88,8 @@ class RmsNormRotaryOp:
             "EPSILON": node_literal(ctx, DataType.FLOAT, _epsilon(ctx), "attribute 'epsilon'"),
         }
         defs["INTERLEAVED"] = is_interleaved(ctx)
+        if angle_cache(ctx):
+            defs["ANGLE_CACHE"] = True
         if ctx.output_tensor(0).dtype == DataType.FLOAT16:
             defs["Y_F16"] = True
         if geo.pos_offset:

@@ -10,7 +10,7 @@
 // Defs: X_T, COS_T, SIN_T, SCALE_T, Y_T  WGSL storage types (Y_T is X_T: the rotation's input type; x2, scale2
 //       and y2 have x's, scale's and y's); F16 (flag: some type is f16), Y_F16 (flag: Y_T is f16)
 //       WORKGROUP_SIZE (a power of two: SimplifiedLayerNormalization's for a row of HEAD), EPSILON (f32 literal)
-//       INTERLEAVED, POS_OFFSET  as rotary.wgsl; B_Y, B_Y2 (binding numbers), PAIR (flag)
+//       INTERLEAVED, POS_OFFSET, ANGLE_CACHE  as rotary.wgsl; B_Y, B_Y2 (binding numbers), PAIR (flag)
 // Dims (literal when static, immediates when symbolic): HEADS_TOTAL (heads in x: elements / HEAD); HEAD, ROTARY,
 //       ROW, S, BATCH, POS_B_STRIDE, CACHE_W, MAX_POS as rotary.wgsl; with PAIR also HEADS_TOTAL2, ROW2, BATCH2
 //       (x2's heads, elements per token and per batch item).
@@ -123,6 +123,11 @@ fn main(
         let tap = rotary_tap(d, #{ROTARY}, #{INTERLEAVED});
         let c = row * #{CACHE_W} + tap.cache;
         let partner = normalized(second, base, tap.partner, inv_std);
-        store(second, base + d, rotary_apply(x, partner, tap, f32(in_cos[c]), f32(in_sin[c])));
+#ifdef ANGLE_CACHE
+        let cos_sin = vec2<f32>(cos(f32(in_cos[c])), sin(f32(in_sin[c])));  // both caches are the angle table
+#else
+        let cos_sin = vec2<f32>(f32(in_cos[c]), f32(in_sin[c]));
+#endif
+        store(second, base + d, rotary_apply(x, partner, tap, cos_sin.x, cos_sin.y));
     }
 }

@@ -7,6 +7,11 @@ Position ids are one start position (a scalar or one-element vector: ids start +
 Onyxia also accepts [1, S] and [S] (one row for every batch item), which onnxruntime refuses.
 The cos/sin row of a position is cache[position] whatever its width, so a cache wider than
 rotary_dim / 2 is read by its real row stride.
+
+Onyxia's attribute ``angle_cache=1`` (set only by `rotate_by_angles`, never in a file) says both caches
+are one table of f32 angles: the kernels take cos and sin of the entry themselves, the builtin
+``cos``/``sin`` the Cos and Sin kernels use, so the result is the graph's ``Cos(a)``/``Sin(a)`` exactly
+without those two dispatches.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from onyxia.core import FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
+from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
 from onyxia.operators.normalization.checks import require_equal_dim
@@ -26,10 +31,12 @@ __all__ = [
     "ROTARY",
     "RotaryEmbeddingOp",
     "RotaryGeometry",
+    "angle_cache",
     "is_interleaved",
     "rotary_geometry",
     "rotary_head_size",
     "rotary_numpy",
+    "rotary_tables",
 ]
 
 _SOURCE = load_wgsl(__package__, "rotary.wgsl")
@@ -59,6 +66,7 @@ class RotaryEmbeddingOp:
         if values is None:
             return None
         x, pos, cos, sin = values
+        cos, sin = rotary_tables(ctx, cos, sin)
         y = rotary_numpy(x, pos, cos, sin, rotary_geometry(ctx), is_interleaved(ctx))
         return [y.astype(ctx.output_numpy_dtype(0))]
 
@@ -72,6 +80,8 @@ class RotaryEmbeddingOp:
         types = type_defs(X_T=ctx.input_dtype(0), COS_T=ctx.input_dtype(2), SIN_T=ctx.input_dtype(3))
         defs: dict[str, object] = {**types, **type_defs(Y_T=ctx.output_tensor(0).dtype)}
         defs.update(WORKGROUP_SIZE=WORKGROUP_SIZE, INTERLEAVED=is_interleaved(ctx))
+        if angle_cache(ctx):
+            defs["ANGLE_CACHE"] = True
         if geo.pos_offset:
             defs["POS_OFFSET"] = True
         max_pos, cache_w = ctx.input_dims(2)
@@ -94,6 +104,22 @@ def is_interleaved(ctx: NodeCtx) -> bool:
     """onnxruntime pairs interleaved only for ``interleaved == 1``: 2, 99 or -1 run its half-split
     pairing (checked against onnxruntime 1.2x's CPU kernel), so Onyxia reads the attribute the same way."""
     return ctx.attr_int("interleaved", 0) == 1
+
+
+def angle_cache(ctx: NodeCtx) -> bool:
+    """The caches hold angles (``angle_cache=1``): f32 only, the type the folded Cos/Sin computed in."""
+    if not ctx.attr_int("angle_cache", 0):
+        return False
+    if ctx.input_dtype(2) != DataType.FLOAT or ctx.input_dtype(3) != DataType.FLOAT:
+        raise ctx.error(f"angle_cache=1 needs f32 angle tables; found {ctx.describe_inputs()}")
+    return True
+
+
+def rotary_tables(ctx: NodeCtx, cos: np.ndarray, sin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cos and sin caches as values (for folding): the tables themselves, or cos/sin of the angles."""
+    if not angle_cache(ctx):
+        return cos, sin
+    return np.cos(cos.astype(np.float32)), np.sin(sin.astype(np.float32))
 
 
 def rotary_head_size(hidden: int, cache_width: int, num_heads: int, rotary_embedding_dim: int) -> int:

@@ -11,6 +11,7 @@
 //       [B, S, hidden] input, HEAD for [B, heads, S, HEAD]); S sequence length; BATCH elements per batch
 //       item; POS_B_STRIDE (S, or 0 when one row of ids serves every batch item); CACHE_W cos/sin row
 //       width; MAX_POS cache rows.
+//       ANGLE_CACHE  flag: in_cos and in_sin are one f32 angle table; cos/sin are taken here.
 #ifdef F16
 enable f16;
 #endif
@@ -42,5 +43,10 @@ fn element(i: u32) {
     let tap = rotary_tap(d, #{ROTARY}, #{INTERLEAVED});
     let c = row * #{CACHE_W} + tap.cache;
     let partner = f32(in_x[i - d + tap.partner]);
-    out_y[i] = #{Y_T}(rotary_apply(f32(in_x[i]), partner, tap, f32(in_cos[c]), f32(in_sin[c])));
+#ifdef ANGLE_CACHE
+    let cos_sin = vec2<f32>(cos(f32(in_cos[c])), sin(f32(in_sin[c])));  // both caches are the angle table
+#else
+    let cos_sin = vec2<f32>(f32(in_cos[c]), f32(in_sin[c]));
+#endif
+    out_y[i] = #{Y_T}(rotary_apply(f32(in_x[i]), partner, tap, cos_sin.x, cos_sin.y));
 }

@@ -17,7 +17,7 @@ from onyxia.operators.family import ONYXIA_DOMAIN
 
 __all__ = ["ROTARY_PAIR_FUSIONS"]
 
-_ATTRS = ("epsilon", "interleaved", "rotary_embedding_dim")
+_ATTRS = ("epsilon", "interleaved", "rotary_embedding_dim", "angle_cache")
 
 
 def _key(graph: IrGraph, node: IrNode) -> Hashable | None:

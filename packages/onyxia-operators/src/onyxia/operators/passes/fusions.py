@@ -10,7 +10,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 | GroupMatMuls           | split_packed_matmul (`matmul.packed_fusions`), split_packed_matmul_nbits (`quantized.split_fusions`), group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`), group_dynamic_quantize_matmul (`quantized.integer_fusions`) |
 | FuseMlpGate            | gelu_tanh_formula (`elementwise.activation_fusions`), fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup / _DynamicQuantizeMatMulGroup (matmul, quantized) |
 | FuseRmsNorm            | `normalization.rms_fusions`: plain-op RMSNorm -> SimplifiedLayerNormalization |
-| FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel; rotate_before_transpose (`normalization.rotary_layout_fusions`) |
+| FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel; rotate_before_transpose, norm_before_transpose (`normalization.rotary_layout_fusions`), rotate_by_angles (`normalization.rotary_angle_fusions`) |
 | FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
 | FuseRmsNormRotaryPair  | pair_rms_norm_rotary (`normalization.rotary_pair_fusions`): a layer's q and k RmsNormRotary -> one |
 | FuseResidualRmsNorm    | fuse_add_into_SimplifiedLayerNormalization / _RMSNormalization (same)      |
@@ -39,6 +39,7 @@ from onyxia.operators.matmul.packed_fusions import SPLIT_PACKED_MATMUL
 from onyxia.operators.normalization.fusions import NORMALIZATION_FUSIONS
 from onyxia.operators.normalization.norm_add_norm_fusions import NORM_ADD_NORM_FUSIONS
 from onyxia.operators.normalization.rms_fusions import RMS_NORM_FUSIONS
+from onyxia.operators.normalization.rotary_angle_fusions import ROTARY_ANGLE_FUSIONS
 from onyxia.operators.normalization.rotary_layout_fusions import ROTARY_LAYOUT_FUSIONS
 from onyxia.operators.normalization.rotary_pair_fusions import ROTARY_PAIR_FUSIONS
 from onyxia.operators.normalization.rotate_half_fusions import ROTATE_HALF_FUSIONS
@@ -131,7 +132,7 @@ class FuseRmsNorm(RewritePass):
 
 class FuseRotateHalf(RewritePass):
     name = "FuseRotateHalf"
-    rules = (*ROTATE_HALF_FUSIONS, *ROTARY_LAYOUT_FUSIONS)
+    rules = (*ROTATE_HALF_FUSIONS, *ROTARY_LAYOUT_FUSIONS, *ROTARY_ANGLE_FUSIONS)
 
 
 class FuseKvCache(RewritePass):
