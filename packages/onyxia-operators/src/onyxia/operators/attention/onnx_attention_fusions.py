@@ -12,6 +12,9 @@ layouts' attention: no copy of q, k, v or the output made only to move heads.
   [B, KV * G, T, H]), ...)`` (transformers' ``repeat_kv`` before the Attention node, one per k and v)
   reads k itself: the kernel shares kv head ``n // G`` among the query heads, so the per-step copy of the
   whole cache the Expand makes (even with one kv head) goes. Declines a repeat that is not that shape.
+- ``transpose_through_view``: ``Transpose(Reshape(ScaledDotProductAttention(...), same dims), [0, 2, 1, 3])``
+  (the exporter's Phi-3 writes a Reshape to the shape the attention already has) writes the output
+  transposed (``transpose_output=1``), as ``fold_transpose_into_attention`` does without the Reshape.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from onyxia.core.rewrite import Decline, Match, NewValue, Ops, Rewriter, Rule, V
 from onyxia.core.shapes import Absent
 from onyxia.operators.family import ONYXIA_DOMAIN
 
-__all__ = ["BYPASS_LOWERED_IDENTITY", "FOLD_QUERY_TRANSPOSE", "ONNX_ATTENTION_FUSIONS", "READ_GROUPED_KV"]
+__all__ = [
+    "BYPASS_LOWERED_IDENTITY",
+    "FOLD_QUERY_TRANSPOSE",
+    "ONNX_ATTENTION_FUSIONS",
+    "READ_GROUPED_KV",
+    "TRANSPOSE_THROUGH_VIEW",
+]
 
 
 def _lowered(graph: IrGraph, node: IrNode) -> bool:
@@ -134,4 +143,41 @@ def _grouped_rule(tag: str) -> Rule:
 
 READ_GROUPED_KV = (_grouped_rule("k"), _grouped_rule("v"))
 
-ONNX_ATTENTION_FUSIONS = (BYPASS_LOWERED_IDENTITY, FOLD_QUERY_TRANSPOSE, *READ_GROUPED_KV)
+
+# ----- transpose_through_view ---------------------------------------------------------------------
+def _untransposed(graph: IrGraph, node: IrNode) -> bool:
+    return not node.attributes.get("transpose_output", 0) and (len(node.outputs) == 1 or node.outputs[1] is None)
+
+
+def _view_check(graph: IrGraph, m: Match) -> Decline | None:
+    before, after = _dims(graph, m.sdpa.outputs[0]), _dims(graph, m.view.outputs[0])
+    if before is None or before != after:
+        return Decline(f"the Reshape between attention and Transpose changes {before} to {after}", m.node)
+    return None
+
+
+TRANSPOSE_THROUGH_VIEW = Rule(
+    "transpose_through_view",
+    op.Transpose(
+        op.Reshape(
+            Ops(ONYXIA_DOMAIN).ScaledDotProductAttention(
+                Var(), Var(), Var(), _name="sdpa", _extra_inputs=True, _where=_untransposed
+            ),
+            Var(),
+            _name="view",
+        ),
+        perm=[0, 2, 1, 3],
+    ),
+    lambda r, m: [
+        r.op(
+            "ScaledDotProductAttention",
+            *m.sdpa.inputs,
+            domain=ONYXIA_DOMAIN,
+            **{**m.sdpa.attributes, "transpose_output": 1},
+        )
+    ],
+    check=_view_check,
+    targets="torch.onnx.export(dynamo=True) Phi-3: Transpose(Reshape(Attention(...), [B, N, -1, H]))",
+)
+
+ONNX_ATTENTION_FUSIONS = (BYPASS_LOWERED_IDENTITY, FOLD_QUERY_TRANSPOSE, *READ_GROUPED_KV, TRANSPOSE_THROUGH_VIEW)

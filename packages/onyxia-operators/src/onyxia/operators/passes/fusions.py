@@ -16,7 +16,7 @@ adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass,
 | FuseResidualRmsNorm    | fuse_add_into_SimplifiedLayerNormalization / _RMSNormalization (same)      |
 | FuseNormAddNorm        | fuse_norm_into_skip_norm (`normalization.norm_add_norm_fusions`): Gemma's sandwich norms -> NormAddNorm |
 | FuseKvCache            | fuse_kv_append, merge_kv_appends (`attention.kv_fusions`): Concat-grown KV caches -> KvAppend |
-| FuseAttention          | shape_of_reshape, identity_slice, fuse_attention, fold_transpose_into_attention (`attention.fusions`), fold_query_transpose, read_grouped_k/_v (`attention.onnx_attention_fusions`) |
+| FuseAttention          | shape_of_reshape, identity_slice, fuse_attention, fold_transpose_into_attention (`attention.fusions`), fold_query_transpose, read_grouped_k/_v, transpose_through_view (`attention.onnx_attention_fusions`) |
 | FuseElementwise        | fuse_elementwise_chain (`elementwise.fusions`)                             |
 """
 
@@ -29,6 +29,7 @@ from onyxia.operators.attention.onnx_attention_fusions import (
     BYPASS_LOWERED_IDENTITY,
     FOLD_QUERY_TRANSPOSE,
     READ_GROUPED_KV,
+    TRANSPOSE_THROUGH_VIEW,
 )
 from onyxia.operators.elementwise.activation_fusions import ACTIVATION_FUSIONS
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
@@ -166,7 +167,7 @@ class FuseNormAddNorm(RewritePass):
 
 class FuseAttention(RewritePass):
     name = "FuseAttention"
-    rules = (*ATTENTION_FUSIONS, FOLD_QUERY_TRANSPOSE, *READ_GROUPED_KV)
+    rules = (*ATTENTION_FUSIONS, FOLD_QUERY_TRANSPOSE, *READ_GROUPED_KV, TRANSPOSE_THROUGH_VIEW)
 
 
 class FuseElementwise(RewritePass):
