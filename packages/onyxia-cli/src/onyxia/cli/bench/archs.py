@@ -14,11 +14,14 @@ on a 24 GB host with lavapipe keeping its device memory in host RAM, and would t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from onyxia.cli.bench.config import FULL, DecoderConfig
 
-__all__ = ["ARCHS", "FAMILIES", "Family", "arch_config", "family_of"]
+__all__ = ["ARCHS", "DYNAMO", "FAMILIES", "LAYOUT_NAMES", "Family", "arch_config", "family_of", "layout_of"]
+
+DYNAMO = "dynamo"  # torch.onnx.export(dynamo=True, opset_version=23): `dynamo_graph.py`
+LAYOUT_NAMES = ("onnx-community", "genai", DYNAMO)
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,12 @@ class Family:
     activation: str  # "gelu_tanh" | "silu"
     qkv_bias: bool = False  # one Add after the fused qkv projection (Qwen2)
     qk_norm: bool = False  # per-head RMS norm of q and k before rotary (Gemma 3, Qwen3)
+    dynamo: bool = True  # also synthesized as torch.onnx's export (Phi-3's partial rotary and LongRoPE: not yet)
+
+    @property
+    def layouts(self) -> tuple[str, ...]:
+        """The layouts `--layout` accepts for the family: its published one first (the default)."""
+        return (self.layout, DYNAMO) if self.dynamo else (self.layout,)
 
 
 FAMILIES = {
@@ -39,7 +48,7 @@ FAMILIES = {
     "llama": Family("llama", "llama", "LlamaForCausalLM", "genai", "silu"),
     "qwen2": Family("qwen2", "qwen2", "Qwen2ForCausalLM", "genai", "silu", qkv_bias=True),
     "qwen3": Family("qwen3", "qwen3", "Qwen3ForCausalLM", "genai", "silu", qk_norm=True),
-    "phi3": Family("phi3", "phi3", "Phi3ForCausalLM", "genai", "silu"),
+    "phi3": Family("phi3", "phi3", "Phi3ForCausalLM", "genai", "silu", dynamo=False),
 }
 ARCHS = tuple(FAMILIES)
 
@@ -112,14 +121,26 @@ SHAPES: dict[str, tuple[DecoderConfig, DecoderConfig]] = {
 }
 
 
-def arch_config(arch: str, size: str) -> DecoderConfig:
-    """The shape for `--arch` and `--size` ("tiny", or "full"; "270m" is Gemma 3's full size)."""
+def arch_config(arch: str, size: str, layout: str | None = None) -> DecoderConfig:
+    """The shape for `--arch` and `--size` ("tiny", or "full"; "270m" is Gemma 3's full size), laid out as
+    `layout` (None: the family's published layout); another layout gets its own name, so its own cache."""
     if arch not in SHAPES:
         raise ValueError(f"--arch {arch!r} is unknown; choose from {', '.join(ARCHS)}")
     if size == "270m" and arch != "gemma3":
         raise ValueError(f"--size 270m is Gemma 3's shape; for --arch {arch} use --size full or tiny")
     full, tiny = SHAPES[arch]
-    return tiny if size == "tiny" else full
+    config = tiny if size == "tiny" else full
+    family = FAMILIES[arch]
+    if layout is None or layout == family.layout:
+        return config
+    if layout not in family.layouts:
+        raise ValueError(f"--layout {layout!r}: --arch {arch} is synthesized as {' or '.join(family.layouts)}")
+    return replace(config, name=f"{config.name}-{layout}", layout=layout)
+
+
+def layout_of(config: DecoderConfig) -> str:
+    """The layout the graph of `config` is written in: its own `layout`, else its family's."""
+    return config.layout or family_of(config).layout
 
 
 def family_of(config: DecoderConfig) -> Family:

@@ -1,7 +1,8 @@
 """The shape of a synthetic decoder: everything the graph, the weights and the JSON files depend on.
 
 `family` names the row of `archs.FAMILIES` that says how the graph is laid out (Gemma 3 as onnx-community
-publishes it, the other families as the onnxruntime-genai builder writes them); the rest are Hugging
+publishes it, the other families as the onnxruntime-genai builder writes them), `layout` overrides that
+with another exporter's (`layouts.LAYOUTS`: "dynamo", torch.onnx.export's); the rest are Hugging
 Face's hyper-parameters. Gemma 3 alternates five sliding-window layers with one full-attention layer (`sliding_window_pattern` 6),
 so `layer_types` is derived for the 270m shape; the tiny shape spells it out because the test fixture
 (2 layers: sliding, full) does not follow the pattern.
@@ -41,6 +42,7 @@ class DecoderConfig:
     max_position_embeddings: int
     rope_cache_positions: int
     family: str = "gemma3"
+    layout: str = ""  # "": the family's published layout (archs.Family.layout); "dynamo": torch.onnx's
     sliding_window: int = 0
     query_pre_attn_scalar: float = 0.0  # 0: head_dim (every family but Gemma)
     tie_word_embeddings: bool = True

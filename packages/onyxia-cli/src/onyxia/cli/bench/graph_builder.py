@@ -28,7 +28,7 @@ class WeightSpec:
 
     name: str
     shape: tuple[int, ...]
-    kind: str  # "linear" | "embedding" | "norm" | "cos" | "sin"
+    kind: str  # "linear" | "embedding" | "norm" | "cos" | "sin" | "inv_freq"
     theta: float = 0.0
     stretch: float = 1.0
     magnitude: float = 1.0

@@ -3,7 +3,8 @@
 `config.json` carries Hugging Face's Gemma 3 keys (what `onyxia.cli.llm` and other runtimes read) plus an
 `onyxia_synthetic` block that says the weights are random and how many positions the RoPE caches hold.
 The other families get `genai_config.json` as onnxruntime-genai's builder writes it (decoder file, IO
-names, head size, eos list, context length); the cache manifest holds their full config. Every family
+names, head size, eos list, context length); the cache manifest holds their full config. A torch.onnx
+export sits beside its checkpoint's `config.json` (`checkpoint_config_json`). `layouts.py` says which. Every family
 shares the synthetic Gemma-style tokenizer (`tokenizer_json.py`): the bench feeds token ids, so only the
 vocabulary size has to be the family's. End of generation is <eos> (1) or <end_of_turn> (6).
 """
@@ -18,7 +19,14 @@ from onyxia.cli.bench.archs import family_of
 from onyxia.cli.bench.config import DecoderConfig
 from onyxia.cli.bench.tokenizer_json import SPECIAL_TOKENS, tokenizer_config, tokenizer_json
 
-__all__ = ["EOS_TOKEN_IDS", "config_json", "genai_config_json", "generation_config_json", "write_hf_files"]
+__all__ = [
+    "EOS_TOKEN_IDS",
+    "checkpoint_config_json",
+    "config_json",
+    "genai_config_json",
+    "generation_config_json",
+    "write_hf_files",
+]
 
 PAD, EOS, BOS = 0, 1, 2
 EOS_TOKEN_IDS = [EOS, SPECIAL_TOKENS.index("<end_of_turn>")]
@@ -96,19 +104,46 @@ def genai_config_json(config: DecoderConfig) -> dict[str, Any]:
     return {"model": model, "search": search}
 
 
+def checkpoint_config_json(config: DecoderConfig, seed: int) -> dict[str, Any]:
+    """config.json beside a torch.onnx export (the checkpoint's): Gemma 3's as above, else the family's keys
+    (what the session reads: eos/bos, max_position_embeddings, sliding_window; the shape for the reader)."""
+    family = family_of(config)
+    if family.layout == "onnx-community":
+        return config_json(config, seed)
+    return {
+        "architectures": [family.architecture],
+        "bos_token_id": BOS,
+        "eos_token_id": EOS_TOKEN_IDS,
+        "head_dim": config.head_dim,
+        "hidden_act": "silu",
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "layer_types": list(config.layer_types),
+        "max_position_embeddings": config.max_position_embeddings,
+        "model_type": family.model_type,
+        "num_attention_heads": config.num_attention_heads,
+        "num_hidden_layers": config.num_hidden_layers,
+        "num_key_value_heads": config.num_key_value_heads,
+        "pad_token_id": PAD,
+        "rms_norm_eps": config.rms_norm_eps,
+        "rope_theta": config.rope_theta,
+        "sliding_window": config.sliding_window or None,
+        "tie_word_embeddings": config.tie_word_embeddings,
+        "use_cache": True,
+        "vocab_size": config.vocab_size,
+        "onyxia_synthetic": {"name": config.name, "seed": seed, "rope_cache_positions": config.rope_cache_positions},
+    }
+
+
 def generation_config_json() -> dict[str, Any]:
     return {"bos_token_id": BOS, "do_sample": False, "eos_token_id": EOS_TOKEN_IDS, "pad_token_id": PAD}
 
 
-def write_hf_files(config: DecoderConfig, directory: Path, seed: int) -> list[Path]:
-    """config.json (genai: genai_config.json), generation_config.json, tokenizer.json, tokenizer_config.json,
-    special_tokens_map.json."""
+def write_hf_files(config: DecoderConfig, directory: Path, configs: dict[str, Any]) -> list[Path]:
+    """The layout's `configs` (file name -> document: config.json and generation_config.json, or
+    genai_config.json), tokenizer.json, tokenizer_config.json, special_tokens_map.json."""
     specials = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
     directory.mkdir(parents=True, exist_ok=True)
-    if family_of(config).layout == "genai":
-        configs = {"genai_config.json": genai_config_json(config)}
-    else:
-        configs = {"config.json": config_json(config, seed), "generation_config.json": generation_config_json()}
     documents = {
         **configs,
         "tokenizer.json": tokenizer_json(config.vocab_size),

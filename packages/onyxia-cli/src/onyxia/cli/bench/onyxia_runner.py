@@ -56,8 +56,8 @@ class OnyxiaRunner:
 
         started = time.perf_counter()
         runtime = Runtime(profiling=self.profile)
-        # a genai directory holds one model file, so a precision does not apply to it
-        precision = None if (self.model_dir / "genai_config.json").is_file() else self.precision
+        # only onnx-community directories hold a file per precision (genai and torch.onnx exports: one)
+        precision = self.precision if (self.model_dir / "onnx").is_dir() else None
         session = self.session = LlmSession.from_pretrained(
             self.model_dir, precision, runtime=runtime, progress=mark, lm_head=self.lm_head
         )

@@ -34,6 +34,7 @@ _FIRST_ORDINARY_ID = 7  # after Gemma's special tokens 0-6
 class BenchOptions:
     arch: str = "gemma3"
     size: str = "full"  # "full" (the family's real shape; "270m" for gemma3 too) or "tiny"
+    layout: str | None = None  # None: the family's published layout; "dynamo": torch.onnx's (`layouts.py`)
     precisions: tuple[str, ...] = ("fp32", "q4")
     engines: tuple[str, ...] = ENGINES
     prompt_tokens: int = 32
@@ -45,7 +46,7 @@ class BenchOptions:
     timeout_s: float = 3600.0
 
     def config(self) -> DecoderConfig:
-        return arch_config(self.arch, self.size)
+        return arch_config(self.arch, self.size, self.layout)
 
 
 def prompt_ids(count: int, vocab_size: int) -> list[int]:

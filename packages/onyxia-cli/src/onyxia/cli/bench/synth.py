@@ -4,7 +4,8 @@ Benchmarks need a model with the real model's shapes, ops and file layout, but t
 downloaded everywhere. Gemma 3's directory is onnx-community's: `onnx/model.onnx` (fp32) and
 `onnx/model_q4.onnx` (MatMulNBits), each with `<file>_data`, and the JSON/tokenizer files (`hf_files.py`).
 The other families are onnxruntime-genai builder outputs, one directory per precision (`fp32/`, `q4/`),
-each with `model.onnx`, `model.onnx.data`, `genai_config.json` and the tokenizer files. A manifest keyed on the config, the
+each with `model.onnx`, `model.onnx.data`, `genai_config.json` and the tokenizer files; a config with
+layout "dynamo" is torch.onnx's export, also one directory per precision (`layouts.py` has the rows). A manifest keyed on the config, the
 seed and a hash of this package's code makes a second call with the same arguments free; a precision that
 is missing or whose files changed size is rewritten, and the manifest is saved after every part, so an
 interrupted run only redoes what it did not finish. Concurrent writers to one directory are not supported.
@@ -25,11 +26,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from onyxia.cli.bench.archs import family_of
 from onyxia.cli.bench.config import DecoderConfig
-from onyxia.cli.bench.decoder_graph import build_decoder_graph
 from onyxia.cli.bench.graph_builder import QuantizedWeightSpec, WeightSpec
 from onyxia.cli.bench.hf_files import write_hf_files
+from onyxia.cli.bench.layouts import PRECISIONS, layout_row
 from onyxia.cli.bench.quantize import quantize_q4_symmetric
 from onyxia.cli.bench.tensor_writer import ExternalDataWriter
 from onyxia.cli.bench.weights import iter_weight_chunks, weight_array
@@ -37,7 +37,6 @@ from onyxia.core.settings import settings
 
 __all__ = [
     "MANIFEST",
-    "MODEL_FILES",
     "SYNTH_VERSION",
     "SynthesizedModel",
     "default_cache_dir",
@@ -49,16 +48,18 @@ log = logging.getLogger(__name__)
 
 SYNTH_VERSION = 1
 MANIFEST = "onyxia_synth_manifest.json"
-MODEL_FILES = {"fp32": "model.onnx", "q4": "model_q4.onnx"}  # onnx-community names under onnx/
-_OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
 _IR_VERSION = 10
 _SOURCES = (
     "archs",
     "config",
     "decoder_graph",
     "decoder_layer",
+    "dynamo_builder",
+    "dynamo_graph",
+    "dynamo_layer",
     "graph_builder",
     "hf_files",
+    "layouts",
     "quantize",
     "synth",
     "tensor_writer",
@@ -93,11 +94,11 @@ def synthesize(
 ) -> SynthesizedModel:
     """Write (or find already written) the model directory for `config` (default: Gemma 3 270m)."""
     config = config or DecoderConfig.gemma3_270m()
-    unknown = [p for p in precisions if p not in MODEL_FILES]
+    unknown = [p for p in precisions if p not in PRECISIONS]
     if unknown:
-        raise ValueError(f"unknown precisions {unknown}; choose from {sorted(MODEL_FILES)}")
+        raise ValueError(f"unknown precisions {unknown}; choose from {sorted(PRECISIONS)}")
     directory = Path(out_dir) if out_dir is not None else default_cache_dir(config)
-    for precision in MODEL_FILES:
+    for precision in PRECISIONS:
         model_file(config, directory, precision).parent.mkdir(parents=True, exist_ok=True)
     key = cache_key(config, seed)
     manifest = _read_manifest(directory)
@@ -128,27 +129,29 @@ def cache_key(config: DecoderConfig, seed: int) -> str:
 
 
 def model_file(config: DecoderConfig, directory: Path, precision: str) -> Path:
-    if family_of(config).layout == "genai":
-        return directory / precision / "model.onnx"
-    return directory / "onnx" / MODEL_FILES[precision]
+    return layout_row(config).model_file(directory, precision)
 
 
 def _write_part(config: DecoderConfig, directory: Path, part: str, seed: int) -> list[Path]:
+    layout = layout_row(config)
     if part == "files":
-        if family_of(config).layout != "genai":
-            return write_hf_files(config, directory, seed)
-        return [p for precision in MODEL_FILES for p in write_hf_files(config, directory / precision, seed)]
+        configs = layout.configs(config, seed)
+        return [p for folder in layout.file_dirs(directory) for p in write_hf_files(config, folder, configs)]
     return _write_model(config, model_file(config, directory, part), part == "q4", seed)
 
 
 def _write_model(config: DecoderConfig, path: Path, q4: bool, seed: int) -> list[Path]:
-    """Initializers are streamed to `<file>_data` first; the graph proto then only holds references."""
-    built = build_decoder_graph(config, q4=q4)
-    suffix = ".data" if family_of(config).layout == "genai" else "_data"  # model.onnx.data, as the builder names it
-    with ExternalDataWriter(path, suffix) as writer:
+    """Initializers are streamed to `<file><suffix>` first; the graph proto then only holds references
+    (and the small constants a layout stores inline)."""
+    layout = layout_row(config)
+    built = layout.build(config, q4)
+    with ExternalDataWriter(path, layout.data_suffix) as writer:
         for spec in built.weights:
             built.graph.initializer.extend(_initializers(writer, spec, seed))
-    model = helper.make_model(built.graph, opset_imports=_OPSETS, producer_name="onyxia-bench-synth")
+    opsets = [helper.make_opsetid("", layout.opset)]
+    if layout.imports_contrib or any(node.domain == "com.microsoft" for node in built.graph.node):
+        opsets.append(helper.make_opsetid("com.microsoft", 1))
+    model = helper.make_model(built.graph, opset_imports=opsets, producer_name="onyxia-bench-synth")
     model.ir_version = _IR_VERSION
     onnx.save_model(model, path)
     return [path, writer.path]

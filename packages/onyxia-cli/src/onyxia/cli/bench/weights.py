@@ -26,6 +26,10 @@ def iter_weight_chunks(spec: WeightSpec, seed: int, chunk_elements: int = CHUNK_
     if spec.kind in ("cos", "sin"):
         yield _rope_cache(spec)
         return
+    if spec.kind == "inv_freq":  # torch.onnx's rotary_emb.inv_freq: the graph takes cos/sin of positions * it
+        (half,) = spec.shape
+        yield (1.0 / spec.theta ** (np.arange(half, dtype=np.float64) * 2 / (2 * half))).astype(np.float32)
+        return
     rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
     rows, row_size = spec.shape[0], int(np.prod(spec.shape[1:], dtype=np.int64))
     step = max(1, chunk_elements // max(row_size, 1))

@@ -1,5 +1,7 @@
 """`onyxia bench`: Onyxia against onnxruntime (CPU EP, WebGPU EP) on a synthetic real-shaped model of a family
-(``--arch``: Gemma 3 270m, SmolLM2-360M, Qwen2.5-0.5B, Qwen3-0.6B, Phi-4-mini's width at 4 layers).
+(``--arch``: Gemma 3 270m, SmolLM2-360M, Qwen2.5-0.5B, Qwen3-0.6B, Phi-4-mini's width at 4 layers), laid
+out as its published files (``--layout``: onnx-community for Gemma 3, the onnxruntime-genai builder's for
+the others) or as ``torch.onnx.export(dynamo=True)`` writes it (``--layout dynamo``).
 
 Same model file, same prompt, each engine in its own process: decode tok/s, prefill time, time to first
 token, load+compile time, host peak RSS, GPU buffer bytes, and Onyxia / peer ratios; then the decode bound
@@ -26,6 +28,7 @@ NAME = "bench"
 _PRECISIONS = {"fp32": ("fp32",), "q4": ("q4",), "both": ("fp32", "q4")}
 ENGINES = ("onyxia", "ort-cpu", "ort-webgpu")  # = bench.runners.ENGINES; literal so the parser imports no onnx
 ARCHS = ("gemma3", "llama", "qwen2", "qwen3", "phi3")  # = bench.archs.ARCHS, for the same reason
+LAYOUTS = ("onnx-community", "genai", "dynamo")  # = bench.archs.LAYOUT_NAMES, for the same reason
 LM_HEADS = ("exact", "fp16", "int8")  # = llm.lm_head_precision.LM_HEAD_PRECISIONS, for the same reason
 
 
@@ -37,6 +40,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         choices=("full", "270m", "tiny"),
         default="full",
         help="full: the family's real shape (gemma3: 270m); tiny: for tests",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default=None,
+        help="the exporter whose graph is synthesized (default: the family's published one, onnx-community for "
+        "gemma3 and genai for the others; dynamo: torch.onnx.export(dynamo=True, opset 23), not phi3)",
     )
     parser.add_argument("--precision", choices=sorted(_PRECISIONS), default="both")
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma list from {', '.join(ENGINES)}")
@@ -55,14 +65,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    from onyxia.cli.bench.archs import arch_config
     from onyxia.cli.bench.report import print_report
     from onyxia.cli.bench.suite import BenchOptions, run_bench
 
-    if args.size == "270m" and args.arch != "gemma3":
-        raise InputError(f"--size 270m is Gemma 3's shape; for --arch {args.arch} use --size full or tiny")
+    try:
+        arch_config(args.arch, args.size, args.layout)  # --size 270m of another arch, a layout the arch lacks
+    except ValueError as e:
+        raise InputError(str(e)) from None
     options = BenchOptions(
         arch=args.arch,
         size=args.size,
+        layout=args.layout,
         precisions=_PRECISIONS[args.precision],
         engines=_engines(args.engines),
         prompt_tokens=_positive("--prompt-tokens", args.prompt_tokens),
