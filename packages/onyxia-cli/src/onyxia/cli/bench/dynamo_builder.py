@@ -36,18 +36,20 @@ class TorchStyleBuilder:
         self,
         op_type: str,
         inputs: list[str],
-        scope: str,
+        scope: str | None,
         outputs: list[str] | None = None,
         domain: str = "",
         **attrs: Any,
     ) -> str:
-        """Append a node under module path `scope` ("model.model.layers.0.self_attn"); its first output."""
+        """Append a node under module path `scope` ("model.model.layers.0.self_attn"; None: a node the
+        quantizer wrote, `node_MatMul_<n>_Q4` without metadata); return its first output."""
         index = len(self.nodes)
-        name = f"node_{op_type}_{index}"
+        name = f"node_{op_type}_{index}" if scope is not None else f"node_MatMul_{index}_Q4"
         outputs = outputs or [f"val_{index}"]
         node = helper.make_node(op_type, inputs, outputs, name=name, domain=domain, **attrs)
-        entry = node.metadata_props.add()
-        entry.key, entry.value = NAME_SCOPES, repr(["", *_module_prefixes(scope), name])
+        if scope is not None:
+            entry = node.metadata_props.add()
+            entry.key, entry.value = NAME_SCOPES, repr(["", *_module_prefixes(scope), name])
         self.nodes.append(node)
         return outputs[0]
 
@@ -74,14 +76,15 @@ class TorchStyleBuilder:
         self, x: str, weight: str, shape: tuple[int, int], scope: str, q4: bool, output: str | None = None
     ) -> str:
         """x @ W ([in, out], as torch folds the transpose of a Linear's weight); with `q4` the MatMulNBits
-        onnxruntime's `MatMulNBitsQuantizer` (4 bits, block 32, symmetric) puts in its place."""
+        onnxruntime's `MatMulNBitsQuantizer` (4 bits, block 32, symmetric) puts in its place: named after the
+        MatMul, `_Q4` appended, and without the MatMul's metadata (the quantizer keeps none)."""
         if not q4:
             return self.op("MatMul", [x, self.weight(weight, shape, "linear")], scope, [output] if output else None)
         spec = self.weights.quantized_weight(weight, shape)
         return self.op(
             "MatMulNBits",
             [x, spec.packed_name, spec.scales_name],
-            scope,
+            None,
             [output] if output else None,
             domain="com.microsoft",
             K=shape[0],
