@@ -143,7 +143,8 @@ PIPELINES: list[Pipeline] = [
         _scores,
         dict.fromkeys(("ovrl_mos", "sig_mos", "bak_mos", "p808_mos"), 1e-4),
     ),
-    Pipeline("plcmos", "speechmos", "plcmos.run(audio, 16000)", calls.prepare_plcmos, _scores),
+    # the PLC MOS score (float32 on a 1-5 scale): measured 9.5e-8
+    Pipeline("plcmos", "speechmos", "plcmos.run(audio, 16000)", calls.prepare_plcmos, _scores, {"plcmos": 1e-5}),
     # note times, pitches and bends equal; amplitudes (means of the note posteriorgram) measured 1.8e-7
     Pipeline(
         "basic_pitch",

@@ -3,9 +3,9 @@
 A session compiles once, in its constructor, with the model's symbolic dims left open (only the
 free-dimension overrides fixed): the executor binds them from each run's feed shapes and patches the
 plan without recompiling. Where the plan needs a dim as a number, found at compile time (the open compile
-fails, or a kernel records it would pick a faster variant with the dim static), the session gets a plan
-that waits for the first run's value of just those dims and compiles one variant per value, reused and
-kept in the plan cache (`per_shape`). Re-planning happens inside `compiling_for(runtime)` again, so a
+fails, a shape rule records that the dim's value decides the plan's structure, or a kernel records it would
+pick a faster variant with the dim static), the session gets a plan that waits for the first run's value of
+just those dims and compiles one variant per value, reused and kept in the plan cache (`per_shape`). Re-planning happens inside `compiling_for(runtime)` again, so a
 variant compiled during a run targets the same device.
 
 `compile_plan` is the seam a compiled-plan cache wraps: it takes the model (a path or its bytes), the

@@ -9,6 +9,12 @@ dim compile per value instead, each found at compile time:
   (`CompiledModel.static_preferred`: a Conv's spatial dims, whose tiled kernels size tiles and grids at
   compile time; open, the direct kernel runs ~5-10x slower on lavapipe). Only those dims wait (an image's
   H and W), the others (the batch) stay open;
+- it succeeds, but a shape rule had to pick a structure that depends on a dim's value
+  (`CompiledModel.static_required`: an axes-less Squeeze keeps a symbolic dim that onnxruntime drops where it
+  is 1, so the output's rank depends on it). Unlike a preference this is mandatory (the runtime refuses the
+  open plan); only those dims wait (PLCMOS's batch_size: a batch of 1 gives onnxruntime's 0-d score). A dim
+  bound from an input's values (a Reshape target fed at run time) cannot wait so: the compile does not bake
+  values that size no kernel, so the runtime refuses that plan at load, naming the node;
 - it waits for input values (`onyxia.compiler.deferred`: silero VAD's sample rate picks an If branch): the
   plan at those values was never tried with the dims open, and it can fail there (the same model's
   ``If(Shape(x)[0] == 1, Squeeze, Identity)`` gives branches of different ranks on a symbolic batch), so the
@@ -54,9 +60,11 @@ def open_dims(graph: IrGraph, fixed: Mapping[str, int]) -> set[str]:
 
 
 def preferred_static(plan: CompiledModel, graph: IrGraph, fixed: Mapping[str, int]) -> dict[str, str]:
-    """The open input dims some kernel of `plan` would rather have static, with the kernel's reason."""
+    """The open input dims `plan` needs static (`static_required`) or some kernel of it would rather have static
+    (`static_preferred`), with the reason (a requirement's first)."""
     waiting = open_dims(graph, fixed)
-    return {name: why for name, why in sorted(plan.static_preferred.items()) if name in waiting}
+    found = {**plan.static_preferred, **plan.static_required}
+    return {name: why for name, why in sorted(found.items()) if name in waiting}
 
 
 def per_shape_plan(graph: IrGraph, fixed: Mapping[str, int], waiting: Mapping[str, str]) -> CompiledModel:

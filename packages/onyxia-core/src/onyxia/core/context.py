@@ -18,7 +18,7 @@ from onyxia.core.ir_graph import IrGraph
 from onyxia.core.ir_records import IrNode, TensorDef
 from onyxia.core.nibbles import host_values
 from onyxia.core.shapes import Absent, Static, Symbolic, TensorShape, shape_of
-from onyxia.core.symbolic import SymbolicDim
+from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 
 __all__ = [
     "FOLD_ELEMENT_LIMIT",
@@ -94,6 +94,15 @@ class NodeCtx:
         if not isinstance(shape, Static):
             raise self.error(f"input {i} must have a static shape, found {shape}")
         return shape.dims
+
+    def mark_static_required(self, dims: Sequence[SymbolicDim], why: str) -> None:
+        """Record that the symbols of `dims` decide a structure this node's rule had to pick at compile time
+        (an axes-less Squeeze keeps a dim that run time may make 1, and 1 would drop it): the plan is right
+        only where they are static (`CompiledModel.static_required`; the runtime refuses a plan leaving one open)."""
+        names = sorted({n for d in dims if isinstance(d, SymbolicExpr) for n in d.names()})
+        entry = self.graph.static_required.setdefault(self.node.id, {})
+        for name in names:
+            entry.setdefault(name, f"node '{self.node.name}' ({self.node.op_type}): {why}")
 
     initializer_limit = FOLD_ELEMENT_LIMIT  # the largest initializer `input_value` reads into host memory
 

@@ -31,6 +31,9 @@ class GraphStore:
         self.metadata: dict[str, str] = {}
         # (dim a, dim b, where): equalities shape rules assumed; checked when dims are bound
         self.constraints: list[tuple[Any, Any, str]] = []
+        # node id -> {dim name: why}: symbolic dims whose run-time value decides a structure shape inference
+        # had to pick (an axes-less Squeeze's rank); re-inferring the node replaces its entry
+        self.static_required: dict[int, dict[str, str]] = {}
         # output tensor id -> input tensor id whose GPU storage it shares (a KV cache updated in place,
         # a Reshape made a view by BufferAliasingPass); printed as "%out shares %in"
         self.aliases: dict[int, int] = {}

@@ -182,7 +182,19 @@ class PlanBuilder:
             error_slots=list(self.error_slots),
             error_tensor=None if self._errors is None else self._errors.id,
             static_preferred=dict(self.static_preferred),
+            static_required=_static_required(self.graph, dims),
         )
+
+
+def _static_required(graph: IrGraph, dims: Mapping[str, int]) -> dict[str, str]:
+    """The graph's structure-setting dims (`CompiledModel.static_required`) the compile left symbolic, first
+    node's reason first. Kept for nodes a later pass removed: the shapes they decided live on downstream."""
+    required: dict[str, str] = {}
+    for entry in graph.static_required.values():
+        for name, why in entry.items():
+            if name not in dims:
+                required.setdefault(name, why)
+    return dict(sorted(required.items()))
 
 
 _CARRIED_RANGE = {DataType.INT64: np.iinfo(np.int32), DataType.UINT64: np.iinfo(np.uint32)}

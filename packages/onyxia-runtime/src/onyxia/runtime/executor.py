@@ -42,7 +42,7 @@ from onyxia.runtime.profiling import RunProfile, dispatch_labels, profile
 from onyxia.runtime.program import DispatchState, prepare_dispatch
 from onyxia.runtime.readback import OutputReadback
 from onyxia.runtime.upload import upload_weights
-from onyxia.runtime.variants import PlanVariants, adopt_buffers, build_pipelines
+from onyxia.runtime.variants import PlanVariants, adopt_buffers, build_pipelines, check_static_required
 
 __all__ = ["PlanExecutor"]
 
@@ -75,6 +75,7 @@ class PlanExecutor:
     def _load(self, compiled: CompiledModel, dims: Mapping[str, int], previous: BufferPool | None = None) -> None:
         """Set up everything that depends on the plan; `previous` (a plan switch) lends its buffers."""
         check_features(compiled.required_features, self.ctx)
+        check_static_required(compiled, "load_model()" if previous is None else "a plan variant switch")
         before = self.compiled if previous is not None else compiled
         self.compiled, ctx = compiled, self.ctx
         self._variants.select(compiled)

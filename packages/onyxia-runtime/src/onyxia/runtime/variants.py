@@ -17,14 +17,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from onyxia.core.errors import InputError, OnyxiaError
+from onyxia.core.errors import InputError, OnyxiaError, PlanningError
 from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, PlanTensor, TensorRole
 from onyxia.core.symbolic import SymbolicExpr
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.device import ExecutorStats
 from onyxia.runtime.pipelines import PipelineCache
 
-__all__ = ["PlanVariants", "adopt_buffers", "build_pipelines"]
+__all__ = ["PlanVariants", "adopt_buffers", "build_pipelines", "check_static_required"]
 
 DimsKey = tuple[tuple[str, int], ...]
 
@@ -103,6 +103,25 @@ class PlanVariants:
             stats.replans += 1
         stats.plan_switches += 1
         return plan
+
+
+def check_static_required(compiled: CompiledModel, caller: str) -> None:
+    """Refuse a plan that left open a dim whose value decides its structure (`CompiledModel.static_required`):
+    it is right only at the values its shape rules assumed (an axes-less Squeeze keeps a dim that a 1 would
+    drop), and binding the dim at run time cannot restructure it. Compiled with the dim fixed, a new value
+    re-plans (`plan_for`), so the plan is right at every value."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in sorted(compiled.static_required.items()):
+        if name not in compiled.dims:
+            by_reason.setdefault(why, []).append(name)
+    if by_reason:
+        names = sorted(n for group in by_reason.values() for n in group)
+        reasons = "; ".join(f"{', '.join(repr(n) for n in group)}: {why}" for why, group in by_reason.items())
+        raise PlanningError(
+            f"{caller}: plan '{compiled.metadata.get('graph', '?')}' leaves symbolic the dims {names}, whose "
+            f"run-time values decide its structure ({reasons}); compile with them among the compile dims "
+            "(CompilerPipeline.compile(graph, {name: value}); onyxia.ort does so per value of an input dim)"
+        )
 
 
 def build_pipelines(cache: PipelineCache, compiled: CompiledModel) -> None:

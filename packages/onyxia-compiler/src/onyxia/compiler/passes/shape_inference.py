@@ -80,6 +80,7 @@ def _infer_node(graph: IrGraph, node: IrNode, registry: OperatorRegistry) -> int
     for i, t in enumerate(node.inputs):
         if t is not None and isinstance(graph.tensor(t).shape, Absent):
             raise ctx.error(f"input {i} ('{graph.tensor(t).name}') has no inferred shape")
+    graph.static_required.pop(node.id, None)  # the rule records again what its inputs' shapes still leave open
     try:
         results = list(operator.infer_output_shapes(ctx))
     except OnyxiaError:

@@ -99,7 +99,17 @@ def compile_subgraph(ctx: NodeCtx, attribute: str, bindings: Sequence[BodyInput]
     except OnyxiaError as e:
         e.add_note(f"compiling subgraph '{attribute}' of {where}")
         raise
+    _require_outside(ctx, plan, attribute)
     return Subplan(plan, tuple(feeds), tuple(host))
+
+
+def _require_outside(ctx: NodeCtx, plan: CompiledModel, attribute: str) -> None:
+    """The subplan's structure-setting dims that the outer graph knows are the outer plan's too: the child
+    executor would refuse the subplan with them open, so the outer caller must fix them (onyxia.ort does)."""
+    outside = known_names(ctx)
+    for name, why in plan.static_required.items():
+        if name in outside:
+            ctx.mark_static_required([SymbolicExpr.name(name)], f"in subgraph '{attribute}', {why}")
 
 
 def _signature(binding: BodyInput) -> str:

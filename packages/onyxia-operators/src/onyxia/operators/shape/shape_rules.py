@@ -73,8 +73,12 @@ def _unsqueeze(ctx: NodeCtx, dims: Dims, axes: list[int]) -> list[SymbolicDim]:
 
 
 def _squeeze(ctx: NodeCtx, dims: Dims, axes: list[int]) -> list[SymbolicDim]:
-    if not axes:  # symbolic dims stay: exporters never mean a run-time 1 to vanish
-        return [d for d in dims if d != 1]
+    if not axes:  # every dim that is 1 at run time goes, so a symbolic one decides the output's rank
+        kept = [d for d in dims if d != 1]
+        symbolic = [d for d in kept if not isinstance(d, int)]
+        if symbolic:  # kept here (right where it is not 1); the plan needs it static to be right everywhere
+            ctx.mark_static_required(symbolic, "Squeeze without axes drops the dim where it is 1 at run time")
+        return kept
     removed = ctx.normalize_axes(axes, len(dims))
     for axis in removed:
         dim = dims[axis]
