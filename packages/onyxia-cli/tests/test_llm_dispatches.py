@@ -29,6 +29,8 @@ DISPATCHES_PER_LAYER = 8  # issue 12 (Gemma 3 was 13 at issue 9, 12 before the i
 FLOAT16_DISPATCHES_PER_LAYER = {"fp16": 16, "q4f16": 13}
 _OPTIMUM_ATTENTION = "q and k ApplyRotaryPosEmb, KvAppend and ScaledDotProductAttention: 4 dispatches"
 _QK_NORMS = "q_norm and k_norm are two SimplifiedLayerNormalization before GQA's do_rotary"
+_DYNAMO_ATTENTION = "q and k RotaryEmbedding, one KvAppend, ScaledDotProductAttention: 4 dispatches"
+_QK_NORMS_DYNAMO = "q/k norms and rotations as one RmsNormRotaryPair, one KvAppend, ScaledDotProductAttention"
 ABOVE_THE_BAR: dict[str, tuple[int, str]] = {
     **{f"{family}-tiny-optimum": (10, _OPTIMUM_ATTENTION) for family in (*FAMILIES, "gemma3")},
     "gemma3-tiny-genai/fp32": (11, f"windowed GQA cache (append, window shift, attention); {_QK_NORMS}"),
@@ -37,9 +39,10 @@ ABOVE_THE_BAR: dict[str, tuple[int, str]] = {
     "qwen3-tiny-genai/int4": (10, f"{_QK_NORMS}; a copying GQA cache (2 kv heads): append, then attention"),
     "gemma2-tiny-genai/fp32": (9, "windowed GQA cache: append, window shift, attention"),
     "gemma2-tiny-genai/int4": (9, "windowed GQA cache: append, window shift, attention"),
-    # PyTorch's exporter (issue 25's bar): per layer Concat(past, new) caches and repeat-kv Expands before
-    # ai.onnx Attention, RotaryEmbedding with Cos/Sin of the positions computed in each layer
-    **{c.directory: (10, "torch.onnx dynamo layout (issue 25)") for c in DYNAMO_FIXTURES},
+    # PyTorch's exporter (issue 25's bar of 10; 12-19 before its fusions: repeat_kv, rotate_by_angles, ...):
+    # q and k rotations apart where optimum's are too; Gemma 3 and Qwen 3 pair theirs with q_norm/k_norm
+    **{f"{family}-tiny-dynamo": (10, _DYNAMO_ATTENTION) for family in FAMILIES if family != "qwen3"},
+    **{f"{family}-tiny-dynamo": (9, _QK_NORMS_DYNAMO) for family in ("gemma3", "qwen3")},
 }
 _LAYER = re.compile(r"layers[./_](\d+)[./]")
 _SCOPE = re.compile(r"layers\.(\d+)'")
