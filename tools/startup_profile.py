@@ -187,14 +187,21 @@ class ChildFailed(Exception):
 
 
 def _spawn(
-    model: Path, inputs: Path | None, dims: dict[str, int], extra: list[str], via: str = "api"
+    model: Path,
+    inputs: Path | None,
+    dims: dict[str, int],
+    extra: list[str],
+    via: str = "api",
+    caches: dict[str, str] | None = None,
 ) -> tuple[dict[str, float], str]:
     argv = [sys.executable, *extra, __file__, "--child", str(model), f"--via={via}"]
     if inputs is not None:
         argv += ["--inputs-npz", str(inputs)]
     argv += [f"--dim={k}={v}" for k, v in dims.items()]
     spawned = time.time()
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=_child_env(), check=False)
+    done = subprocess.run(
+        argv, capture_output=True, text=True, cwd=REPO, env={**_child_env(), **(caches or {})}, check=False
+    )
     if done.returncode != 0:
         raise ChildFailed(done.stderr)
     stamps = json.loads(done.stdout.strip().splitlines()[-1])
@@ -204,6 +211,13 @@ def _spawn(
         seconds[stage] = stamps[stage] - stamps[previous]
     seconds["to first result"] = stamps["first run"] - spawned
     return seconds, done.stderr
+
+
+def _fresh_caches(folder: Path) -> dict[str, str]:
+    """Empty driver shader and Onyxia plan caches for one model's processes (a new user's machine)."""
+    (folder / "mesa").mkdir(parents=True)
+    (folder / "onyxia").mkdir()
+    return {"MESA_SHADER_CACHE_DIR": str(folder / "mesa"), "ONYXIA_CACHE_DIR": str(folder / "onyxia")}
 
 
 def _child_env() -> dict[str, str]:
@@ -273,6 +287,12 @@ def main(argv: list[str] | None = None) -> int:
         help="api: load_and_parse_model + CompilerPipeline + Runtime.load_model; cache: the plan cache's "
         "compile_cached + Runtime.load_model; ort: onyxia.ort.InferenceSession (its plan cache included)",
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="per model, first a process with empty shader and plan caches (MESA_SHADER_CACHE_DIR, ONYXIA_CACHE_DIR "
+        "in a fresh folder: a new user's first run), then --repeat warm ones over those caches; both rows printed",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--inputs-npz", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -300,9 +320,14 @@ def main(argv: list[str] | None = None) -> int:
         for name, model, inputs in models:
             seconds: dict[str, float] = {}
             inputs, model_dims = _prepare(model, inputs, dims, work) if args.via == "cache" else (inputs, dims)
+            caches = _fresh_caches(work / "caches" / name) if args.cold else {}
             try:
+                if args.cold:
+                    cold, _stderr = _spawn(model, inputs, model_dims, [], args.via, caches)
+                    report[f"{name} (cold)"] = cold
+                    print(_row(f"{name} (cold)", cold), flush=True)
                 for _ in range(max(1, args.repeat)):
-                    seconds, _stderr = _spawn(model, inputs, model_dims, [], args.via)
+                    seconds, _stderr = _spawn(model, inputs, model_dims, [], args.via, caches)
             except ChildFailed as e:
                 print(f"{name:22s} failed: {e.last_line}", flush=True)
                 continue
