@@ -10,6 +10,7 @@ wrong rank. PLCMOS (speechmos) ends so, and its package reads the 0-d score with
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper
 from oracle import check_model, compile_model, runtime
@@ -19,10 +20,10 @@ from onyxia.core.errors import PlanningError
 SQUEEZE_WHY = "Squeeze without axes drops the dim where it is 1 at run time"
 
 
-def _squeeze_model(dims: list[int | str], axes: list[int] | None = None, opset: int = 13) -> object:
+def _squeeze_model(dims: list[int | str], axes: list[int] | None = None, opset: int = 13) -> onnx.ModelProto:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    inputs, inits = ["x"], []
+    inputs, inits = ["x"], list[onnx.TensorProto]()
     if axes is not None:
         inits.append(helper.make_tensor("axes", TensorProto.INT64, [len(axes)], axes))
         inputs.append("axes")
@@ -94,7 +95,7 @@ def test_a_branch_passes_its_requirement_up_to_the_outer_plan() -> None:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
 
-    def branch(name: str, nodes: list) -> object:
+    def branch(name: str, nodes: list) -> onnx.GraphProto:
         return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, None)])
 
     then = branch("then", [helper.make_node("Squeeze", ["x"], ["then_y"], "sq_then")])
