@@ -21,7 +21,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 from oracle import reference_outputs, runtime
-from test_conv_variants import CASES, PAIRS, _compile
+from test_conv_variants import CASES, OPEN, PAIRS, _compile
 
 from onyxia.core.adapter_facts import force_variants
 from onyxia.operators.vision.conv_variants import FAMILY
@@ -161,11 +161,31 @@ def test_full_range_sums_are_exact_on_the_gemm() -> None:
             _run(model, feeds, "ort")
 
 
-def test_symbolic_width_takes_the_direct_kernel() -> None:
-    """A width unknown at compile time leaves the tiles' dims symbolic: the direct kernel runs it (the tiled
-    rows need every dim but the batch static)."""
-    model, feeds, reference = _build("QLinearConv", "padded_3x3")
+@pytest.mark.parametrize(
+    ("case", "form", "variant"),
+    [
+        ("strided", "QLinearConv", "rows_simd"),
+        ("few_pointwise", "ConvInteger", "pointwise_few"),
+        ("depthwise_strided_5x5", "QLinearConv", "depthwise_simd"),
+        ("strided", "ConvInteger", "direct"),
+    ],
+)
+def test_symbolic_spatial_dims(case: str, form: str, variant: str) -> None:
+    """With the batch and spatial dims open the integer modes run the kernel a static shape would (the tiled
+    ones take H, W and their tiles as immediates), one plan for two image sizes, exact against the reference."""
+    model, _, reference = _build(form, case)
     dims = model.graph.input[0].type.tensor_type.shape.dim
-    dims[3].Clear()
-    dims[3].dim_param = "width"
-    assert _run(model, feeds, reference) == {"quantized/conv_integer@direct"}
+    for axis, name in ((0, "n"), (2, "h"), (3, "w")):
+        dims[axis].Clear()
+        dims[axis].dim_param = name
+    with force_variants({FAMILY: variant}):
+        plan = _compile(model)
+    assert {s.label.rsplit("@", 1)[1] for s in plan.shaders if "conv" in s.label} == {variant}
+    executor = runtime().load_model(plan)
+    x_dtype = {i.name: i for i in model.graph.input}["x"].type.tensor_type.elem_type
+    for shape in (CASES[case][0], OPEN[case]):
+        _, feeds, _ = _build(form, case)
+        feeds["x"] = _bytes(helper.tensor_dtype_to_np_dtype(x_dtype), shape)
+        (expected,) = reference_outputs(model, feeds, reference)
+        np.testing.assert_array_equal(executor.run(dict(feeds))["y"], expected)
+    assert executor.stats.plan_switches == 0

@@ -3,11 +3,14 @@ and the fused epilogues (vision/conv_fusion.py) on the tiled kernels.
 
 Each case runs under every variant whose rule accepts it (1 x 1 convs under `pointwise`, one-channel groups under
 `depthwise`, every forward conv with a compile-time W under `rows` and `direct`); a forced variant that does not
-fit is an error, never a silent fallback. The plan's shader labels say which variant ran.
+fit is an error, never a silent fallback. The plan's shader labels say which variant ran. Every variant also runs
+with the batch and spatial dims symbolic (`OPEN`): one plan, fed two image sizes, and a grid past the adapter's
+65,535 workgroups per dimension.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,8 @@ from oracle import assert_close, reference_outputs, runtime
 from onyxia.compiler import CompilerPipeline
 from onyxia.core import CompiledModel, OperatorRegistry, PlanningError
 from onyxia.core.adapter_facts import AdapterFacts, force_variants, target_adapter
+from onyxia.core.plan_steps import Dispatch
+from onyxia.core.symbolic import evaluate_dim
 from onyxia.onnx import load_and_parse_model
 from onyxia.operators import core_operator_registry
 from onyxia.operators.family import ONYXIA_DOMAIN
@@ -63,6 +68,15 @@ CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = {
 }
 
 
+# a case run with its batch and spatial dims symbolic -> a second feed shape for the same plan; together they take
+# every variant (the pixel-lane rows included: 10 and 3 output channels) with few distinct shaders
+OPEN: dict[str, tuple[int, ...]] = {
+    "strided": (2, 6, 9, 20),
+    "few_pointwise": (2, 16, 6, 13),
+    "depthwise_strided_5x5": (1, 6, 21, 11),
+}
+
+
 def _fits(variant: str, name: str) -> bool:
     x, w, attrs = CASES[name]
     one = all(k == 1 for k in w[2:]) and not any(attrs.get("pads", [])) and set(attrs.get("strides", [1])) == {1}
@@ -72,17 +86,24 @@ def _fits(variant: str, name: str) -> bool:
 
 
 PAIRS = [(v.name, name) for v in VARIANTS for name in CASES if _fits(v.name, name)]
+OPEN_PAIRS = [(v.name, name) for v in VARIANTS for name in OPEN if _fits(v.name, name) and v.kernel != "direct"]
+OPEN_PAIRS.append(("direct", "strided"))
 
 
 def _conv_model(
-    x: tuple[int, ...], w: tuple[int, ...], attrs: dict[str, Any], tail: list[onnx.NodeProto] | None = None
+    x: tuple[int, ...],
+    w: tuple[int, ...],
+    attrs: dict[str, Any],
+    tail: list[onnx.NodeProto] | None = None,
+    declared: list[int | str] | None = None,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The conv (and `tail`) with x declared as `declared` (named dims symbolic), else as `x`; feeds at `x`."""
     weights = {"w": RNG.standard_normal(w).astype(np.float32) * 0.3, "b": RNG.standard_normal(w[0]).astype(np.float32)}
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y" if not tail else "conv"], **attrs), *(tail or [])]
     graph = helper.make_graph(
         nodes,
         "conv",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x))],
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, declared or list(x))],
         [helper.make_empty_tensor_value_info("y")],
         [numpy_helper.from_array(v, k) for k, v in weights.items()],
     )
@@ -124,8 +145,58 @@ def test_variant_matches_onnxruntime(variant: str, case: str) -> None:
     assert labels and all(label.endswith(f"@{variant}") for label in labels), labels
 
 
+def _declared(x: tuple[int, ...]) -> list[int | str]:
+    """x's dims with the batch and the spatial ones named (symbolic), the channels kept."""
+    return ["n", x[1], *("dhw"[-(len(x) - 2) :])]
+
+
+@pytest.mark.parametrize(("variant", "case"), OPEN_PAIRS)
+def test_variant_at_symbolic_spatial_dims(variant: str, case: str) -> None:
+    """One plan compiled with the batch and spatial dims open runs the same tiled kernel at two image sizes,
+    both equal to onnxruntime, without compiling anything for the second."""
+    x, w, attrs = CASES[case]
+    model, feeds = _conv_model(x, w, attrs, declared=_declared(x))
+    with force_variants({FAMILY: variant}):
+        plan = _compile(model)
+    labels = {s.label for s in plan.shaders if s.label.startswith("vision/conv")}
+    assert labels and all(label.endswith(f"@{variant}") for label in labels), labels
+    executor = runtime().load_model(plan)
+    for shape in (x, OPEN[case]):
+        feeds = {"x": RNG.standard_normal(shape).astype(np.float32)}
+        (expected,) = reference_outputs(model, feeds, "ort")
+        assert_close(executor.run(dict(feeds))["y"], expected, f"y at {shape}")
+    assert (executor.stats.plan_switches, executor.stats.shader_modules_created) == (0, 1)
+
+
+def _workgroups(plan: CompiledModel, dims: dict[str, int]) -> int:
+    (step,) = [s for op in plan.operations for s in op.steps if isinstance(s, Dispatch)]
+    return math.prod(evaluate_dim(d, dims) for d in step.workgroups)
+
+
+@pytest.mark.parametrize(
+    ("variant", "x", "w", "group"),
+    [("depthwise_simd", (1, 33, 8, 6), (33, 1, 3, 3), 33), ("pointwise", (1, 2, 5, 9), (4, 2, 1, 1), 1)],
+)
+def test_grid_past_the_per_dimension_limit(variant: str, x: tuple[int, ...], w: tuple[int, ...], group: int) -> None:
+    """An open plan run at an image whose linear grid exceeds 65,535 workgroups: the runtime folds it into
+    (x, y) and the kernels rebuild their index, so the large image matches onnxruntime too."""
+    model, _ = _conv_model(
+        x, w, {"group": group, "pads": [1, 1, 1, 1] if w[2] == 3 else [0] * 4}, declared=_declared(x)
+    )
+    with force_variants({FAMILY: variant}):
+        plan = _compile(model)
+    executor = runtime().load_model(plan)
+    big = (1, x[1], 256, 256) if variant.startswith("depthwise") else (1, x[1], 512, 1040)
+    assert _workgroups(plan, {"n": 1, "h": big[2], "w": big[3]}) > 65535
+    for shape in (x, big):
+        feeds = {"x": RNG.standard_normal(shape).astype(np.float32)}
+        (expected,) = reference_outputs(model, feeds, "ort")
+        assert_close(executor.run(dict(feeds))["y"], expected, f"y at {shape}")
+
+
 def test_every_variant_is_exercised() -> None:
     assert {v for v, _ in PAIRS} == {v.name for v in VARIANTS}
+    assert {v for v, _ in OPEN_PAIRS} == {v.name for v in VARIANTS}, "every variant at symbolic dims"
 
 
 @pytest.mark.parametrize(("variant", "case"), [("pointwise", "padded_3x3"), ("depthwise", "grouped")])
@@ -238,28 +309,3 @@ def test_conv_output_read_elsewhere_is_not_fused() -> None:
     plan = _compile(model, _registry())
     _run(model, feeds, _registry())
     assert any(not s.label.startswith("vision/conv") for s in plan.shaders), "the Relu's input is also the Add's"
-
-
-def test_symbolic_spatial_dims_are_recorded_as_preferred_static() -> None:
-    """Open H and W leave a forward conv on the direct kernel; the plan names them (not the batch) in
-    `static_preferred`, so a caller (onyxia.ort) can compile per value of just those dims."""
-    w = numpy_helper.from_array(np.ones((8, 4, 3, 3), np.float32), "w")
-    model = helper.make_model(
-        helper.make_graph(
-            [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
-            "open_conv",
-            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 4, "h", "w"])],
-            [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
-            [w],
-        ),
-        opset_imports=[helper.make_opsetid("", 17)],
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "open_conv.onnx"
-        onnx.save(model, path)
-        graph = load_and_parse_model(path)
-    registry = core_operator_registry()
-    plan = CompilerPipeline(registry).compile(graph, {})
-    assert sorted(plan.static_preferred) == ["h", "w"]
-    assert "Conv" in plan.static_preferred["h"]
-    assert CompilerPipeline(registry).compile(graph, {"h": 6, "w": 10}).static_preferred == {}

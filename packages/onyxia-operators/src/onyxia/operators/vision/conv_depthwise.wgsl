@@ -9,8 +9,11 @@
 // onyxia::conv_epilogue.
 // Bindings: 0 in_x, 1 in_w (the graph's [M, 1, KD, KH, KW]), then the epilogue module's at their BIND_* defs.
 // Defs: X_T, W_T, F16, INTEGER, the epilogue module's, LANES, SUBGROUP_W (flag).
-// Dims: C, M, MG, OWQ (= ceil(OW / 4)), QUADS (= OD * OH * OWQ), P (= OD * OH * OW) and the volume (geometry.py).
-// Dispatch: (ceil(QUADS / LANES), M, N).
+// Dims (literals when static, immediates when symbolic: the spatial ones of an image whose size is open): C, M, MG,
+//       OWQ (= ceil(OW / 4)), QUADS (= OD * OH * OWQ), BLOCKS (= ceil(QUADS / LANES)), P (= OD * OH * OW),
+//       WORKGROUPS (= BLOCKS * M * N) and the volume (geometry.py).
+// Dispatch: WORKGROUPS, linear (folded into y by the runtime past the per-dimension limit; the index is
+//       wid.x + wid.y * nwg.x), so the grid fits any image.
 #ifdef F16
 enable f16;
 #endif
@@ -53,6 +56,7 @@ fn any_inside(inside: bool) -> bool {
 @compute @workgroup_size(#{LANES})
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 #ifdef SUBGROUP_W
     @builtin(subgroup_invocation_id) sid: u32,
@@ -61,14 +65,19 @@ fn main(
 #ifdef SUBGROUP_W
     subgroup_lane = sid;
 #endif
-    let quad = wid.x * #{LANES}u + lid.x;
+    let index = wid.x + wid.y * nwg.x;  // the linear grid (BLOCKS, M, N), x fastest
+    if (index >= #{WORKGROUPS}) {
+        return;  // past the grid: the runtime rounds a folded one up
+    }
+    let plane = index / #{BLOCKS};  // (n, m)
+    let quad = (index - plane * #{BLOCKS}) * #{LANES}u + lid.x;
+    let m = plane % #{M};
+    let n = plane / #{M};
     let qc = min(quad, #{QUADS} - 1u);
-    let ow0 = (qc % #{OWQ}) * 4u;
     let rest = qc / #{OWQ};
-    let oh = rest % #{OH};
+    let ow0 = (qc - rest * #{OWQ}) * 4u;
     let od = rest / #{OH};
-    let m = wid.y;
-    let n = wid.z;
+    let oh = rest - od * #{OH};
     let volume = (n * #{C} + m / #{MG}) * #{D};
     let iw0 = i32(ow0 * #{SW}) - i32(#{PW});
 #ifdef INTEGER

@@ -17,13 +17,12 @@ bytes, four channels to a u32 word, so a lane loads a channel quad's weights in 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from onyxia.core import BufferRef, DataType, PlanCtx, SymbolicDim, TensorValue, load_wgsl
+from onyxia.core import BufferRef, DataType, PlanCtx, SymbolicDim, TensorValue, ceil_div, load_wgsl
 from onyxia.operators.layout import type_defs
 from onyxia.operators.vision.conv_variants import ConvShape, ConvVariant
 from onyxia.operators.vision.geometry import Window
@@ -100,32 +99,18 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _static(dims: Mapping[str, SymbolicDim]) -> dict[str, int]:
-    """The static entries of `dims` (all of them, for a conv `conv_shape` calls static)."""
-    return {k: v for k, v in dims.items() if isinstance(v, int)}
-
-
 def conv_shape(ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool, weight: int = 1) -> ConvShape:
-    """The variant rules' view of this conv (every number 0 where not static); W (input `weight`) can be packed
-    when it is known at compile time."""
-    volume = _static(window.volume())
-    static = len(volume) == len(window.volume()) and all(isinstance(d, int) for d in ctx.input_dims(0)[1:])
-    kernel = tuple(volume[f"K{a}"] for a in "DHW") if static else ()
-    pixels = volume["OD"] * volume["OH"] * volume["OW"] if static else 0
-    tiles = volume["OD"] * volume["OH"] * _cdiv(volume["OW"], 8) if static else 0
-    if not static and not transpose:  # the tiled rows size their tiles and workgroup grid at compile time
-        ctx.prefer_static(ctx.input_dims(0)[1:], "its tiled kernels need static spatial dims (open: the direct one)")
+    """The variant rules' view of this conv; W (input `weight`) can be packed when it is known at compile time.
+    The spatial dims may be symbolic: every tiled kernel takes them as run-time values (immediates) and
+    linearises its workgroup grid, so no kernel choice depends on them."""
     return ConvShape(
         transpose=transpose,
-        static=static,
         packable=_known(ctx, weight) is not None,
         cg=cg,
         mg=mg,
-        kernel=kernel,
+        kernel=tuple(int(window.volume()[f"K{a}"]) for a in "DHW"),
         strides=tuple(window.strides),
         pads=(*window.pads_begin, *window.pads_end),
-        pixels=pixels,
-        row_tiles=tiles,
     )
 
 
@@ -155,11 +140,16 @@ def _items(count: int) -> str:
 
 
 def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, epilogue: ConvEpilogue) -> None:
-    """Dispatch `variant`'s kernel for this conv (x input 0, W where `epilogue` says) with `epilogue`."""
-    x, w = ctx.input_dims(0), ctx.require_static(epilogue.weight)
+    """Dispatch `variant`'s kernel for this conv (x input 0, W where `epilogue` says) with `epilogue`.
+
+    The spatial dims (H, W, OH, OW, the pixel count P and the tile counts) are literals when static and
+    immediates when symbolic; the grid is one linear count of workgroups (the runtime folds an x above the
+    adapter's per-dimension limit into y, the kernels rebuild their index as ``wid.x + wid.y * nwg.x``), so
+    any image size runs in one plan."""
+    w = ctx.require_static(epilogue.weight)
     c, m = w[1] * group, w[0]
     cg, mg = c // group, m // group
-    volume = _static(window.volume())  # conv_shape found every dim static
+    volume = window.volume()
     pixels = volume["OD"] * volume["OH"] * volume["OW"]
     kernel = variant.kernel
     defs: dict[str, object] = {"LANES": variant.lanes}
@@ -176,27 +166,30 @@ def plan_tiled(ctx: PlanCtx, window: Window, group: int, variant: ConvVariant, e
         weights = packed_weights(ctx, epilogue, group, taps, mg, quads * 4)
     reads = [ctx.input(0), weights]
     epilogue.bind(ctx, reads, defs)
-    dims: dict[str, SymbolicDim] = {"C": c, "M": m, "CG": cg, "MG": mg, "P": pixels, **volume}
-    batch = x[0]
+    dims: dict[str, SymbolicDim] = {"G": group, "C": c, "M": m, "CG": cg, "MG": mg, "P": pixels, **volume}
+    batch = ctx.input_dims(0)[0]
     if kernel == "depthwise":
-        runs = volume["OD"] * volume["OH"] * _cdiv(volume["OW"], 4)
-        dims |= {"OWQ": _cdiv(volume["OW"], 4), "QUADS": runs}
-        workgroups: tuple[SymbolicDim, ...] = (_cdiv(runs, variant.lanes), m, batch)
+        runs = volume["OD"] * volume["OH"] * ceil_div(volume["OW"], 4)
+        blocks = ceil_div(runs, variant.lanes)  # workgroups per output channel
+        dims |= {"OWQ": ceil_div(volume["OW"], 4), "QUADS": runs, "BLOCKS": blocks}
         if variant.shared_w:
             defs["SUBGROUP_W"] = True
+        per_image = blocks * m
     else:
-        owt = _cdiv(volume["OW"], wide)
-        dims |= {"MGQ": quads, "KG": taps, "OWT": owt}
+        owt = ceil_div(volume["OW"], wide)
         span = (variant.pixels - 1) * window.strides[-1] + (w[-1] - 1) * window.dilations[-1] + 1
         defs |= {"PIX": variant.pixels, kernel.upper(): True, "PIXELS": _items(variant.pixels)}
         defs |= {"QUADS_OF_PIX": _items(variant.pixels // 4), "SPANS": _items(span), "KWS": _items(w[-1])}
-        tiles = _cdiv(pixels, wide) if kernel == "pointwise" else pixels // volume["OW"] * owt
-        if kernel == "pointwise" and pixels % 4 == 0 and variant.pixels % 4 == 0:
+        tiles = ceil_div(pixels, wide) if kernel == "pointwise" else volume["OD"] * volume["OH"] * owt
+        dims |= {"MGQ": quads, "KG": taps, "OWT": owt, "TILES": tiles}
+        if kernel == "pointwise" and isinstance(pixels, int) and pixels % 4 == 0 and variant.pixels % 4 == 0:
             defs["X_VEC4"] = True
         defs |= {"VPL": vpl, "VECS": _items(vpl)}
         flags = {"SUBGROUP_X": variant.shared_x, "PIXEL_LANES": variant.pixel_lanes}
         defs |= {k: True for k, on in flags.items() if on} | ({"SUBGROUPS": True} if any(flags.values()) else {})
-        workgroups = (group * _cdiv(quads // vpl, variant.lanes), tiles, batch)
+        per_image = group * _cdiv(quads // vpl, variant.lanes) * tiles
+    workgroups = per_image * batch
+    dims["WORKGROUPS"] = workgroups
     label = f"{_LABELS[kernel]}@{variant.name}"
     shader = ctx.compile_shader(label, _SOURCES[kernel], defs, dims)
     ctx.dispatch(shader, reads, [ctx.output(0)], workgroups)

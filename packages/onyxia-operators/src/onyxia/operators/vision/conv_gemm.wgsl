@@ -25,8 +25,11 @@
 //       (above; the weights shared as SUBGROUP_X shares x), SUBGROUPS (either of them), ROWS | POINTWISE, X_VEC4 (POINTWISE, P % 4 == 0 and PIX % 4 == 0: x is read four pixels at a time);
 //       the unrolled loops' items PIXELS (0 .. PIX - 1), QUADS_OF_PIX (0 .. PIX / 4 - 1), SPANS (0 .. SPAN - 1),
 //       KWS (0 .. KW - 1), VECS (0 .. VPL - 1)
-// Dims: C, M, CG, MG, MGQ, KG, OWT (pixel tiles per output row), P (= OD * OH * OW), and the volume (geometry.py).
-// Dispatch: (G * ceil(MGQ / (VPL * LANES)), pixel tiles, N); PIXEL_LANES: (G, pixel tiles of LANES * PIX, N).
+// Dims (literals when static, immediates when symbolic: the spatial ones of an image whose size is open): G, C, M,
+//       CG, MG, MGQ, KG, OWT (pixel tiles per output row), TILES (pixel tiles per image: of PIX pixels, PIXEL_LANES
+//       of LANES * PIX), P (= OD * OH * OW), WORKGROUPS, and the volume (geometry.py).
+// Dispatch: WORKGROUPS = G * ceil(MGQ / (VPL * LANES)) * TILES * N, linear (folded into y by the runtime past the
+//       per-dimension limit; the index is wid.x + wid.y * nwg.x), so the grid fits any image.
 #ifdef F16
 enable f16;
 #endif
@@ -202,6 +205,7 @@ fn product(n: u32, g: u32, q: u32, od: u32, oh: u32, ow0: u32) -> array<vec4<acc
 @compute @workgroup_size(#{LANES})
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 #ifdef SUBGROUPS
     @builtin(subgroup_invocation_id) sid: u32,
@@ -210,15 +214,21 @@ fn main(
 #ifdef SUBGROUPS
     subgroup_lane = sid;
 #endif
+    let index = wid.x + wid.y * nwg.x;  // the linear grid (G * blocks, TILES, N), x fastest
+    if (index >= #{WORKGROUPS}) {
+        return;  // past the grid: the runtime rounds a folded one up
+    }
     let blocks = (#{MGQ} / VPL + #{LANES}u - 1u) / #{LANES}u;  // workgroups per group
-    let g = wid.x / blocks;
-    let n = wid.z;
+    let column = index % (#{G} * blocks);
+    let tile = (index / (#{G} * blocks)) % #{TILES};
+    let n = index / (#{G} * blocks * #{TILES});
+    let g = column / blocks;
 #ifdef PIXEL_LANES
     let q = 0u;  // every lane all the group's channels (blocks = 1), its own pixels
     let strips = #{LANES}u;  // a workgroup's tile of pixels is LANES strips of PIX, this lane's the one at lid.x
     let strip = lid.x;
 #else
-    let lane = (wid.x % blocks) * #{LANES}u + lid.x;
+    let lane = (column % blocks) * #{LANES}u + lid.x;
     let q = min(lane, #{MGQ} / VPL - 1u) * VPL;  // this lane's first channel quad in the group
     if (lane * VPL >= #{MGQ}) {
         return;  // past the group's channels: inactive lanes skip their share of every lane-by-lane load
@@ -235,11 +245,11 @@ fn main(
     }
 #endif
 #ifdef POINTWISE
-    let p0 = (wid.y * strips + strip) * PIX;
+    let p0 = (tile * strips + strip) * PIX;
     let acc = product(n, g, q, p0);
 #else
-    let owt = wid.y % #{OWT};
-    let rest = wid.y / #{OWT};
+    let owt = tile % #{OWT};
+    let rest = tile / #{OWT};
     let oh = rest % #{OH};
     let od = rest / #{OH};
     let ow0 = (owt * strips + strip) * PIX;

@@ -54,27 +54,24 @@ from onyxia.operators.matmul.variants import Needs
 __all__ = ["FAMILY", "FEW_CHANNELS", "few_channels", "VARIANTS", "ConvShape", "ConvVariant", "choose_variant"]
 
 FAMILY = "conv"  # the `force_variants` key of this table
-_MAX_GROUPS = 65535  # WebGPU's maxComputeWorkgroupsPerDimension
 
 
 @dataclass(frozen=True)
 class ConvShape:
-    """What the variant rules read of one Conv (forward convs; ConvTranspose is always `direct`)."""
+    """What the variant rules read of one Conv (forward convs; ConvTranspose is always `direct`). No rule reads
+    the spatial dims: every tiled kernel takes them at run time (immediates when symbolic) over a linear grid."""
 
     transpose: bool
-    static: bool  # every dim but the batch is a compile-time number
     packable: bool  # W is known at compile time (an initializer or a folded constant)
     cg: int  # input channels per group
     mg: int  # output channels per group
     kernel: tuple[int, ...]  # KD, KH, KW
     strides: tuple[int, ...]
     pads: tuple[int, ...]  # begin then end, per axis
-    pixels: int  # output pixels per image (OD * OH * OW), 0 when not static
-    row_tiles: int  # OD * OH * ceil(OW / 8): the rows kernel's workgroups per image
 
     @property
     def forward(self) -> bool:
-        return not self.transpose and self.static
+        return not self.transpose
 
 
 def _depthwise(s: ConvShape) -> bool:
@@ -83,11 +80,11 @@ def _depthwise(s: ConvShape) -> bool:
 
 def _pointwise(s: ConvShape) -> bool:
     one = all(k == 1 for k in s.kernel) and all(v == 1 for v in s.strides) and not any(s.pads)
-    return s.forward and s.packable and one and -(-s.pixels // 8) <= _MAX_GROUPS
+    return s.forward and s.packable and one
 
 
 def _rows(s: ConvShape) -> bool:
-    return s.forward and s.packable and s.row_tiles <= _MAX_GROUPS
+    return s.forward and s.packable
 
 
 # (most output channels per group, fewest kernel taps per input channel) where the pixel-lane rows win: each
