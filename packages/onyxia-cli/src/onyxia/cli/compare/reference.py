@@ -9,7 +9,6 @@ stable sort keeps the file's order for a file that breaks the rule).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from onyxia.core import InputError, OnyxiaError
+from onyxia.onnx.topology import topological_order
 
 __all__ = ["ModelNode", "ReferenceRun", "run_reference"]
 
@@ -114,32 +114,10 @@ def _onnxruntime() -> Any:
 
 
 def _topological(graph: Any) -> list[ModelNode]:
-    """Kahn's algorithm, always taking the earliest ready node of the file (stable)."""
+    """The file's nodes in the loader's stable topological order (`onyxia.onnx.topology`), so both sides
+    meet the nodes in the same order; a cycle was refused when Onyxia loaded the file."""
     raw = list(graph.node)
-    available = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
-    producers: dict[str, int] = {}
-    for index, node in enumerate(raw):
-        for name in node.output:
-            producers.setdefault(name, index)
-    consumers: dict[int, list[int]] = {}
-    missing = []
-    for index, node in enumerate(raw):
-        needs = {producers[n] for n in node.input if n not in available and n in producers} - {index}
-        missing.append(len(needs))
-        for p in needs:
-            consumers.setdefault(p, []).append(index)
-    ready = [i for i, count in enumerate(missing) if count == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        index = heapq.heappop(ready)
-        order.append(index)
-        for c in consumers.get(index, []):
-            missing[c] -= 1
-            if missing[c] == 0:
-                heapq.heappush(ready, c)
-    placed = set(order)
-    order += [i for i in range(len(raw)) if i not in placed]  # a cycle: onnxruntime will say so
+    order = topological_order(raw, "compare")
     return [
         ModelNode(
             k,
