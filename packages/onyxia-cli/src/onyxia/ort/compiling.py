@@ -3,8 +3,8 @@
 A session compiles once, in its constructor, with the model's symbolic dims left open (only the
 free-dimension overrides fixed): the executor binds them from each run's feed shapes and patches the
 plan without recompiling. Where the plan needs a dim as a number, found at compile time (the open compile
-fails, a shape rule records that the dim's value decides the plan's structure, or a kernel records it would
-pick a faster variant with the dim static), the session gets a plan that waits for the first run's value of
+fails, or a shape rule records that the dim's value decides the plan's structure; never for speed: the conv
+kernels run open image sizes as fast as static ones), the session gets a plan that waits for the first run's value of
 just those dims and compiles one variant per value, reused and kept in the plan cache (`per_shape`). Re-planning happens inside `compiling_for(runtime)` again, so a
 variant compiled during a run targets the same device.
 
@@ -34,7 +34,7 @@ from onyxia.core.symbolic import SymbolicDim
 from onyxia.onnx import OnnxError
 from onyxia.onnx.loader import model_label, parse_model_proto, read_model_proto
 from onyxia.ort.initializers import with_initializers
-from onyxia.ort.per_shape import PER_SHAPE, VariantReplanner, open_dims, per_shape_plan, preferred_static
+from onyxia.ort.per_shape import PER_SHAPE, VariantReplanner, open_dims, per_shape_plan, required_static
 from onyxia.ort.signature import ModelSignature, free_dimension_dims, read_signature
 from onyxia.runtime import Runtime, compiling_for
 
@@ -127,15 +127,15 @@ def _compile_plan(
                 raise
             plan = per_shape_plan(graph, fixed, dict.fromkeys(waiting, f"the open compile failed: {e}"))
         else:
-            preferred = preferred_static(plan, graph, fixed)
+            required = required_static(plan, graph, fixed)
             waiting = open_dims(graph, fixed)
             if plan.value_symbols and not plan.operations and waiting:  # waits for input values (per_shape)
                 values = plan.value_symbols
                 why = "the plan waits for input values; open dims were never tried at them"
                 plan = per_shape_plan(graph, fixed, {**dict.fromkeys(waiting, why), **_values(values)})
                 plan.value_symbols = values
-            elif preferred:
-                plan = per_shape_plan(graph, fixed, preferred)
+            elif required:
+                plan = per_shape_plan(graph, fixed, required)
     if PER_SHAPE in plan.metadata:
         inner = GraphReplanner(compiler.compile, graph, plan.dims, settings())
         cacheable = not initializers and not external_files  # replacement weights: keyed by nothing we have

@@ -1,18 +1,14 @@
 """Dims a session compiles per value: which ones, the plan that waits for them, and its variants' cache.
 
-A session compiles with the model's symbolic dims open, so one plan serves every shape. Two things make a
-dim compile per value instead, each found at compile time:
+A session compiles with the model's symbolic dims open, so one plan serves every shape (an image's H and W too:
+the conv kernels take them as immediates at the speed of a static plan). Three things make a dim compile per
+value instead, each found at compile time:
 
 - the open compile fails (`open_dims` of the graph's inputs all wait: no shape could be planned without
   numbers, e.g. a Resize by a scale whose product with a symbolic size is inexact);
-- it succeeds, but a kernel records that it would pick a faster variant were some dims static
-  (`CompiledModel.static_preferred`: a Conv's spatial dims, whose tiled kernels size tiles and grids at
-  compile time; open, the direct kernel runs ~5-10x slower on lavapipe). Only those dims wait (an image's
-  H and W), the others (the batch) stay open;
 - it succeeds, but a shape rule had to pick a structure that depends on a dim's value
   (`CompiledModel.static_required`: an axes-less Squeeze keeps a symbolic dim that onnxruntime drops where it
-  is 1, so the output's rank depends on it). Unlike a preference this is mandatory (the runtime refuses the
-  open plan); only those dims wait (PLCMOS's batch_size: a batch of 1 gives onnxruntime's 0-d score). A dim
+  is 1, so the output's rank depends on it). The runtime refuses the open plan; only those dims wait (PLCMOS's batch_size: a batch of 1 gives onnxruntime's 0-d score). A dim
   bound from an input's values (a Reshape target fed at run time) cannot wait so: the compile does not bake
   values that size no kernel, so the runtime refuses that plan at load, naming the node;
 - it waits for input values (`onyxia.compiler.deferred`: silero VAD's sample rate picks an If branch): the
@@ -44,7 +40,7 @@ from onyxia.runtime import Runtime, compiling_for
 if TYPE_CHECKING:
     from onyxia.cli.plan_cache import PlanKey
 
-__all__ = ["VariantReplanner", "open_dims", "per_shape_plan", "preferred_static"]
+__all__ = ["VariantReplanner", "open_dims", "per_shape_plan", "required_static"]
 
 PER_SHAPE = "per_shape"  # the plan metadata key saying why (and that) dims compile per value
 
@@ -59,12 +55,10 @@ def open_dims(graph: IrGraph, fixed: Mapping[str, int]) -> set[str]:
     return names - fixed.keys()
 
 
-def preferred_static(plan: CompiledModel, graph: IrGraph, fixed: Mapping[str, int]) -> dict[str, str]:
-    """The open input dims `plan` needs static (`static_required`) or some kernel of it would rather have static
-    (`static_preferred`), with the reason (a requirement's first)."""
+def required_static(plan: CompiledModel, graph: IrGraph, fixed: Mapping[str, int]) -> dict[str, str]:
+    """The open input dims `plan` needs static (`static_required`), with the reason."""
     waiting = open_dims(graph, fixed)
-    found = {**plan.static_preferred, **plan.static_required}
-    return {name: why for name, why in sorted(found.items()) if name in waiting}
+    return {name: why for name, why in sorted(plan.static_required.items()) if name in waiting}
 
 
 def per_shape_plan(graph: IrGraph, fixed: Mapping[str, int], waiting: Mapping[str, str]) -> CompiledModel:

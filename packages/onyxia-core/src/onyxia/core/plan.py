@@ -223,12 +223,10 @@ class CompiledModel:
     value_symbols: list[ValueSymbol] = field(default_factory=list)
     value_checks: list[ValueCheck] = field(default_factory=list)
     value_fills: list[ValueFill] = field(default_factory=list)  # how raw values become sizes (-1, clamps)
-    # dim name -> which node would pick a faster kernel with it static (`PlanCtx.prefer_static`): a caller that
-    # left it open may compile per value of it instead (onyxia.ort does); empty when every kernel is the same
-    static_preferred: dict[str, str] = field(default_factory=dict)
     # dim name -> the node whose structure its value decides (`NodeCtx.mark_static_required`: an axes-less Squeeze
-    # keeps a symbolic dim, which onnxruntime drops where it is 1): mandatory, unlike `static_preferred`: the runtime
-    # refuses a plan leaving one open (not in `dims`); onyxia.ort compiles per value of exactly these
+    # keeps a symbolic dim, which onnxruntime drops where it is 1): the runtime refuses a plan leaving one open
+    # (not in `dims`); onyxia.ort compiles per value of exactly these. No kernel asks for a dim static merely to
+    # run faster: the tiled convs take spatial dims as immediates, so an open image size costs no speed
     static_required: dict[str, str] = field(default_factory=dict)
     # re-plans at other values of `dims` (attached by the compiler; None for a plan built by hand)
     replanner: Replanner | None = field(default=None, repr=False, compare=False)

@@ -68,7 +68,6 @@ class PlanBuilder:
     _constants: dict[str, int] = field(default_factory=dict)  # key -> plan tensor id (negative)
     error_slots: list[ErrorSlot] = field(default_factory=list)
     _errors: PlanTensor | None = None  # the ERRORS tensor, created with the first slot
-    static_preferred: dict[str, str] = field(default_factory=dict)  # see CompiledModel.static_preferred
 
     def plan_tensor(self, tensor: TensorDef) -> PlanTensor:
         """The plan entry for `tensor`, created on first use with its role and upload data."""
@@ -181,7 +180,6 @@ class PlanBuilder:
             aliases={o: i for o, i in self.graph.aliases.items() if o in self.tensors and i in self.tensors},
             error_slots=list(self.error_slots),
             error_tensor=None if self._errors is None else self._errors.id,
-            static_preferred=dict(self.static_preferred),
             static_required=_static_required(self.graph, dims),
         )
 

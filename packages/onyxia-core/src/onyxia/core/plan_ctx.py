@@ -142,13 +142,6 @@ class PlanCtx(NodeCtx):
             self._error_slot = ErrorSlotUse(ref, index)
         return self._error_slot
 
-    def prefer_static(self, dims: Sequence[SymbolicDim], why: str) -> None:
-        """Record that this node would pick a faster kernel were `dims` static (their symbols go into
-        `CompiledModel.static_preferred`); the plan still runs with them open."""
-        for dim in dims:
-            for name in dim.names() if isinstance(dim, SymbolicExpr) else ():
-                self.builder.static_preferred.setdefault(name, f"node '{self.node.name}' ({self.node.op_type}): {why}")
-
     def alloc_scratch(self, size: SymbolicDim, label: str) -> BufferRef:
         desc = ScratchBufferDesc(self.builder.new_scratch_id(), size, f"{self.node.name}/{label}")
         self.op.scratch.append(desc)

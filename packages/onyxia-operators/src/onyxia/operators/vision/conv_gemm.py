@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from onyxia.core import BufferRef, DataType, PlanCtx, SymbolicDim, TensorValue, ceil_div, load_wgsl
+from onyxia.core.shapes import static_dims
 from onyxia.operators.layout import type_defs
 from onyxia.operators.vision.conv_variants import ConvShape, ConvVariant
 from onyxia.operators.vision.geometry import Window
@@ -103,12 +104,16 @@ def conv_shape(ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool, 
     """The variant rules' view of this conv; W (input `weight`) can be packed when it is known at compile time.
     The spatial dims may be symbolic: every tiled kernel takes them as run-time values (immediates) and
     linearises its workgroup grid, so no kernel choice depends on them."""
+    volume = window.volume()
+    kernel = static_dims(volume[f"K{a}"] for a in "DHW")
+    if kernel is None:  # the ops require W's dims static before they get here
+        raise ctx.error(f"has a symbolic kernel {list(window.kernel)}; expected W's dims static")
     return ConvShape(
         transpose=transpose,
         packable=_known(ctx, weight) is not None,
         cg=cg,
         mg=mg,
-        kernel=tuple(int(window.volume()[f"K{a}"]) for a in "DHW"),
+        kernel=kernel,
         strides=tuple(window.strides),
         pads=(*window.pads_begin, *window.pads_end),
     )
