@@ -195,7 +195,17 @@ def test_incremental_failures_fall_back_counted_and_logged_once(
 
 
 @pytest.mark.parametrize(
-    "text", ["a", "a + 3", "(a + 63) / 64", "a * b - 7", "(a - b) / 3", "(a - b) % 3", "a % 5 * (b + 1) / 2"]
+    "text",
+    [
+        "a",
+        "a + 3",
+        "(a + 63) / 64",
+        "a * b - 7",
+        "(a - b) / 3",
+        "(a - b) % 3",
+        "a % 5 * (b + 1) / 2",
+        "min(a, 10) - max(0, b - 5)",
+    ],
 )
 def test_compiled_dims_equal_evaluate_dim(text: str) -> None:
     dim = SymbolicExpr.parse(text)

@@ -3,13 +3,15 @@
 Exporters write dims as free strings. Shape inference needs to combine them (Concat sums them,
 Reshape multiplies them) and the runtime needs to evaluate them once the real sizes are known,
 so an expression is a small immutable tree with integer semantics: ``/`` is floor division, ``%``
-the non-negative modulo, exactly as sizes behave. Literal sub-expressions are folded when built,
-so equal dims compare equal structurally.
+the non-negative modulo, exactly as sizes behave; ``min``/``max`` clamp (a Slice bound past a
+symbolic dim). Literal sub-expressions are folded when built, so equal dims compare equal
+structurally, and a ``min``/``max`` whose answer holds for every size (names are sizes, >= 0)
+collapses to that side: ``min(seq, past + seq)`` is ``seq``.
 """
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral
@@ -17,12 +19,12 @@ from typing import Union
 
 from onyxia.core.errors import SymbolicError
 
-__all__ = ["SymbolicDim", "SymbolicExpr", "ceil_div", "evaluate_dim", "simplify_dim"]
+__all__ = ["FUNCTIONS", "PRECEDENCE", "SymbolicDim", "SymbolicExpr", "ceil_div", "evaluate_dim", "simplify_dim"]
 
 SymbolicDim = Union[int, "SymbolicExpr"]
 
-_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_.:]*)|(.))")
-_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
+PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
+FUNCTIONS = ("min", "max")  # written ``min(a, b)``
 
 
 def _apply(op: str, a: int, b: int) -> int:
@@ -32,6 +34,8 @@ def _apply(op: str, a: int, b: int) -> int:
         return a - b
     if op == "*":
         return a * b
+    if op in FUNCTIONS:
+        return min(a, b) if op == "min" else max(a, b)
     if b == 0:
         raise SymbolicError(f"division by zero while evaluating '{a} {op} {b}'")
     return a // b if op == "/" else a % b
@@ -45,7 +49,7 @@ class SymbolicExpr:
     expressions and ints (``expr * 4 + 1``); results that become literal collapse to plain ints.
     """
 
-    op: str  # "name" or one of + - * / %
+    op: str  # "name", one of + - * / %, or min / max
     args: tuple[SymbolicDim | str, ...]
 
     # ----- construction -------------------------------------------------------------------
@@ -56,15 +60,9 @@ class SymbolicExpr:
     @staticmethod
     def parse(text: str) -> SymbolicDim:
         """Parse a dim string; raises `SymbolicError` naming the string and position."""
-        tokens = _tokenize(text)
-        parser = _Parser(text, tokens)
-        try:
-            result = parser.expression(0)
-        except RecursionError:  # the parser recurses per nesting level
-            raise SymbolicError(f"dim expression '{text[:40]}...' is nested too deeply to parse") from None
-        if parser.pos != len(tokens):
-            raise SymbolicError(f"malformed dim expression '{text}': unexpected '{tokens[parser.pos]}'")
-        return result
+        from onyxia.core.symbolic_parse import parse_dim  # the parser builds SymbolicExprs: it imports this module
+
+        return parse_dim(text)
 
     @staticmethod
     def binary(op: str, a: SymbolicDim, b: SymbolicDim) -> SymbolicDim:
@@ -73,6 +71,16 @@ class SymbolicExpr:
         a, b = _as_dim(a), _as_dim(b)
         if isinstance(a, int) and isinstance(b, int):
             return _apply(op, a, b)
+        if op in FUNCTIONS:
+            return _min_max(op, a, b)
+        if op in "+-" and _is_clamp(a) != _is_clamp(b):  # x - max(p, q) is min(x - p, x - q): clamps cancel
+            if isinstance(a, SymbolicExpr) and a.op in FUNCTIONS:
+                p, q = a.operands
+                return SymbolicExpr.binary(a.op, SymbolicExpr.binary(op, p, b), SymbolicExpr.binary(op, q, b))
+            assert isinstance(b, SymbolicExpr)
+            p, q = b.operands
+            flipped = b.op if op == "+" else FUNCTIONS[1 - FUNCTIONS.index(b.op)]
+            return SymbolicExpr.binary(flipped, SymbolicExpr.binary(op, a, p), SymbolicExpr.binary(op, a, q))
         if op in "+-*":
             pa, pb = _poly(a), _poly(b)
             if op == "*":
@@ -156,6 +164,8 @@ class SymbolicExpr:
     def __str__(self) -> str:
         if self.is_name:
             return str(self.args[0])
+        if self.op in FUNCTIONS:
+            return f"{self.op}({self.args[0]}, {self.args[1]})"
         a, b = (_format_operand(x, self.op, right=i == 1) for i, x in enumerate(self.args))
         return f"{a} {self.op} {b}"
 
@@ -221,68 +231,48 @@ def _as_dim(x: object) -> SymbolicDim:
 
 
 def _format_operand(x: SymbolicDim | str, parent_op: str, right: bool) -> str:
-    if isinstance(x, SymbolicExpr) and not x.is_name:
-        mine, theirs = _PRECEDENCE[x.op], _PRECEDENCE[parent_op]
+    if isinstance(x, SymbolicExpr) and x.op in PRECEDENCE:
+        mine, theirs = PRECEDENCE[x.op], PRECEDENCE[parent_op]
         if mine < theirs or (right and mine == theirs):
             return f"({x})"
     return str(x)
 
 
-def _tokenize(text: str) -> list[str]:
-    tokens: list[str] = []
-    pos = 0
-    stripped = text.rstrip()
-    while pos < len(stripped):
-        match = _TOKEN.match(stripped, pos)
-        assert match is not None
-        token = match.group(1) or match.group(2) or match.group(3)
-        if match.group(3) and token not in "+-*/%()":
-            raise SymbolicError(f"malformed dim expression '{text}': unexpected character '{token}'")
-        tokens.append(token)
-        pos = match.end()
-    if not tokens:
-        raise SymbolicError("malformed dim expression '': empty string")
-    return tokens
+def _is_clamp(x: SymbolicDim) -> bool:
+    return isinstance(x, SymbolicExpr) and x.op in FUNCTIONS
 
 
-class _Parser:
-    """Precedence climbing over the token list; errors quote the original text."""
+def _min_max(op: str, a: SymbolicDim, b: SymbolicDim) -> SymbolicDim:
+    """``min``/``max`` of two dims: one side when the sign of ``a - b`` is the same for every size,
+    else a node with its operands in text order (so ``min(a, b)`` equals ``min(b, a)``)."""
+    low, high = _bounds(SymbolicExpr.binary("-", a, b))
+    if high <= 0 or low >= 0:
+        return a if (high <= 0) == (op == "min") else b
+    first, second = sorted((a, b), key=str)
+    return SymbolicExpr(op, (first, second))
 
-    def __init__(self, text: str, tokens: list[str]) -> None:
-        self.text, self.tokens, self.pos = text, tokens, 0
 
-    def _fail(self, what: str) -> SymbolicError:
-        return SymbolicError(f"malformed dim expression '{self.text}': {what}")
-
-    def atom(self) -> SymbolicDim:
-        if self.pos >= len(self.tokens):
-            raise self._fail("expression ends too early")
-        token = self.tokens[self.pos]
-        self.pos += 1
-        if token == "(":
-            inner = self.expression(0)
-            if self.pos >= len(self.tokens) or self.tokens[self.pos] != ")":
-                raise self._fail("missing ')'")
-            self.pos += 1
-            return inner
-        if token == "-":
-            return SymbolicExpr.binary("-", 0, self.atom())
-        if token.isdigit():
-            return int(token)
-        if token[0].isalpha() or token[0] == "_":
-            return SymbolicExpr.name(token)
-        raise self._fail(f"unexpected '{token}'")
-
-    def expression(self, min_precedence: int) -> SymbolicDim:
-        lhs = self.atom()
-        while self.pos < len(self.tokens):
-            op = self.tokens[self.pos]
-            if op not in _PRECEDENCE or _PRECEDENCE[op] < min_precedence:
-                break
-            self.pos += 1
-            rhs = self.expression(_PRECEDENCE[op] + 1)
-            lhs = SymbolicExpr.binary(op, lhs, rhs)
-        return lhs
+def _bounds(x: SymbolicDim) -> tuple[float, float]:
+    """An interval holding `x` for every size its names may take (>= 0); loose, never wrong."""
+    if isinstance(x, int):
+        return x, x
+    if x.is_name:
+        return 0, math.inf
+    (la, ha), (lb, hb) = (_bounds(v) for v in x.operands)
+    if x.op == "+":
+        return la + lb, ha + hb
+    if x.op == "-":
+        return la - hb, ha - lb
+    if x.op in FUNCTIONS:
+        return (min(la, lb), min(ha, hb)) if x.op == "min" else (max(la, lb), max(ha, hb))
+    if x.op == "*":
+        products = [0 if 0 in (p, q) else p * q for p in (la, ha) for q in (lb, hb)]
+        return min(products), max(products)
+    if lb == hb and lb > 0:  # / and % by a positive literal
+        if x.op == "%":
+            return 0, lb - 1
+        return (la // lb if la > -math.inf else la), (ha // lb if ha < math.inf else ha)
+    return -math.inf, math.inf
 
 
 def simplify_dim(dim: SymbolicDim, bindings: Mapping[str, SymbolicDim]) -> SymbolicDim:

@@ -7,9 +7,9 @@ expression built as source text and `eval`-ed is code generation the runtime sho
 names are slots too; equal sub-expressions share a slot, so the ``(total + 63) / 64`` of every layer is
 computed once) and a run is one loop of ``vals[out] = op(vals[a], vals[b])`` with `operator` functions.
 
-Semantics are `SymbolicExpr`'s: ``/`` and ``%`` are Python's ``//`` and ``%`` on ints, a zero
-division raises ZeroDivisionError and an unbound name KeyError (the caller's full path then reports
-them with the node and tensor named).
+Semantics are `SymbolicExpr`'s: ``/`` and ``%`` are Python's ``//`` and ``%`` on ints, ``min`` and
+``max`` its builtins (Slice clamps), a zero division raises ZeroDivisionError and an unbound name
+KeyError (the caller's full path then reports them with the node and tensor named).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ _OPS: dict[str, Callable[[int, int], int]] = {
     "*": operator.mul,
     "/": operator.floordiv,
     "%": operator.mod,
+    "min": min,
+    "max": max,
 }
 
 

@@ -11,7 +11,7 @@ from onyxia.core import NodeCtx, SymbolicDim, SymbolicExpr, static_dims
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, contiguous_strides
 from onyxia.operators.rearrange.family import IndexMap, IndexMapOp
-from onyxia.operators.rearrange.slicing import normalize_slices, slice_inputs
+from onyxia.operators.rearrange.slicing import normalize_slices, slice_inputs, static_slice
 from onyxia.operators.rearrange.split import SplitOp
 
 __all__ = ["INDEXMAP"]
@@ -44,12 +44,12 @@ def _slice(ctx: NodeCtx) -> IndexMap:
 
 
 def _fold_slice(ctx: NodeCtx, data: np.ndarray) -> np.ndarray | None:
-    index = [slice(None)] * data.ndim
     for axis, start, end, step in zip(*slice_inputs(ctx, data.ndim)):
         if not (isinstance(start, int) and isinstance(end, int)):  # bounds bound at run time (a loop's
             return None  # iteration number): the constant is sliced on the GPU, at a size that may be static
-        index[axis] = slice(start, end, step)
-    return data[tuple(index)]
+        first, extent = static_slice(start, end, step, data.shape[axis])  # onnxruntime's clamps, not numpy's
+        data = np.take(data, first + step * np.arange(extent), axis=axis)
+    return data
 
 
 # ----- Expand / Tile ------------------------------------------------------------------------------

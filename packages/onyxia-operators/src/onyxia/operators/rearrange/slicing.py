@@ -8,9 +8,10 @@ import numpy as np
 
 from onyxia.core import NodeCtx, SymbolicDim, SymbolicExpr
 
-__all__ = ["normalize_slices", "slice_inputs"]
+__all__ = ["normalize_slices", "slice_inputs", "static_slice"]
 
 _HUGE = 2**31 - 1  # exporters write INT64_MAX / INT32_MAX for "to the end"
+_TO_THE_END = (2**31 - 1, 2**63 - 1)  # onnxruntime reads these ends as "to the end" for negative steps too
 
 
 def slice_inputs(ctx: NodeCtx, rank: int) -> tuple[list[int], Sequence[SymbolicDim], Sequence[SymbolicDim], list[int]]:
@@ -41,7 +42,7 @@ def normalize_slices(ctx: NodeCtx, dims: list[SymbolicDim]) -> list[tuple[int, S
         first: SymbolicDim
         extent: SymbolicDim
         if isinstance(dim, int) and isinstance(start, int) and isinstance(end, int):
-            first, extent = _static(start, end, step, dim)
+            first, extent = static_slice(start, end, step, dim)
         else:
             first, extent = _symbolic(ctx, start, end, step, dim)
         result.append((axis, first, step, extent))
@@ -57,23 +58,40 @@ def _ints(ctx: NodeCtx, i: int, what: str) -> list[int]:
     return [int(v) for v in np.asarray(ctx.require_value(i, what)).reshape(-1)]
 
 
-def _static(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
-    first, stop, stride = slice(start, end, step).indices(dim)
-    return first, len(range(first, stop, stride))
+def static_slice(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
+    """(first index, extent) as onnxruntime slices, which differs from Python's `slice.indices` twice
+    for negative steps: a start before the first element clamps to 0 (it reads that element), and an
+    end of INT32_MAX or INT64_MAX (the exporters' "to the end") runs to the first element."""
+    low, high = (0, dim) if step > 0 else (-1, dim - 1)
+    first = min(max(start + dim if start < 0 else start, 0), high)
+    stop = low if step < 0 and end in _TO_THE_END else min(max(end + dim if end < 0 else end, low), high)
+    return max(first, 0), len(range(first, stop, step))
 
 
 def _symbolic(
     ctx: NodeCtx, start: SymbolicDim, end: SymbolicDim, step: int, dim: SymbolicDim
 ) -> tuple[SymbolicDim, SymbolicDim]:
-    """A symbolic axis or bound: positive steps, symbolic bounds taken as in range (exporters
-    slice `[past:past+seq]`-style windows they derived from the same dims)."""
-    if step < 0:
-        raise ctx.error(f"a negative slice step over the symbolic dim '{dim}' is not supported")
-    first = _from_end(start, dim)
-    stop = dim if isinstance(end, int) and end >= _HUGE else _from_end(end, dim)
-    return first, (stop - first + (step - 1)) // step
+    """ONNX's clamping written as dim expressions, so one plan slices right at every run-time size:
+    ``x[n][0:10]`` is ``min(10, n)`` long, ``x[n][-5:]`` starts at ``max(0, n - 5)``. Bounds are
+    clamped to ``[0, dim]`` (negative steps: starts to ``[0, dim - 1]``, ends to ``[-1, dim - 1]``)
+    after a negative static bound gains ``dim``; `SymbolicExpr`'s min/max collapse where the answer holds for every size, so the
+    ``[past:past + seq]`` windows exporters derive from the same dims stay plain sums. A symbolic
+    bound is a size (Shape arithmetic), taken as non-negative: its sign is not known to count from
+    the end."""
+    if step > 0:
+        first, stop = _clamp(start, dim, 0, dim), _clamp(end, dim, 0, dim)
+        return first, SymbolicExpr.binary("max", (stop - first + (step - 1)) // step, 0)
+    first = _clamp(start, dim, 0, dim - 1)  # starts clamp to 0, as `static_slice` says
+    stop = -1 if isinstance(end, int) and end in _TO_THE_END else _clamp(end, dim, -1, dim - 1)
+    extent = SymbolicExpr.binary("max", (first - stop + (-step - 1)) // -step, 0)
+    return SymbolicExpr.binary("max", first, 0), extent  # first is -1 only where dim is 0: nothing is read
 
 
-def _from_end(bound: SymbolicDim, dim: SymbolicDim) -> SymbolicDim:
-    """ONNX negative bounds count from the end; a symbolic bound is non-negative."""
-    return dim + bound if isinstance(bound, int) and bound < 0 else bound
+def _clamp(bound: SymbolicDim, dim: SymbolicDim, low: SymbolicDim, high: SymbolicDim) -> SymbolicDim:
+    """`bound` counted from the end when negative, then clamped to ``[low, high]`` (``high`` wins
+    where ``dim`` is 0 and ``low > high``: the extent is then 0)."""
+    if isinstance(bound, int) and abs(bound) >= _HUGE:
+        bound = high if bound > 0 else low
+    elif isinstance(bound, int) and bound < 0:
+        bound = dim + bound
+    return SymbolicExpr.binary("min", SymbolicExpr.binary("max", bound, low), high)
