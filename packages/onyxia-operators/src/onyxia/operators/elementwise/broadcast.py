@@ -9,7 +9,7 @@ from onyxia.core.plan_ctx import ErrorSlotUse
 from onyxia.core.shader_dims import DimValue
 from onyxia.core.shapes import dims_product
 from onyxia.operators.int64_checks import checked_defs
-from onyxia.operators.layout import WORKGROUP_SIZE, broadcast_strides, type_defs
+from onyxia.operators.layout import WORKGROUP_SIZE, collapse_broadcast, type_defs
 
 __all__ = ["Operand", "emit_broadcast"]
 
@@ -35,10 +35,11 @@ def emit_broadcast(
     dims: dict[str, DimValue] = {"N": n}
     in_dims = [list(d) or [1] for _, d, _ in operands]
     if any(d != out_dims for d in in_dims):
-        defs.update(BROADCAST=True, RANK=len(out_dims))
-        dims["OUT_DIMS"] = out_dims
-        for i, d in enumerate(in_dims):
-            dims[f"{_NAMES[i]}_STRIDES"] = broadcast_strides(d, out_dims)
+        axes, strides = collapse_broadcast(in_dims, out_dims)  # fewer axes: fewer divisions per element
+        defs.update(BROADCAST=True, RANK=len(axes))
+        dims["OUT_DIMS"] = axes
+        for i, input_strides in enumerate(strides):
+            dims[f"{_NAMES[i]}_STRIDES"] = input_strides
     shader = ctx.compile_shader(
         "elementwise/binary", _SOURCE, defs, dims, None if errors is None else errors.immediates
     )

@@ -45,7 +45,7 @@ from onyxia.operators.elementwise.unary import UNARY, UnaryElementwiseOp
 from onyxia.operators.elementwise.variadic import VARIADIC, VariadicElementwiseOp
 from onyxia.operators.family import named_rows
 from onyxia.operators.int64_checks import checked_defs, checked_expression
-from onyxia.operators.layout import WORKGROUP_SIZE, broadcast_strides, type_defs
+from onyxia.operators.layout import WORKGROUP_SIZE, collapse_broadcast, type_defs
 from onyxia.operators.typesets import ALL_GPU, FLOATS, require_dtype
 
 __all__ = ["FUSABLE", "FUSED_ELEMENTWISE", "FusedElementwiseOp", "can_fuse", "gpu_reads"]
@@ -206,9 +206,10 @@ class FusedElementwiseOp:
             defs["ROUND_F16"] = True
         dims: dict[str, DimValue] = {"N": n}
         if broadcast:
-            defs.update(BROADCAST=True, RANK=len(out_dims), INPUTS=len(bound), STRIDE_COUNT=len(bound) * len(out_dims))
-            dims["OUT_DIMS"] = out_dims
-            dims["STRIDES"] = [s for d in in_dims for s in broadcast_strides(d, out_dims)]
+            axes, strides = collapse_broadcast(in_dims, out_dims)  # fewer axes: fewer divisions per element
+            defs.update(BROADCAST=True, RANK=len(axes), INPUTS=len(bound), STRIDE_COUNT=len(bound) * len(axes))
+            dims["OUT_DIMS"] = axes
+            dims["STRIDES"] = [s for input_strides in strides for s in input_strides]
         checked = [node for node in members if _checked(NodeCtx(body, node))]
         named = ", ".join(f"{n.op_type} '{n.name}'" for n in checked)
         errors = ctx.error_slot(f"member{'s' if len(checked) > 1 else ''} {named}") if checked else None
