@@ -142,3 +142,27 @@ def test_a_plan_waiting_for_a_compiled_dim_loads_without_sizing_by_it() -> None:
     (y,) = executor.run({"x": x_value}).values()
     np.testing.assert_array_equal(y, np.maximum(x_value, 0))
     assert executor.stats.replans == 1
+
+
+def _add_plan() -> CompiledModel:
+    """x[a, 4] + y[b, 4]: the open compile assumes a == b (a constraint checked per run)."""
+    b = GraphBuilder("assumed")
+    b.output(b.op("Add", b.input("x", DataType.FLOAT, ["a", 4]), b.input("y", DataType.FLOAT, ["b", 4])))
+    return CompilerPipeline(core_operator_registry()).compile(b.graph, {})
+
+
+def test_a_broken_assumption_re_plans_only_where_the_plan_is_marked_for_it() -> None:
+    """An unmarked plan refuses dims that break its assumption (unequal dims there are the caller's
+    mistake); one marked `REPLAN_ASSUMPTIONS` (onyxia.ort's) compiles the constraint's dims at their values."""
+    from onyxia.runtime.variants import REPLAN_ASSUMPTIONS
+
+    feeds = {"x": np.ones((1, 4), np.float32), "y": np.arange(12, dtype=np.float32).reshape(3, 4)}
+    plain = Runtime().load_model(_add_plan())
+    with pytest.raises(InputError, match="break an assumption the model was compiled under"):
+        plain.run(feeds)
+    marked_plan = _add_plan()
+    marked_plan.metadata[REPLAN_ASSUMPTIONS] = "yes"
+    marked = Runtime().load_model(marked_plan)
+    (out,) = marked.run(feeds).values()
+    np.testing.assert_array_equal(out, feeds["y"] + 1)
+    assert marked.compiled.dims == {"a": 1, "b": 3} and marked.stats.replans == 1

@@ -6,7 +6,9 @@ plan without recompiling. Where the plan needs a dim as a number, found at compi
 fails, or a shape rule records that the dim's value decides the plan's structure; never for speed: the conv
 kernels run open image sizes as fast as static ones), the session gets a plan that waits for the first run's value of
 just those dims and compiles one variant per value, reused and kept in the plan cache (`per_shape`). Re-planning happens inside `compiling_for(runtime)` again, so a
-variant compiled during a run targets the same device.
+variant compiled during a run targets the same device. Found at run time instead: feeds that break an equality the
+open compile assumed (a symbolic dim broadcast against another, where onnxruntime broadcasts a 1); every plan is
+marked `REPLAN_ASSUMPTIONS`, so the executor compiles that constraint's dims per value rather than refusing the run.
 
 `compile_plan` is the seam a compiled-plan cache wraps: it takes the model (a path or its bytes), the
 dims by name (and by denotation) and the runtime; what it returns, the plan and a `ModelSignature`,
@@ -37,6 +39,7 @@ from onyxia.ort.initializers import with_initializers
 from onyxia.ort.per_shape import PER_SHAPE, VariantReplanner, open_dims, per_shape_plan, required_static
 from onyxia.ort.signature import ModelSignature, free_dimension_dims, read_signature
 from onyxia.runtime import Runtime, compiling_for
+from onyxia.runtime.variants import REPLAN_ASSUMPTIONS
 
 if TYPE_CHECKING:
     from onyxia.cli.plan_cache import PlanKey
@@ -136,6 +139,7 @@ def _compile_plan(
                 plan.value_symbols = values
             elif required:
                 plan = per_shape_plan(graph, fixed, required)
+    plan.metadata[REPLAN_ASSUMPTIONS] = "yes"  # feeds onnxruntime broadcasts re-plan, not fail (variants.py)
     if PER_SHAPE in plan.metadata:
         inner = GraphReplanner(compiler.compile, graph, plan.dims, settings())
         cacheable = not initializers and not external_files  # replacement weights: keyed by nothing we have

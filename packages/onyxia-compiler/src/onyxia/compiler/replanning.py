@@ -40,11 +40,12 @@ class GraphReplanner:
         }
 
     def replan(self, dims: Mapping[str, int]) -> CompiledModel:
-        """The model compiled at `dims`, which must name exactly the dims of the first compile: a dim
-        left out would turn symbolic and one added static, and neither is what the caller changed."""
-        if set(dims) != self._names:
+        """The model compiled at `dims`, which must name every dim of the first compile: a dim left out
+        would turn symbolic, which is not what the caller changed. A dim added is compiled static: the
+        runtime adds the dims of an equality the open plan assumed and a run broke (`BrokenAssumption`)."""
+        if not self._names <= set(dims):
             raise InputError(
-                f"re-plan of '{self._graph.name}': dims {sorted(dims)} given; expected exactly the compiled "
+                f"re-plan of '{self._graph.name}': dims {sorted(dims)} given; expected at least the compiled "
                 f"dims {sorted(self._names)}"
             )
         fields = {f.name: getattr(self._config, f.name) for f in dataclasses.fields(self._config)}

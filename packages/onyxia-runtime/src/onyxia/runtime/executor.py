@@ -34,7 +34,7 @@ from onyxia.runtime.device import DeviceContext, ExecutorStats, check_features, 
 from onyxia.runtime.dims_commit import apply_dims
 from onyxia.runtime.incremental import IncrementalLayout
 from onyxia.runtime.inputs import InputBinder, checked_dims
-from onyxia.runtime.layout import DimsLayout, buffer_sizes, flatten_steps, referenced_symbols
+from onyxia.runtime.layout import BrokenAssumption, DimsLayout, buffer_sizes, flatten_steps, referenced_symbols
 from onyxia.runtime.native_encode import native_calls
 from onyxia.runtime.pending import PendingRun, submit_run
 from onyxia.runtime.pipelines import PipelineCache
@@ -250,12 +250,15 @@ class PlanExecutor:
         if unknown:
             raise InputError(f"update_dimensions(): unknown dims {unknown}; the model's dims are {sorted(known)}")
         moved = self._variants.moved(checked)
-        if moved:  # a compiled dim: switch to the plan variant for it (refused here if there is none)
-            self._switch(self._variants.plan_for(moved, self.stats, "update_dimensions()"), {**self._dims, **checked})
-            return
         merged = {**self._dims, **checked}
+        if moved:  # a compiled dim: switch to the plan variant for it (refused here if there is none)
+            self._switch(self._variants.plan_for(moved, self.stats, "update_dimensions()", merged), merged)
+            return
         if self._symbols <= merged.keys():
-            apply_dims(self, merged)
+            try:
+                apply_dims(self, merged)
+            except BrokenAssumption as e:  # re-planned with its dims compiled where the plan allows (variants.py)
+                self._switch(self._variants.for_broken(e, self.stats), merged)
         else:
             self._dims, self._layout = merged, None
 

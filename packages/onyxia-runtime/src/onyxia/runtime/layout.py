@@ -38,6 +38,7 @@ __all__ = [
     "DispatchValues",
     "FlatStep",
     "buffer_sizes",
+    "BrokenAssumption",
     "check_constraints",
     "evaluate_layout",
     "flatten_steps",
@@ -223,13 +224,26 @@ def _step_values(fs: FlatStep, layout: DimsLayout, ctx: DeviceContext, names: Na
     return DispatchValues(workgroups, _immediates(fs, dims), _ranges(fs, dims, layout.buffer_bytes, ctx, names))
 
 
+class BrokenAssumption(InputError):
+    """Dims that contradict an equality a shape rule assumed (`CompiledModel.constraints`: a symbolic dim
+    broadcast against another is taken as equal to it). `dims` holds the values of the names in that
+    constraint: compiled static at them, the shape rules see the real sizes (a 1 broadcasts), which is
+    what `PlanVariants.for_broken` asks the replanner for where the plan allows it."""
+
+    def __init__(self, message: str, dims: dict[str, int]) -> None:
+        super().__init__(message)
+        self.dims = dims
+
+
 def check_constraints(plan: CompiledModel, dims: Mapping[str, int]) -> None:
     for a, b, description in plan.constraints:
         va, vb = (_eval(d, dims, f"constraint '{description}'") for d in (a, b))
         if va != vb:
-            raise InputError(
+            names = {n for d in (a, b) if isinstance(d, SymbolicExpr) for n in d.names()}
+            raise BrokenAssumption(
                 f"dims break an assumption the model was compiled under ({description}): "
-                f"'{a}' = {va} but '{b}' = {vb}; expected them equal"
+                f"'{a}' = {va} but '{b}' = {vb}; expected them equal",
+                {n: dims[n] for n in sorted(names)},
             )
 
 

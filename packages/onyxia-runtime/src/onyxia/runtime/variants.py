@@ -9,6 +9,14 @@ dim are new), and `adopt_buffers` keeps each GPU buffer that still serves the sa
 only when their data is the same), so only new or grown buffers are allocated and only changed
 weights uploaded. A plan built by hand has no replanner: a change of one of its compiled dims is
 refused where it is asked for, naming the dim, never accepted and then failing in `run()`.
+
+A plan marked `REPLAN_ASSUMPTIONS` (onyxia.ort marks its open plans) re-plans where run-time dims break
+an equality its shape rules assumed (`BrokenAssumption`: ``x[a, 4] + y[b, 4]`` assumes ``a == b``, and
+onnxruntime broadcasts ``a = 1`` against ``b = 3``): the dims of that constraint become compiled dims at
+their values, a variant like any other, and a later run whose dims satisfy the open plan goes back to it.
+The check stays where it is (the layout, once per dims change), so the open plan keeps its speed; only
+the run that breaks it pays a compile, once per value. Unmarked plans (the LLM sessions, the CLI) keep
+refusing such dims with the `InputError`: there, unequal dims mean the caller fed the wrong tensors.
 """
 
 from __future__ import annotations
@@ -22,9 +30,12 @@ from onyxia.core.plan import BufferRef, CompiledModel, Dispatch, PlanTensor, Ten
 from onyxia.core.symbolic import SymbolicExpr
 from onyxia.runtime.buffers import BufferPool
 from onyxia.runtime.device import ExecutorStats
+from onyxia.runtime.layout import BrokenAssumption, check_constraints
 from onyxia.runtime.pipelines import PipelineCache
 
-__all__ = ["PlanVariants", "adopt_buffers", "build_pipelines", "check_static_required"]
+__all__ = ["REPLAN_ASSUMPTIONS", "PlanVariants", "adopt_buffers", "build_pipelines", "check_static_required"]
+
+REPLAN_ASSUMPTIONS = "replan_broken_assumptions"  # plan metadata key: "yes" where dims breaking one re-plan
 
 DimsKey = tuple[tuple[str, int], ...]
 
@@ -39,7 +50,8 @@ class PlanVariants:
     def __init__(self, compiled: CompiledModel) -> None:
         self.replanner = compiled.replanner
         self._plans: dict[DimsKey, CompiledModel] = {_key(compiled.dims): compiled}
-        self.current = compiled
+        self.current = self.base = compiled
+        self._replan_assumptions = compiled.metadata.get(REPLAN_ASSUMPTIONS) == "yes"
         self._watched: dict[str, tuple[int, tuple[tuple[int, str], ...]]] = {}  # input -> rank, (axis, dim)
         self.select(compiled)
 
@@ -78,9 +90,35 @@ class PlanVariants:
                     moved.setdefault(dim, int(shape[axis]))
         return moved
 
-    def plan_for(self, moved: Mapping[str, int], stats: ExecutorStats, caller: str) -> CompiledModel:
-        """The variant with `moved` applied to the current compiled dims: cached, else re-planned."""
+    def for_broken(self, error: BrokenAssumption, stats: ExecutorStats) -> CompiledModel:
+        """The variant with the broken constraint's dims compiled at their values (`REPLAN_ASSUMPTIONS`
+        plans; `error` is raised again for others, or where those dims are compiled already)."""
+        moved = {k: v for k, v in error.dims.items() if k not in self.current.dims}
+        if not (self._replan_assumptions and self.replanner is not None and moved):
+            raise error
+        return self.plan_for(moved, stats, "a run breaking a compile-time assumption")
+
+    def _back_to_base(self, target: Mapping[str, int], dims: Mapping[str, int]) -> bool:
+        """Whether `target` (compiled dims) only adds dims to the base plan's that its constraints
+        accept at `dims`: then the base plan, open on them, serves the run."""
+        base = self.base.dims
+        if not self._replan_assumptions or any(target.get(k) != v for k, v in base.items()):
+            return False
+        try:
+            check_constraints(self.base, {**dims, **target})
+        except OnyxiaError:  # broken again, or a dim not bound yet: stay on a variant
+            return False
+        return True
+
+    def plan_for(
+        self, moved: Mapping[str, int], stats: ExecutorStats, caller: str, dims: Mapping[str, int] | None = None
+    ) -> CompiledModel:
+        """The variant with `moved` applied to the current compiled dims: cached, else re-planned (the
+        base plan instead where `moved` only undoes a broken assumption at `dims`, the run's other dims)."""
         current = self.current
+        if current is not self.base and self._back_to_base({**current.dims, **moved}, dims or {}):
+            stats.plan_switches += 1
+            return self.base
         if self.replanner is None:
             detail = ", ".join(f"'{k}' compiled as {current.dims[k]}, asked for {v}" for k, v in sorted(moved.items()))
             raise InputError(
