@@ -1,44 +1,20 @@
-"""Tiny models for the onyxia.ort tests, built with onnx.helper (few distinct shaders: Add, Mul,
-Concat, ReduceSum, one Conv), and the two modules every parity test runs: onnxruntime and onyxia.ort."""
+"""Fixtures for the onyxia.ort tests: tiny models built with onnx.helper (few distinct shaders: Add, Mul,
+Concat, ReduceSum, one Conv; builders in `ort_models`), and the two modules every parity test runs:
+onnxruntime and onyxia.ort."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+# nox runs pytest in importlib mode: make `ort_models` beside this file importable by the tests
+sys.path.append(str(Path(__file__).parent))  # appended: `conftest` by name stays the top tests/conftest.py
 
-def make_model(
-    nodes: list, inputs: list, outputs: list, initializers: list | None = None, opset: int = 17
-) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, initializers or [])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 9
-    return model
-
-
-def value(name: str, dtype: int, dims: list | None) -> onnx.ValueInfoProto:
-    """A tensor value_info whose dims may be ints, dim_param strings, or None (a dim with neither)."""
-    info = helper.make_tensor_value_info(name, dtype, None)
-    if dims is None:
-        return info
-    shape = info.type.tensor_type.shape
-    shape.SetInParent()
-    for d in dims:
-        dim = shape.dim.add()
-        if isinstance(d, int):
-            dim.dim_value = d
-        elif isinstance(d, str):
-            dim.dim_param = d
-    return info
-
-
-def save(model: onnx.ModelProto, path: Path) -> Path:
-    onnx.save(model, path)
-    return path
+from ort_models import make_model, save, value
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime
-from conftest import make_model, save, value
 from onnx import TensorProto, helper, numpy_helper
+from ort_models import make_model, save, value
 
 import onyxia.ort as ort
 from onyxia.cli.plan_cache import STATS

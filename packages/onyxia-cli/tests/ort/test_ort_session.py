@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from conftest import make_model, value
 from onnx import TensorProto, helper, numpy_helper
+from ort_models import make_model, value
 
 import onyxia.ort as ort
 from onyxia.core.settings import override

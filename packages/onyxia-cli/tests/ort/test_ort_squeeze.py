@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime
-from conftest import make_model, save, value
 from onnx import TensorProto, helper
+from ort_models import make_model, save, value
 
 import onyxia.ort as ort
 
