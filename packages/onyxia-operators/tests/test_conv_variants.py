@@ -72,7 +72,7 @@ CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = {
 # every variant (the pixel-lane rows included: 10 and 3 output channels) with few distinct shaders
 OPEN: dict[str, tuple[int, ...]] = {
     "strided": (2, 6, 9, 20),
-    "few_pointwise": (2, 16, 6, 13),
+    "few_pointwise": (2, 16, 6, 12),  # 90 pixels, then 72: x read as scalars, then as vec4s (POINTWISE)
     "depthwise_strided_5x5": (1, 6, 21, 11),
 }
 
@@ -161,16 +161,18 @@ def test_variant_at_symbolic_spatial_dims(variant: str, case: str) -> None:
     labels = {s.label for s in plan.shaders if s.label.startswith("vision/conv")}
     assert labels and all(label.endswith(f"@{variant}") for label in labels), labels
     executor = runtime().load_model(plan)
+    modules = executor.stats.shader_modules_created
     for shape in (x, OPEN[case]):
         feeds = {"x": RNG.standard_normal(shape).astype(np.float32)}
         (expected,) = reference_outputs(model, feeds, "ort")
         assert_close(executor.run(dict(feeds))["y"], expected, f"y at {shape}")
-    assert (executor.stats.plan_switches, executor.stats.shader_modules_created) == (0, 1)
+    assert (executor.stats.plan_switches, executor.stats.shader_modules_created) == (0, modules)
 
 
 def _workgroups(plan: CompiledModel, dims: dict[str, int]) -> int:
-    (step,) = [s for op in plan.operations for s in op.steps if isinstance(s, Dispatch)]
-    return math.prod(evaluate_dim(d, dims) for d in step.workgroups)
+    """The largest dispatch's workgroups at `dims` (POINTWISE plans two, one of them 0)."""
+    steps = [s for op in plan.operations for s in op.steps if isinstance(s, Dispatch)]
+    return max(math.prod(evaluate_dim(d, dims) for d in step.workgroups) for step in steps)
 
 
 @pytest.mark.parametrize(
