@@ -44,8 +44,9 @@ fn element(i: u32) {
     var ia = 0u;
     var ib = 0u;
     for (var d = i32(#{RANK}) - 1; d >= 0; d--) {
-        let coord = rem % out_dims[d];
-        rem = rem / out_dims[d];
+        // the outermost axis takes what is left (i < N): no division by it, a symbolic batch's included
+        let coord = select(rem % out_dims[d], rem, d == 0);
+        rem = select(rem / out_dims[d], 0u, d == 0);
         ia += coord * a_strides[d];
         ib += coord * b_strides[d];
 #ifdef TERNARY

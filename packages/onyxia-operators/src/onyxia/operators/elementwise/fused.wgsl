@@ -62,8 +62,9 @@ fn element(i: u32) {
     var idx: array<u32, #{INPUTS}>;  // zero-initialised
     var rem = i;
     for (var d = i32(#{RANK}) - 1; d >= 0; d--) {
-        let coord = rem % out_dims[d];
-        rem = rem / out_dims[d];
+        // the outermost axis takes what is left (i < N): no division by it, a symbolic batch's included
+        let coord = select(rem % out_dims[d], rem, d == 0);
+        rem = select(rem / out_dims[d], 0u, d == 0);
         for (var j = 0u; j < #{INPUTS}u; j++) {
             idx[j] += coord * strides[j * #{RANK}u + u32(d)];
         }
