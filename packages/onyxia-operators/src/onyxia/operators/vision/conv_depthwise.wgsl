@@ -76,7 +76,7 @@ fn main(
     let qc = min(quad, #{QUADS} - 1u);
     let rest = qc / #{OWQ};
     let ow0 = (qc - rest * #{OWQ}) * 4u;
-    let od = rest / #{OH};
+    let od = select(rest / #{OH}, 0u, #{OD} == 1u);  // a 2-D conv (OD 1) divides nothing here
     let oh = rest - od * #{OH};
     let volume = (n * #{C} + m / #{MG}) * #{D};
     let iw0 = i32(ow0 * #{SW}) - i32(#{PW});
