@@ -18,13 +18,11 @@ from numbers import Integral
 from typing import Union
 
 from onyxia.core.errors import SymbolicError
+from onyxia.core.symbolic_parse import FUNCTIONS, PRECEDENCE, parse_dim
 
 __all__ = ["FUNCTIONS", "PRECEDENCE", "SymbolicDim", "SymbolicExpr", "ceil_div", "evaluate_dim", "simplify_dim"]
 
 SymbolicDim = Union[int, "SymbolicExpr"]
-
-PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
-FUNCTIONS = ("min", "max")  # written ``min(a, b)``
 
 
 def _apply(op: str, a: int, b: int) -> int:
@@ -60,9 +58,7 @@ class SymbolicExpr:
     @staticmethod
     def parse(text: str) -> SymbolicDim:
         """Parse a dim string; raises `SymbolicError` naming the string and position."""
-        from onyxia.core.symbolic_parse import parse_dim  # the parser builds SymbolicExprs: it imports this module
-
-        return parse_dim(text)
+        return parse_dim(text, SymbolicExpr.name, SymbolicExpr.binary)  # type: ignore[no-any-return]
 
     @staticmethod
     def binary(op: str, a: SymbolicDim, b: SymbolicDim) -> SymbolicDim:

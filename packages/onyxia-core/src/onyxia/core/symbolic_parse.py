@@ -3,24 +3,36 @@
 Exporters write ``past_sequence_length + 1`` or ``batch * 4``; Onyxia's own shape rules add clamps
 (``min(n, 10)``: a Slice end past a symbolic dim) and print them the same way, so every dim
 `str()` produces parses back. A name ``min`` or ``max`` not followed by ``(`` is still a plain name.
+
+The grammar (operators, their precedence, the functions) lives here and `onyxia.core.symbolic` reads it;
+the parser builds dims through the two constructors it is handed, so this module imports nothing of
+`symbolic` and the two stay acyclic.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from onyxia.core.errors import SymbolicError
-from onyxia.core.symbolic import FUNCTIONS, PRECEDENCE, SymbolicDim, SymbolicExpr
 
-__all__ = ["parse_dim"]
+__all__ = ["FUNCTIONS", "PRECEDENCE", "parse_dim"]
+
+PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
+FUNCTIONS = ("min", "max")  # written ``min(a, b)``
+
+Name = Callable[[str], Any]  # a symbol -> a dim
+Binary = Callable[[str, Any, Any], Any]  # (op or function, a, b) -> a dim
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_.:]*)|(.))")
 
 
-def parse_dim(text: str) -> SymbolicDim:
-    """Parse a dim string; raises `SymbolicError` naming the string and position."""
+def parse_dim(text: str, name: Name, binary: Binary) -> Any:
+    """Parse a dim string into what `name` and `binary` build (ints stay ints); raises `SymbolicError`
+    naming the string and position."""
     tokens = _tokenize(text)
-    parser = _Parser(text, tokens)
+    parser = _Parser(text, tokens, name, binary)
     try:
         result = parser.expression(0)
     except RecursionError:  # the parser recurses per nesting level
@@ -50,8 +62,9 @@ def _tokenize(text: str) -> list[str]:
 class _Parser:
     """Precedence climbing over the token list; errors quote the original text."""
 
-    def __init__(self, text: str, tokens: list[str]) -> None:
+    def __init__(self, text: str, tokens: list[str], name: Name, binary: Binary) -> None:
         self.text, self.tokens, self.pos = text, tokens, 0
+        self.name, self.binary = name, binary
 
     def _fail(self, what: str) -> SymbolicError:
         return SymbolicError(f"malformed dim expression '{self.text}': {what}")
@@ -61,7 +74,7 @@ class _Parser:
             raise self._fail(f"missing '{token}'")
         self.pos += 1
 
-    def atom(self) -> SymbolicDim:
+    def atom(self) -> Any:
         if self.pos >= len(self.tokens):
             raise self._fail("expression ends too early")
         token = self.tokens[self.pos]
@@ -71,7 +84,7 @@ class _Parser:
             self._expect(")")
             return inner
         if token == "-":
-            return SymbolicExpr.binary("-", 0, self.atom())
+            return self.binary("-", 0, self.atom())
         if token.isdigit():
             return int(token)
         if token in FUNCTIONS and self.pos < len(self.tokens) and self.tokens[self.pos] == "(":
@@ -80,12 +93,12 @@ class _Parser:
             self._expect(",")
             b = self.expression(0)
             self._expect(")")
-            return SymbolicExpr.binary(token, a, b)
+            return self.binary(token, a, b)
         if token[0].isalpha() or token[0] == "_":
-            return SymbolicExpr.name(token)
+            return self.name(token)
         raise self._fail(f"unexpected '{token}'")
 
-    def expression(self, min_precedence: int) -> SymbolicDim:
+    def expression(self, min_precedence: int) -> Any:
         lhs = self.atom()
         while self.pos < len(self.tokens):
             op = self.tokens[self.pos]
@@ -93,5 +106,5 @@ class _Parser:
                 break
             self.pos += 1
             rhs = self.expression(PRECEDENCE[op] + 1)
-            lhs = SymbolicExpr.binary(op, lhs, rhs)
+            lhs = self.binary(op, lhs, rhs)
         return lhs
