@@ -248,10 +248,10 @@ fn main(
     let p0 = (tile * strips + strip) * PIX;
     let acc = product(n, g, q, p0);
 #else
-    let owt = tile % #{OWT};
     let rest = tile / #{OWT};
-    let oh = rest % #{OH};
-    let od = rest / #{OH};
+    let owt = tile - rest * #{OWT};
+    let od = select(rest / #{OH}, 0u, #{OD} == 1u);  // a 2-D conv (OD 1) divides nothing here
+    let oh = rest - od * #{OH};
     let ow0 = (owt * strips + strip) * PIX;
     let acc = product(n, g, q, od, oh, ow0);
     let p0 = (od * #{OH} + oh) * #{OW} + ow0;
