@@ -15,6 +15,7 @@ from typing import Any, overload
 import numpy as np
 
 from onyxia.core.dtypes import DataType
+from onyxia.core.resident_kv import ResidentKvLayout
 from onyxia.core.ir_records import GraphError, IrNode, TensorDef, TensorKind, TensorRef
 from onyxia.core.shapes import TensorShape
 from onyxia.core.values import TensorValue
@@ -37,6 +38,8 @@ class GraphStore:
         # output tensor id -> input tensor id whose GPU storage it shares (a KV cache updated in place,
         # a Reshape made a view by BufferAliasingPass); printed as "%out shares %in"
         self.aliases: dict[int, int] = {}
+        # the LLM session's KV caches, stored [slots, kv_heads, capacity, head_size] (`onyxia.core.resident_kv`)
+        self.resident_kv: ResidentKvLayout | None = None
         self.inputs: list[int] = []
         self.outputs: list[int] = []
         self._nodes: dict[int, IrNode] = {}

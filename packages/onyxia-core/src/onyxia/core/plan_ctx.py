@@ -29,6 +29,14 @@ __all__ = ["ErrorSlotUse", "PlanCtx"]
 
 
 @dataclass(frozen=True)
+class ResidentKv:
+    """A resident KV cache input as an op binds it (`PlanCtx.resident_kv`)."""
+
+    capacity: int  # rows per (slot, kv head)
+    rows: BufferRef  # int32 [batch, 2]: per batch row, (slot, rows cached before this run)
+
+
+@dataclass(frozen=True)
 class ErrorSlotUse:
     """A node's error slot: the error word's buffer and the slot index its shader reports into."""
 
@@ -129,6 +137,21 @@ class PlanCtx(NodeCtx):
             return False
         out, inp = self.node.outputs[output_index], self.node.inputs[input_index]
         return out is not None and self.graph.aliases.get(out) == inp
+
+    def resident_kv(self, i: int) -> ResidentKv | None:
+        """How input `i` is stored when it is (or shares the buffer of) a session's resident KV cache:
+        its row capacity and the per-row (slot, cached rows) table to bind; None for any other tensor.
+        The op must then address rows as `onyxia.core.resident_kv` lays them out."""
+        layout = self.graph.resident_kv
+        if layout is None or not self.has_input(i):
+            return None
+        root = self.node.inputs[i]
+        while root in self.graph.aliases:
+            root = self.graph.aliases[root]
+        if root not in layout.caches:
+            return None
+        rows = BufferRef(tensor=self.builder.plan_tensor(self.graph.tensor(layout.rows_input)).id)
+        return ResidentKv(layout.capacity, rows)
 
     def error_slot(self, detail: str = "") -> ErrorSlotUse:
         """This node's slot in the plan's run-time error word (one per node, made on first use).
