@@ -15,8 +15,8 @@ from typing import Any, overload
 import numpy as np
 
 from onyxia.core.dtypes import DataType
-from onyxia.core.resident_kv import ResidentKvLayout
 from onyxia.core.ir_records import GraphError, IrNode, TensorDef, TensorKind, TensorRef
+from onyxia.core.resident_kv import ResidentKvLayout
 from onyxia.core.shapes import TensorShape
 from onyxia.core.values import TensorValue
 
