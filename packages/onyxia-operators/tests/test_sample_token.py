@@ -89,6 +89,20 @@ def test_every_row_draws_on_its_own() -> None:
     np.testing.assert_array_equal(one, np.argmax(logits, axis=-1))
 
 
+def test_a_triple_per_row_samples_each_row_by_its_own_params() -> None:
+    """A batched decode step: row 0 greedy, row 1 top-1 (greedy whatever u), row 2 a draw checked against the
+    CDF intervals, row 3 greedy again after a sampling row (no state leaks between rows)."""
+    logits = RNG.standard_normal((4, 1, 300)).astype(np.float32)
+    params = np.array([[0.0, 0, 0.0], [1.0, 1, 0.9], [0.8, 6, 0.5], [0.0, 0, 0.99]], np.float32)
+    model = make_model("SampleToken", {"logits": logits, "params": params}, domain="com.onyxia")
+    executor = runtime().load_model(compile_model(model))
+    ids = executor.run({"logits": logits, "params": params})["y0"].reshape(-1)
+    best = np.argmax(logits.reshape(4, -1), axis=-1)
+    assert [ids[0], ids[1], ids[3]] == [best[0], best[1], best[3]]
+    kept, spans = _intervals(logits[2, 0], 0.8, 6)
+    assert ids[2] == kept[np.searchsorted(spans[:, 1], 0.5, side="right")]
+
+
 def test_params_of_the_wrong_shape_name_the_node() -> None:
     model = make_model(
         "SampleToken", {"logits": np.zeros((1, 8), np.float32), "params": np.zeros(2, np.float32)}, domain="com.onyxia"

@@ -4,16 +4,17 @@ An LLM session that samples would otherwise read a whole logits row back each st
 host, so the next step could not be submitted before this one's token is known. Here the draw's
 random number is an input (the host takes it from its seeded generator; it does not depend on the
 token), and the id stays on the GPU to feed the next step. Inputs: logits [..., V] (float) and params
-float [3] = (temperature, top_k, u): temperature <= 0 is ArgMax over the last axis (first index on
-ties), else top-k (0: off; ties at the k-th score kept) and temperature sampling by the inverse CDF at
-u in [0, 1). Output: int64 ids [...] (the logits' shape without the last axis). Top-p and repetition
-penalties stay on the host (`onyxia.cli.llm.sampling`): they need the sorted distribution and the
-history."""
+float [3] = (temperature, top_k, u), or [rows, 3] with a triple per row of logits (rows: the product of
+the leading dims; a batched step's sequences each sample by their own request): temperature <= 0 is
+ArgMax over the last axis (first index on ties), else top-k (0: off; ties at the k-th score kept) and
+temperature sampling by the inverse CDF at u in [0, 1). Output: int64 ids [...] (the logits' shape
+without the last axis). Top-p and repetition penalties stay on the host (`onyxia.cli.llm.sampling`):
+they need the sorted distribution and the history."""
 
 from __future__ import annotations
 
-from onyxia.core import DataType, InferenceCtx, OperatorBase, PlanCtx, Static, TensorType, load_wgsl, shape_of
-from onyxia.core.shapes import dims_product
+from onyxia.core import DataType, InferenceCtx, OperatorBase, PlanCtx, TensorType, load_wgsl, shape_of
+from onyxia.core.shapes import Absent, dims_product
 from onyxia.operators.layout import type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
 
@@ -32,8 +33,12 @@ class SampleTokenOp(OperatorBase):
         if not dims or dims[-1] == 0:
             raise ctx.error(f"logits (input 0) have dims {list(dims)}; expected a non-empty last axis (the vocabulary)")
         params = ctx.input_shape(1)
-        if not isinstance(params, Static) or params.dims != (PARAMS,):
-            raise ctx.error(f"params (input 1) have shape {params}; expected [3] (temperature, top_k, u)")
+        rows = dims_product(dims[:-1])
+        if isinstance(params, Absent) or params.dims not in ((PARAMS,), (rows, PARAMS)):
+            raise ctx.error(
+                f"params (input 1) have shape {params}; expected [3] (temperature, top_k, u) or [{rows}, 3] (one "
+                "triple per row of logits)"
+            )
         return [TensorType(DataType.INT64, shape_of(dims[:-1]))]
 
     def plan(self, ctx: PlanCtx) -> None:
@@ -45,6 +50,8 @@ class SampleTokenOp(OperatorBase):
         if rows == 0:
             return
         defs = {**type_defs(T=dtype), "WORKGROUP_SIZE": _WORKGROUP}
+        if ctx.input_rank(1) == 2:
+            defs["PER_ROW"] = True
         shader = ctx.compile_shader("reduction/sample_token", _SOURCE, defs, {"ROWS": rows, "V": dims[-1]})
         ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(0)], rows)
 

@@ -7,9 +7,10 @@
 //   by a positive temperature keeps the order), found by radix select over an order-preserving u32
 //   key; with s = logits / temperature the id is the first kept i whose running sum of exp(s - max s)
 //   exceeds u * the total (inverse CDF).
-// Bindings: 0 logits (read, T), 1 params (read, f32: temperature, top_k, u in [0, 1)), 2 out_y (i32:
-//           the int64 output travels as i32).
-// Defs: T, F16 (flag), WORKGROUP_SIZE (power of two). Dims: ROWS, V (> 0).
+// Bindings: 0 logits (read, T), 1 params (read, f32: temperature, top_k, u in [0, 1); one triple for
+//           every row, or with PER_ROW a triple per row: a batch's rows sample each by its own request),
+//           2 out_y (i32: the int64 output travels as i32).
+// Defs: T, F16 (flag), WORKGROUP_SIZE (power of two), PER_ROW (flag). Dims: ROWS, V (> 0).
 #ifdef F16
 enable f16;
 #endif
@@ -126,14 +127,19 @@ fn main(
     let first = min(lid * chunk, #{V});
     let last = min(first + chunk, #{V});
     let top = first_maximum(lid, base, first, last);
-    let temperature = params[0];
+#ifdef PER_ROW
+    let p = row * 3u;
+#else
+    let p = 0u;
+#endif
+    let temperature = params[p];
     if (temperature <= 0.0) {
         if (lid == 0u) {
             out_y[row] = i32(top);
         }
         return;
     }
-    let k = u32(params[1]);
+    let k = u32(params[p + 1u]);
     var threshold = 0u;  // keys >= threshold are kept: 0 keeps every score
     if (k > 0u && k < #{V}) {
         threshold = top_k_threshold(lid, base, first, last, k);
@@ -153,7 +159,7 @@ fn main(
         for (var t = 0u; t < #{WORKGROUP_SIZE}u; t++) {
             total += chunk_mass[t];
         }
-        let goal = params[2] * total;
+        let goal = params[p + 2u] * total;
         var before = 0.0;
         var owner = NONE;
         var last_nonzero = 0u;
