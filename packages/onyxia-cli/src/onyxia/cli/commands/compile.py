@@ -113,12 +113,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _generation(graph: IrGraph, where: str, dims: dict[str, int]) -> PassSet:
-    """The pass set `onyxia generate` compiles with, for a model that follows the LLM conventions."""
+    """The pass set `onyxia generate` compiles with, for a model that follows the LLM conventions (one slot of
+    the default max length; its GroupQueryAttention caches' past length is then that capacity, in `dims`)."""
     from onyxia.cli.llm.generation_passes import generation_passes
+    from onyxia.cli.llm.loading import DEFAULT_MAX_LENGTH
+    from onyxia.cli.llm.resident_cache import shared_buffer_dims
     from onyxia.cli.llm.signature import read_signature
 
     signature = read_signature(graph, where)
-    return generation_passes(signature.logits, [(p.past, p.present) for p in signature.kv], dims)
+    dims.update({k: v for k, v in shared_buffer_dims(graph, signature.kv, DEFAULT_MAX_LENGTH).items() if k not in dims})
+    return generation_passes(signature.logits, signature.kv, DEFAULT_MAX_LENGTH)
 
 
 def _summary(title: str, graph: IrGraph, model: CompiledModel, runs: list[PassRun], ms: float) -> str:

@@ -78,7 +78,13 @@ def open_session(args: argparse.Namespace, console: Console) -> LlmSession:
             bar.update(task, description=phase, completed=_PHASES.index(phase) if phase in _PHASES else 0)
 
         session = LlmSession.from_pretrained(
-            root, args.precision, args.max_length, progress=progress, lm_head=args.lm_head
+            root,
+            args.precision,
+            args.max_length,
+            progress=progress,
+            lm_head=args.lm_head,
+            slots=getattr(args, "parallel", 1),
+            prefill_chunk=getattr(args, "prefill_chunk", None),
         )
         bar.update(task, completed=len(_PHASES))
     return session

@@ -17,7 +17,9 @@ from onyxia.cli.commands.llm_options import add_llm_arguments, open_session, sam
 from onyxia.cli.console import stderr_console
 from onyxia.core import InputError
 
-__all__ = ["add_parser", "run"]
+__all__ = ["DEFAULT_PARALLEL", "add_parser", "run"]
+
+DEFAULT_PARALLEL = 4
 
 NAME = "serve"
 _NEEDS = ("fastapi", "uvicorn", "pydantic", "prometheus_client")
@@ -32,6 +34,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--max-queue", type=positive_int, default=16, help="requests that may wait; more are answered 429"
     )
     parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/*")
+    parser.add_argument(
+        "--parallel",
+        type=positive_int,
+        default=DEFAULT_PARALLEL,
+        help=f"sequences decoded together, each with its own --max-length of KV cache (default {DEFAULT_PARALLEL})",
+    )
+    parser.add_argument(
+        "--prefill-chunk",
+        type=positive_int,
+        default=None,
+        help="prompt tokens a newcomer prefills per step while the others decode (default: the session's, 256)",
+    )
     parser.set_defaults(handler=run)
 
 

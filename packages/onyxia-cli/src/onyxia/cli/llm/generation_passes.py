@@ -9,8 +9,9 @@ statistics and ``onyxia compile --generation --dump-dir`` like every other pass:
 - `AddNextToken`: decoding reads back one token id, drawn on the GPU by com.onyxia SampleToken from the
   logits and the `SAMPLING` input (temperature, top_k, u; all 0 is ArgMax), so greedy and top-k sampling
   steps alike can feed the next step without the host;
-- `AliasKvCache`: present.N.* is written into past_key_values.N.*'s buffer, so a decode step appends
-  one position instead of copying the whole cache (`aliased` lists the pairs after the compile);
+- `ResidentKvCache` (`resident_cache`): every cache is one resident buffer [slots, kv heads, capacity,
+  head size] that present.N.* shares with past_key_values.N.*, so a step writes only its new rows, for
+  every family, and one run's rows may belong to any slots (`resident` lists the pairs after the compile);
 - `ReduceLmHeadPrecision` (only with ``lm_head`` fp16 or int8, first): the head reads a reduced-precision
   copy of its f32 weight (`lm_head_precision`).
 
@@ -20,11 +21,13 @@ Each is idempotent: a second run (the stage repeats until nothing changes) finds
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from onyxia.cli.llm.lm_head_precision import ReduceLmHeadPrecision, check_lm_head
+from onyxia.cli.llm.resident_cache import ResidentKvCache
+from onyxia.cli.llm.signature import KvPair
 from onyxia.core import (
     Absent,
     DataType,
@@ -37,14 +40,14 @@ from onyxia.core import (
     TensorValue,
     shape_of,
 )
-from onyxia.core.symbolic import simplify_dim
+from onyxia.core.symbolic import SymbolicDim
 from onyxia.operators.family import ONYXIA_DOMAIN
 
 __all__ = [
     "NEXT_TOKEN",
     "SAMPLING",
     "AddNextToken",
-    "AliasKvCache",
+    "ResidentKvCache",
     "SliceLogitsToLastPosition",
     "generation_passes",
     "lm_head_node",
@@ -57,7 +60,6 @@ SAMPLING = "onyxia/sampling"  # float [3]: temperature (0: greedy), top_k (0: of
 _LAST_POSITION = "onyxia/last_position"
 _HEAD_OPS = {("", "MatMul"), ("com.microsoft", "MatMulNBits"), ("", "Gemm"), ("com.microsoft", "DynamicQuantizeMatMul")}
 _PASS_THROUGH = {"Cast", "Div", "Mul", "Tanh", "Add", "Identity"}  # softcapping and dtype casts after the head
-_IN_PLACE = {("com.microsoft", "GroupQueryAttention"), ("", "Concat"), ("com.onyxia", "KvAppend")}
 
 
 class SliceLogitsToLastPosition:
@@ -92,8 +94,9 @@ class AddNextToken:
     name = "AddNextToken"
     stage = Stage.RESOLUTION
 
-    def __init__(self, logits: str) -> None:
+    def __init__(self, logits: str, batch: SymbolicDim = 1) -> None:
         self.logits = logits
+        self.batch = batch  # rows of SAMPLING: 1 is one triple for the run ([3])
 
     def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
         """A `next_token` output: the id SampleToken draws from the (last-position) logits under the
@@ -101,59 +104,33 @@ class AddNextToken:
         logits = graph.tensor_by_name(self.logits)
         if logits is None or graph.tensor_by_name(NEXT_TOKEN) is not None:
             return False
-        params = graph.add_tensor(SAMPLING, DataType.FLOAT, shape_of((3,)), TensorKind.INPUT)
+        shape = shape_of((3,)) if self.batch == 1 else shape_of((self.batch, 3))
+        params = graph.add_tensor(SAMPLING, DataType.FLOAT, shape, TensorKind.INPUT)
         token = graph.add_tensor(NEXT_TOKEN, DataType.INT64, Absent())
         graph.add_node("SampleToken", [logits.id, params.id], [token], domain=ONYXIA_DOMAIN, name="onyxia/next_token")
         graph.mark_output(token)
         return True
 
 
-class AliasKvCache:
-    """In place needs the cache to grow at its end in memory: batch and KV heads of 1 (dims before the
-    sequence axis all 1), true of the Gemma 3 family; other pairs keep a GPU copy per step."""
-
-    name = "AliasKvCache"
-    stage = Stage.RESOLUTION
-
-    def __init__(self, pairs: Sequence[tuple[str, str]], dims: Mapping[str, int]) -> None:
-        self.pairs = list(pairs)
-        self.dims = dict(dims)
-        self.aliased: list[tuple[str, str]] = []
-
-    def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
-        changed = False
-        for past_name, present_name in self.pairs:
-            past, present = graph.tensor_by_name(past_name), graph.tensor_by_name(present_name)
-            producer = graph.tensor_producer(present.id) if present is not None else None
-            if (
-                past is None
-                or present is None
-                or producer is None
-                or (producer.domain, producer.op_type) not in _IN_PLACE
-            ):
-                continue
-            if graph.aliases.get(present.id) == past.id:
-                continue
-            leading = (
-                [] if isinstance(past.shape, Absent) else [simplify_dim(d, self.dims) for d in past.shape.dims[:2]]
-            )
-            if past.id not in producer.inputs or any(d != 1 for d in leading):
-                continue
-            graph.aliases[present.id] = past.id
-            self.aliased.append((past_name, present_name))
-            changed = True
-        return changed
-
-
 def generation_passes(
-    logits: str, kv_pairs: Sequence[tuple[str, str]], dims: Mapping[str, int], lm_head: str = "exact"
+    logits: str,
+    kv_pairs: Sequence[KvPair],
+    capacity: int,
+    batch: SymbolicDim = 1,
+    lm_head: str = "exact",
 ) -> PassSet:
-    """The set `LlmSession` adds: last-position logits, the greedy token, in-place KV cache pairs, and with
-    `lm_head` other than "exact" a reduced-precision head."""
+    """The set `LlmSession` adds: last-position logits, the sampled token (SampleToken's params one triple, or a
+    triple per row when `batch` is not 1), resident KV caches of `capacity` rows per slot, and with `lm_head`
+    other than "exact" a reduced-precision head."""
     reduced = () if check_lm_head(lm_head) == "exact" else (ReduceLmHeadPrecision(logits, lm_head, lm_head_node),)
     return PassSet(
         "generation",
-        (*reduced, SliceLogitsToLastPosition(logits), AddNextToken(logits), AliasKvCache(kv_pairs, dims)),
+        (
+            *reduced,
+            SliceLogitsToLastPosition(logits),
+            AddNextToken(logits, batch),
+            ResidentKvCache(kv_pairs, capacity, batch),
+        ),
     )
 
 

@@ -1,12 +1,15 @@
-"""What one generation measured, and the error a session raises when asked for two at once."""
+"""What one generation measured, and the turn that keeps a session to one generation at a time."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from onyxia.core import OnyxiaError
 
-__all__ = ["GenerationStats", "SessionBusyError"]
+__all__ = ["GenerationStats", "SessionBusyError", "Turn"]
 
 
 @dataclass
@@ -27,3 +30,23 @@ class GenerationStats:
 
 class SessionBusyError(OnyxiaError):
     """A session was asked to generate (or reset) while a generation on it is still open."""
+
+
+class Turn:
+    """Held by the generation in progress: the cache is one conversation's (or one batch's) at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def hold(self, caller: str) -> Iterator[None]:
+        if not self._lock.acquire(blocking=False):
+            raise SessionBusyError(
+                f"{caller}: this session is generating (an open generator or another thread); finish or close "
+                "that generation first, or give each concurrent conversation its own session (or slot: "
+                "`generate_batch`)"
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()

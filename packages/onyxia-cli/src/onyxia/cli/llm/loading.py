@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from onyxia.cli.llm.families import describe_architecture, family_of
-from onyxia.cli.llm.generation_passes import SAMPLING, AliasKvCache, generation_passes
+from onyxia.cli.llm.generation_passes import SAMPLING, generation_passes
 from onyxia.cli.llm.lm_head_precision import check_lm_head
 from onyxia.cli.llm.model_dir import ModelDirectory, resolve_model_dir
+from onyxia.cli.llm.resident_cache import ResidentKvCache, shared_buffer_dims
 from onyxia.cli.llm.signature import LlmSignature, read_signature
 from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.cli.plan_cache import cached_build, plan_key, plans_dir
-from onyxia.core import CompiledModel, DataType, IrGraph, ModelLoadError, OperatorRegistry, SymbolicExpr, TensorKind
+from onyxia.core import CompiledModel, DataType, IrGraph, ModelLoadError, SymbolicExpr, TensorKind
 from onyxia.core.settings import settings
 
 if TYPE_CHECKING:  # imported for real inside build_session: wgpu loads when a session is built
@@ -28,7 +30,7 @@ if TYPE_CHECKING:  # imported for real inside build_session: wgpu loads when a s
 
     Session = TypeVar("Session", bound=LlmSession)
 
-__all__ = ["build_session"]
+__all__ = ["LoadOptions", "build_session"]
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +42,31 @@ PREFILL_CHUNK = 256
 _SOURCES = (TensorKind.INPUT, TensorKind.INITIALIZER)
 
 
+@dataclass(frozen=True)
+class LoadOptions:
+    """What `LlmSession.from_pretrained` takes besides the directory (its docstring says what each does)."""
+
+    precision: str | None = None
+    max_length: int | None = None
+    slots: int = 1
+    prefill_chunk: int | None = None
+    accuracy_level: int | None = None
+    match_onnxruntime: bool = True
+    lm_head: str = "exact"
+
+
 def build_session(
     cls: type[Session],
     model_dir: str | Path,
-    precision: str | None,
-    max_length: int | None,
+    load: LoadOptions,
     runtime: Runtime | None,
     progress: Callable[[str], None],
-    accuracy_level: int | None = None,
-    match_onnxruntime: bool = True,
-    lm_head: str = "exact",
 ) -> Session:
     """`cls(...)` (an `LlmSession` or a subclass) over `model_dir`, compiled, uploaded and warmed up."""
     from onyxia.runtime import Runtime, compiling_for
+
+    precision, max_length, slots, lm_head = load.precision, load.max_length, load.slots, load.lm_head
+    accuracy_level, match_onnxruntime = load.accuracy_level, load.match_onnxruntime
 
     runtime = runtime or Runtime()
     if check_lm_head(lm_head) == "fp16" and runtime.features and "shader-f16" not in runtime.features:
@@ -62,7 +76,10 @@ def build_session(
     if family_of(found.config) is None:
         log.warning("%s: %s; running it by the graph's conventions", found.root, describe_architecture(found.config))
     limit = _max_length(found.max_position_embeddings, max_length, found.model_path)
+    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+        raise ModelLoadError(f"slots is {slots!r}; expected an integer >= 1 (sequences held at once)")
     options = {"accuracy_level": accuracy_level, "match_onnxruntime": match_onnxruntime, "lm_head": lm_head}
+    options |= {"slots": slots, "capacity": limit}
     # plan splits what this device cannot bind or hold, and picks the kernel variants that fit it
     with compiling_for(runtime):
         key = plan_key(
@@ -75,7 +92,7 @@ def build_session(
         )
         compiled, built, hit = cached_build(
             key,
-            lambda: _compile(found, progress, accuracy_level, match_onnxruntime, lm_head),
+            lambda: _compile(found, progress, accuracy_level, match_onnxruntime, lm_head, limit, slots),
             data_dir=found.model_path.parent,
         )
     signature, static, aliased = built
@@ -83,7 +100,10 @@ def build_session(
         progress("loaded the compiled plan from the cache")
     progress("uploading weights")
     max_dims = {name: limit for name in compiled.symbols}
-    chunk = min(limit, PREFILL_CHUNK)
+    batch = signature.input_dims[signature.input_ids][0]
+    if isinstance(batch, SymbolicExpr) and batch.is_name and str(batch) in max_dims:
+        max_dims[str(batch)] = slots
+    chunk = min(limit, load.prefill_chunk or PREFILL_CHUNK)
     sequence = signature.input_dims[signature.input_ids][1]
     if isinstance(sequence, SymbolicExpr) and sequence.is_name and str(sequence) in max_dims:
         max_dims[str(sequence)] = chunk
@@ -91,13 +111,13 @@ def build_session(
     executor.carry({p.past: p.present for p in signature.kv if (p.past, p.present) not in aliased})
     executor.keep_resident([p.past for p in signature.kv])
     for pair in signature.kv:
-        if pair.windowed:
+        if pair.windowed and (pair.past, pair.present) not in aliased:
             dims = [static.get(str(d), 1) if not isinstance(d, int) else d for d in pair.past_dims]
             executor.write_input(pair.past, np.zeros(dims, pair.dtype.numpy))
     if SAMPLING in executor.input_names:
         executor.write_input(SAMPLING, np.zeros(3, np.float32))  # resident from here on; greedy until set
     adapter = str(runtime.adapter_info.get("device") or runtime.adapter_info.get("description") or "unknown")
-    session = cls(found, tokenizer, executor, signature, limit, aliased, adapter, prefill_chunk=chunk)
+    session = cls(found, tokenizer, executor, signature, limit, aliased, adapter, prefill_chunk=chunk, slots=slots)
     progress("warming up")
     session.warm_up()
     return session
@@ -109,6 +129,8 @@ def _compile(
     accuracy_level: int | None,
     match_onnxruntime: bool,
     lm_head: str,
+    capacity: int,
+    slots: int,
 ) -> tuple[CompiledModel, tuple[LlmSignature, dict[str, int], list[tuple[str, str]]]]:
     """Parse and compile the session's graph; also what the session needs of the graph, stored with the plan."""
     from onyxia.compiler import CompilerPipeline
@@ -123,15 +145,16 @@ def _compile(
     if accuracy_level is not None:
         for node in graph.nodes_of("MatMulNBits", "com.microsoft"):
             node.attributes["accuracy_level"] = accuracy_level
-    static = _static_dims(graph, signature, found.config)
-    generation = generation_passes(signature.logits, _in_place_pairs(graph, signature, registry), static, lm_head)
+    static = _static_dims(graph, signature, found.config, slots) | shared_buffer_dims(graph, signature.kv, capacity)
+    batch = signature.input_dims[signature.input_ids][0]
+    generation = generation_passes(signature.logits, signature.kv, capacity, 1 if slots == 1 else batch, lm_head)
     progress("compiling")
     pipeline = CompilerPipeline(registry).add_pass_set(generation)
     if match_onnxruntime and any(t.dtype == DataType.FLOAT16 and t.kind in _SOURCES for t in graph.tensors):
         pipeline.add_pass(MatchOnnxruntimeCpuFloat16())  # float32 where onnxruntime's CPU EP has no f16 kernel
     compiled = pipeline.compile(graph, static)
     compiled.replanner = None  # the session's compiled dims never change, so its graph need not outlive the load
-    aliased = next(p.aliased for p in generation.passes if isinstance(p, AliasKvCache))
+    aliased = next(p.resident for p in generation.passes if isinstance(p, ResidentKvCache))
     return compiled, (signature, static, list(aliased))
 
 
@@ -145,24 +168,13 @@ def _max_length(model_limit: int | None, requested: int | None, where: Path) -> 
     return requested or min(model_limit or DEFAULT_MAX_LENGTH, DEFAULT_MAX_LENGTH)
 
 
-def _in_place_pairs(graph: IrGraph, signature: LlmSignature, registry: OperatorRegistry) -> list[tuple[str, str]]:
-    """Pairs whose producing operator can append to its past in place (it declares `appends_in_place`)."""
-    pairs = []
-    for pair in signature.kv:
-        present = graph.tensor_by_name(pair.present)
-        producer = graph.tensor_producer(present.id) if present is not None else None
-        operator = registry.get(producer.domain, producer.op_type, producer.opset) if producer else None
-        if getattr(operator, "appends_in_place", False):
-            pairs.append((pair.past, pair.present))
-    return pairs
-
-
-def _static_dims(graph: IrGraph, signature: LlmSignature, config: dict[str, Any]) -> dict[str, int]:
-    """Dims fixed for the whole session: batch 1, the head size, a windowed cache's capacity."""
+def _static_dims(graph: IrGraph, signature: LlmSignature, config: dict[str, Any], slots: int) -> dict[str, int]:
+    """Dims fixed for the whole session: batch 1 for a one-slot session (batched ones bind it per run), the head
+    size, a windowed cache's capacity."""
     static: dict[str, int] = {}
     genai = config.get("genai", {}).get("model", {}).get("decoder", {})
     for dims in signature.input_dims.values():
-        if dims and isinstance(dims[0], SymbolicExpr) and dims[0].is_name:
+        if slots == 1 and dims and isinstance(dims[0], SymbolicExpr) and dims[0].is_name:
             static[str(dims[0])] = 1
     for pair in signature.kv:
         head = pair.past_dims[3]

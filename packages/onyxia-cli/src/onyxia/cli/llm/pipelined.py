@@ -21,6 +21,7 @@ import numpy as np
 
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
 from onyxia.cli.llm.step_inputs import StepDims
+from onyxia.core.resident_kv import KV_ROWS
 
 if TYPE_CHECKING:
     from onyxia.cli.llm.session import LlmSession
@@ -57,7 +58,7 @@ def pipelined_decode(
     """`LlmSession._generate_ids` one step ahead (same tokens, same end state); `draw` gives each step's
     SampleToken params in step order, as unpipelined generation takes them."""
     start = time.perf_counter()
-    dims = StepDims(session.signature, session._window, session._symbols)
+    dims = session.step_dims
     session.set_sampling(draw())
     pending = session._submit(prompt, [NEXT_TOKEN])
     ahead: PendingRun | None = None
@@ -87,12 +88,15 @@ def pipelined_decode(
 
 def _submit_carried(session: LlmSession, draw: Callable[[], np.ndarray], dims: StepDims) -> PendingRun:
     """Submit one decode step whose token id the GPU carried from the step before. Its attention
-    mask is resident (ones, `can_pipeline`), so the host writes only the position id."""
+    mask is resident (ones, `can_pipeline`), so the host writes only the position id (and the resident
+    cache's row: slot 0 and its length)."""
     assert session.position < session.max_length, "generate() checked the length up front"
     sig, position = session.signature, session.position
     session.set_sampling(draw())
     session.executor.update_dimensions(dims(1, position))
     feeds = {sig.position_ids: np.array([[position]], np.int64)} if sig.position_ids else {}
+    if dims.resident:
+        feeds[KV_ROWS] = np.array([[0, position]], np.int32)
     pending = session.executor.submit(feeds, outputs=[NEXT_TOKEN])
     session.position += 1
     return pending

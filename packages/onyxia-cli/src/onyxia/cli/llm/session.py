@@ -1,34 +1,35 @@
 """`LlmSession`: one compiled plan per model, prefill and decode by patching dims, KV cache on the GPU.
 
-Prefill and every decode step run the same plan; only `update_dimensions()` differs (sequence,
+Prefill and every decode step run the same plan; only `update_dimensions()` differs (batch, sequence,
 past and total lengths), so no shader or pipeline is created after the first step. The cache never
-visits the host: each present.N.* is aliased to (or, where in-place is impossible, GPU-copied into)
-its past_key_values.N.* buffer. A step reads back one token id (drawn on the GPU) or, for top-p and
-repetition penalties, one row of logits.
+visits the host: each cache is one resident buffer of `slots` sequences that present.N.* shares with
+past_key_values.N.* (`resident_cache`), so a step writes only its new rows. A step reads back one
+token id per row (drawn on the GPU) or, for top-p and repetition penalties, the logits rows.
+`generate` continues slot 0's conversation; `generate_batch` / `batch()` run many at once (`batch`).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN, SAMPLING
-from onyxia.cli.llm.generation_stats import GenerationStats, SessionBusyError
+from onyxia.cli.llm.generation_stats import GenerationStats, SessionBusyError, Turn
 from onyxia.cli.llm.model_dir import ModelDirectory
 from onyxia.cli.llm.pipelined import can_pipeline, pipelined_decode
 from onyxia.cli.llm.sampling import SamplingParams, gpu_params, on_gpu, sample_token
 from onyxia.cli.llm.signature import LlmSignature
-from onyxia.cli.llm.step_inputs import step_feeds, vocab_size
+from onyxia.cli.llm.step_inputs import Row, StepDims, checked_token_ids, step_feeds, vocab_size
 from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.core import InputError
+from onyxia.core.resident_kv import KV_ROWS
 
 if TYPE_CHECKING:  # the runtime (wgpu) loads when a session is built, not when this module is imported
+    from onyxia.cli.llm.batch import Batch
     from onyxia.runtime import PlanExecutor, Runtime
     from onyxia.runtime.pending import PendingRun
     from onyxia.runtime.profiling import RunProfile
@@ -52,6 +53,7 @@ class LlmSession:
         aliased: list[tuple[str, str]],
         adapter: str,
         prefill_chunk: int | None = None,
+        slots: int = 1,
     ) -> None:
         self.model_dir = model_dir
         self.tokenizer = tokenizer
@@ -61,19 +63,20 @@ class LlmSession:
         self.aliased = aliased
         self.adapter = adapter
         self.prefill_chunk = prefill_chunk or max_length  # longer inputs run as several steps
-        self.position = 0  # tokens in the cache
+        self.slots = slots  # sequences the cache holds at once (`generate_batch`, `onyxia serve --parallel`)
+        self.position = 0  # tokens in the cache (slot 0's: the conversation `generate` continues)
         self.history: list[int] = []
         self.stats = GenerationStats()
         self._window: int | None = model_dir.config.get("sliding_window")
         self._symbols = executor.compiled.symbols  # a property that walks every tensor: read once
+        self.step_dims = StepDims(signature, self._window, self._symbols, KV_ROWS in executor.input_names)
         self.vocab_size = vocab_size(executor, signature.logits)  # ids are checked against it before upload
         self.pipelined = True  # decode submits step N+1 before reading step N's token (llm/pipelined.py)
         self._token_carried = False
         self._sampling = bytes(12)  # SampleToken's params as last written: zeros (greedy) at load
-        # A list turns profiling on: each run goes through `PlanExecutor.profile_run()` (it needs
-        # `Runtime(profiling=True)`) and its `RunProfile` is appended; None (the default) runs plainly.
+        # A list turns profiling on: each run's `RunProfile` (`Runtime(profiling=True)`) is appended to it
         self.profiles: list[RunProfile] | None = None
-        self._turn = threading.Lock()  # held by the generation in progress (see generate_ids)
+        self._turn = Turn()  # held by the generation in progress (see generate_ids)
 
     # ----- construction ------------------------------------------------------------------------
     @classmethod
@@ -83,6 +86,8 @@ class LlmSession:
         precision: str | None = None,
         max_length: int | None = None,
         *,
+        slots: int = 1,
+        prefill_chunk: int | None = None,
         runtime: Runtime | None = None,
         progress: Progress | None = None,
         accuracy_level: int | None = None,
@@ -97,13 +102,14 @@ class LlmSession:
         False computes every op in the dtype the graph gives it (`MatchOnnxruntimeCpuFloat16`).
 
         `lm_head` "fp16" or "int8" makes the lm head read a reduced-precision copy of an f32 head weight
-        (faster decode, approximate logits; `lm_head_precision`); "exact" (the default) changes nothing."""
-        from onyxia.cli.llm.loading import build_session
+        (faster decode, approximate logits; `lm_head_precision`); "exact" (the default) changes nothing.
 
-        report = progress or (lambda _: None)
-        return build_session(
-            cls, model_dir, precision, max_length, runtime, report, accuracy_level, match_onnxruntime, lm_head
-        )
+        `slots` is how many sequences the session holds at once (each `max_length` long): more than 1 compiles
+        the plan for a batch of rows and lets `generate_batch` advance them together."""
+        from onyxia.cli.llm.loading import LoadOptions, build_session
+
+        options = LoadOptions(precision, max_length, slots, prefill_chunk, accuracy_level, match_onnxruntime, lm_head)
+        return build_session(cls, model_dir, options, runtime, progress or (lambda _: None))
 
     # ----- generation --------------------------------------------------------------------------
     def warm_up(self) -> None:
@@ -118,7 +124,7 @@ class LlmSession:
 
     def reset(self) -> None:
         """Forget the conversation: the next prompt is prefilled from position 0."""
-        with self._exclusive("reset()"):
+        with self._turn.hold("reset()"):
             self.position = 0
             self.history = []
 
@@ -128,7 +134,7 @@ class LlmSession:
         A growing cache is indexed by absolute position, so whatever lies past `position` is written
         over as the cache grows again. A fixed-capacity sliding buffer (onnxruntime-genai) may have
         shifted its entries, so there anything short of the whole history starts over from 0."""
-        with self._exclusive("rewind()"):
+        with self._turn.hold("rewind()"):
             if not isinstance(position, int) or not 0 <= position <= self.position:
                 raise InputError(f"rewind(): position {position!r}; expected 0 to {self.position} (tokens cached)")
             if position < self.position and any(pair.windowed for pair in self.signature.kv):
@@ -136,18 +142,6 @@ class LlmSession:
             self.position = position
             del self.history[position:]
             return position
-
-    @contextmanager
-    def _exclusive(self, caller: str) -> Iterator[None]:
-        if not self._turn.acquire(blocking=False):
-            raise SessionBusyError(
-                f"{caller}: this session is generating (an open generator or another thread); finish or close "
-                "that generation first, or give each concurrent conversation its own session"
-            )
-        try:
-            yield
-        finally:
-            self._turn.release()
 
     def generate_ids(
         self,
@@ -161,7 +155,7 @@ class LlmSession:
         One generation at a time per session: the cache is one conversation's. Starting another
         (a second generator, another thread) while this one is open raises `SessionBusyError`;
         closing or finishing the generator frees the session."""
-        with self._exclusive("generate()"):
+        with self._turn.hold("generate()"):
             yield from self._generate_ids(prompt_ids, max_new_tokens, params, stop)
 
     def _generate_ids(
@@ -223,36 +217,39 @@ class LlmSession:
             tokens.append(token)
             if token in stops:
                 break
-            piece = stream.push(token)
-            if piece:
-                yield piece
-        tail = stream.flush()
-        if tail:
-            yield tail
+            yield from filter(None, [stream.push(token)])
+        yield from filter(None, [stream.flush()])
+
+    def generate_batch(
+        self,
+        prompts: Sequence[str | Sequence[int]],
+        max_new_tokens: int = 128,
+        params: SamplingParams | Sequence[SamplingParams] = GREEDY,
+        stop: Sequence[int] | None = None,
+    ) -> list[list[int]]:
+        """Each prompt's new token ids (a stop id included), generated together over the session's slots
+        (`llm/batch.py`); prompts past the slot count wait for a free slot. For streaming, cancelling and
+        arrivals over time, step a `batch()` and add `Stream`s to it."""
+        from onyxia.cli.llm.batch import generate_batch
+
+        return generate_batch(self, prompts, max_new_tokens, params, stop)
+
+    def batch(self) -> Batch:
+        """A continuous batch over this session's slots; step it from one thread (`llm/batch.py`)."""
+        from onyxia.cli.llm.batch import Batch
+
+        return Batch(self)
 
     def next_token_logits(self, ids: Sequence[int]) -> np.ndarray:
         """Append `ids` to the cache and return the last position's logits (one row, float32)."""
-        with self._exclusive("next_token_logits()"):
+        with self._turn.hold("next_token_logits()"):
             logits = self._forward(self._token_ids(ids), [self.signature.logits])[self.signature.logits]
         row: np.ndarray = logits.reshape(-1, logits.shape[-1])[-1].astype(np.float32)
         return row
 
     # ----- one forward pass --------------------------------------------------------------------
-    def _token_ids(self, ids: Sequence[int]) -> list[int]:
-        """`ids` as ints inside the vocabulary, checked here: on the GPU an id past the embedding
-        table would read another row (or zeros) and generate from garbage without a word."""
-        try:
-            tokens = [int(t) for t in ids]
-        except (TypeError, ValueError) as e:
-            raise InputError(f"token ids must be integers ({e})") from None
-        vocab = self.vocab_size
-        bad = next((t for t in tokens if t < 0 or (vocab is not None and t >= vocab)), None)
-        if bad is not None:
-            known = f"0 to {vocab - 1}" if vocab is not None else "non-negative"
-            raise InputError(
-                f"token id {bad} is outside the vocabulary of {vocab or 'unknown'} tokens (ids are {known})"
-            )
-        return tokens
+    def _token_ids(self, ids: Sequence[int]) -> list[int]:  # ids past the vocabulary would read garbage rows
+        return checked_token_ids(ids, self.vocab_size)
 
     def _step(self, ids: list[int], params: SamplingParams, rng: np.random.Generator) -> int:
         if on_gpu(params):
@@ -262,7 +259,9 @@ class LlmSession:
         return sample_token(logits.reshape(-1, logits.shape[-1])[-1], params, self.history, rng)
 
     def set_sampling(self, values: np.ndarray) -> None:
-        """Queue SampleToken's params for the next run (a 12-byte write, skipped when unchanged)."""
+        """Queue SampleToken's params for the next run, a triple per batch row (12 bytes a row, skipped when
+        unchanged); a plan compiled for one slot takes one triple."""
+        values = values.reshape(-1, 3) if self.slots > 1 else values.reshape(3)
         if (data := values.tobytes()) != self._sampling:
             self.executor.write_input(SAMPLING, values)
             self._sampling = data
@@ -280,7 +279,7 @@ class LlmSession:
                 pending.read()
             chunk = ids[start : start + self.prefill_chunk]
             wanted = outputs if start + len(chunk) == len(ids) else []
-            feeds, dims = step_feeds(self.signature, chunk, self.position, self._window, self._symbols)
+            feeds, dims = step_feeds(self.signature, [Row(0, self.position)], [chunk], len(chunk), self.step_dims)
             self.executor.update_dimensions(dims)
             pending = self._run(feeds, wanted)
             self.position += len(chunk)

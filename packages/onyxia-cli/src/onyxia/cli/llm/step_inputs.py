@@ -1,56 +1,82 @@
-"""One step's inputs: token ids at a cache position -> feeds and the dims they bind.
+"""One run's inputs: for each batch row its slot, the tokens that slot has cached and the ids it appends -> feeds
+and the dims they bind.
 
-Everything a step needs besides the token ids follows from the position (the attention mask, the
-position ids, the past length of each cache), so the host can build a step's inputs before it knows
-the token that step consumes (`llm/pipelined.py` leaves the ids out and lets the GPU supply them).
+Everything a run needs besides the token ids follows from the rows' slots and cached lengths (the attention
+mask, the position ids, the past length, the resident cache's row table), so the host can build a step's
+inputs before it knows the tokens that step consumes (`llm/pipelined.py` leaves the ids out and lets the GPU
+supply them). Rows of one run may have cached different lengths (continuous batching): the run's past
+length is the longest, and each row's attention mask is right-padded (ones for its own keys, zeros after),
+so no row sees another's or a stale key; its position ids and its cache row (`KV_ROWS`) are its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from onyxia.cli.llm.signature import LlmSignature
+from onyxia.core import InputError
+from onyxia.core.resident_kv import KV_ROWS
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 
 if TYPE_CHECKING:
     from onyxia.runtime import PlanExecutor
 
-__all__ = ["StepDims", "step_feeds", "vocab_size"]
+__all__ = ["Row", "StepDims", "checked_token_ids", "step_feeds", "vocab_size"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One batch row of a run: the cache slot it extends and the tokens that slot holds before the run."""
+
+    slot: int
+    past: int
 
 
 def step_feeds(
-    signature: LlmSignature, ids: list[int], past: int, window: int | None, symbols: Collection[str]
+    signature: LlmSignature, rows: Sequence[Row], ids: Sequence[Sequence[int]] | None, count: int, dims: StepDims
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """Feeds for `ids` appended at cache position `past`, and the plan dims (`symbols`) they bind."""
-    sig, total = signature, past + len(ids)
-    feeds = {sig.input_ids: np.array([ids], np.int64)}
+    """Feeds for `count` tokens appended to each row (`ids`: one list per row; None leaves input_ids out, the
+    GPU carries them), and the plan dims they bind."""
+    sig = signature
+    pasts = np.array([row.past for row in rows], np.int64)
+    longest = int(pasts.max())
+    feeds: dict[str, np.ndarray] = {}
+    if ids is not None:
+        feeds[sig.input_ids] = np.array(ids, np.int64).reshape(len(rows), count)
     if sig.attention_mask:
-        feeds[sig.attention_mask] = np.ones((1, total), np.int64)
+        keys = np.arange(longest + count)
+        feeds[sig.attention_mask] = (keys[None, :] < (pasts + count)[:, None]).astype(np.int64)
     if sig.position_ids:
-        feeds[sig.position_ids] = np.arange(past, total, dtype=np.int64)[None]
-    return feeds, StepDims(sig, window, symbols)(len(ids), past)
+        feeds[sig.position_ids] = pasts[:, None] + np.arange(count)[None, :]
+    if dims.resident:
+        feeds[KV_ROWS] = np.array([[row.slot, row.past] for row in rows], np.int32)
+    return feeds, dims(count, longest, len(rows))
 
 
 class StepDims:
-    """The plan dims (`symbols`) a step binds, from its feeds' shapes alone: `(count, past)` gives
-    them for `count` ids appended at cache position `past`. Which name takes which size is worked
-    out once (a pipelined decode step then builds no arrays and walks no signature)."""
+    """The plan dims (`symbols`) a run binds, from its feeds' shapes alone: `(count, past, batch)` gives them
+    for `count` ids appended to `batch` rows whose longest cache holds `past` tokens. Which name takes which
+    size is worked out once (a pipelined decode step then builds no arrays and walks no signature)."""
 
-    def __init__(self, signature: LlmSignature, window: int | None, symbols: Collection[str]) -> None:
+    def __init__(
+        self, signature: LlmSignature, window: int | None, symbols: Collection[str], resident: bool = False
+    ) -> None:
         sig = signature
+        self.resident = resident  # the plan reads the `KV_ROWS` table (a resident cache)
         # each feed's and cache's dims, with the size each takes: its shape as `step_feeds` builds it
         sources: list[tuple[tuple[SymbolicDim, ...], tuple[str, ...]]] = [
-            (sig.input_dims[sig.input_ids], ("1", "count"))
+            (sig.input_dims[sig.input_ids], ("batch", "count"))
         ]
         if sig.attention_mask:
-            sources.append((sig.input_dims[sig.attention_mask], ("1", "total")))
+            sources.append((sig.input_dims[sig.attention_mask], ("batch", "total")))
         if sig.position_ids:
-            sources.append((sig.input_dims[sig.position_ids], ("1", "count")))
+            sources.append((sig.input_dims[sig.position_ids], ("batch", "count")))
         for pair in sig.kv:  # [batch, kv heads, past length (a window's capacity), head size]
-            sources.append((pair.past_dims[:1], ("1",)))
+            sources.append((pair.past_dims[:1], ("batch",)))
             if not pair.windowed or window is not None:
                 sources.append((pair.past_dims[2:3], ("window" if pair.windowed else "past",)))
         bound: dict[str, str] = {}
@@ -61,9 +87,23 @@ class StepDims:
         self._bound = [(name, size) for name, size in bound.items() if name in symbols]
         self._window = window or 0
 
-    def __call__(self, count: int, past: int) -> dict[str, int]:
-        sizes = {"1": 1, "count": count, "total": past + count, "past": past, "window": self._window}
+    def __call__(self, count: int, past: int, batch: int = 1) -> dict[str, int]:
+        sizes = {"batch": batch, "count": count, "total": past + count, "past": past, "window": self._window}
         return {name: sizes[size] for name, size in self._bound}
+
+
+def checked_token_ids(ids: Sequence[int], vocab: int | None) -> list[int]:
+    """`ids` as ints inside the vocabulary, checked here: on the GPU an id past the embedding
+    table would read another row (or zeros) and generate from garbage without a word."""
+    try:
+        tokens = [int(t) for t in ids]
+    except (TypeError, ValueError) as e:
+        raise InputError(f"token ids must be integers ({e})") from None
+    bad = next((t for t in tokens if t < 0 or (vocab is not None and t >= vocab)), None)
+    if bad is not None:
+        known = f"0 to {vocab - 1}" if vocab is not None else "non-negative"
+        raise InputError(f"token id {bad} is outside the vocabulary of {vocab or 'unknown'} tokens (ids are {known})")
+    return tokens
 
 
 def vocab_size(executor: PlanExecutor, logits: str) -> int | None:

@@ -2,8 +2,8 @@
 
 The model is loaded (compiled, uploaded, warmed up) when the app is created, so a server that
 starts listening is ready to answer, and a bad model directory fails before any port is bound. One
-app owns one session and one worker thread; to serve more traffic than one adapter can, run several
-processes (or let Ray Serve / KServe replicate `create_app`) behind a load balancer.
+app owns one session, whose slots decode `parallel` requests together, and one worker thread; to serve
+more traffic than one adapter can, run replicas behind a load balancer (`serve/ray_deployment.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from onyxia.cli.commands.llm_options import DEMO_MODEL_DIR, sampling_from
+from onyxia.cli.commands.serve import DEFAULT_PARALLEL
 from onyxia.cli.llm.chat import chat_stop_ids
 from onyxia.cli.llm.session import LlmSession
 from onyxia.cli.serve.engine import Engine
@@ -44,13 +45,15 @@ def create_app(
     defaults: Defaults | None = None,
     session: LlmSession | None = None,
     model_name: str | None = None,
+    parallel: int = DEFAULT_PARALLEL,
 ) -> FastAPI:
     """`model_dir` None serves the built-in demo (as `onyxia generate` does). `session` serves a session
     already loaded instead (the app then owns it: nothing else may generate on it while it serves).
     `defaults` fill the sampling fields a request leaves out; by default the ones `onyxia generate`
-    uses (greedy, or the demo's temperature 0.8 and top-k 40)."""
+    uses (greedy, or the demo's temperature 0.8 and top-k 40). `parallel` is the number of sequences decoded
+    together when the app loads the model (`onyxia serve --parallel`); a given `session` has its own slots."""
     if session is None:
-        session = _load(model_dir, precision, max_length)
+        session = _load(model_dir, precision, max_length, parallel)
     elif model_dir is None:  # defaults as for the directory the session was loaded from
         model_dir = session.model_dir.root
     if defaults is None:
@@ -87,9 +90,9 @@ def create_app(
 _NO_FLAGS = {"temperature": None, "top_k": None, "top_p": None, "repetition_penalty": 1.0, "seed": None}
 
 
-def _load(model_dir: str | Path | None, precision: str | None, max_length: int | None) -> LlmSession:
+def _load(model_dir: str | Path | None, precision: str | None, max_length: int | None, slots: int) -> LlmSession:
     if model_dir is not None:
-        return LlmSession.from_pretrained(model_dir, precision, max_length)
+        return LlmSession.from_pretrained(model_dir, precision, max_length, slots=slots)
     demo = importlib.resources.files("onyxia.cli.data") / DEMO_MODEL_DIR
     with importlib.resources.as_file(demo) as root:
-        return LlmSession.from_pretrained(root, precision, max_length)
+        return LlmSession.from_pretrained(root, precision, max_length, slots=slots)

@@ -1,11 +1,13 @@
-"""One worker thread owns the session; requests wait in a bounded FIFO queue and run one at a time.
+"""One worker thread steps the session's batch; requests wait in a bounded FIFO queue for a free slot.
 
-The session is one conversation's KV cache on one adapter, so generations cannot overlap: the queue
-serves them in arrival order (fair: nobody is overtaken), and admission refuses a request once
-`max_queue` are waiting, with an estimate of the wait (`QueueFull.retry_after`) for the Retry-After
-header. A cancelled job stops after the decode step in progress; one cancelled while queued never
-starts. `paused()` holds the worker between jobs (admission goes on): inside it the session is the
-caller's, for maintenance and for tests that compare against the session directly.
+The session holds `slots` sequences (`onyxia serve --parallel N`); every step advances all of them in one
+plan run and prefills at most one chunk of a newcomer (`llm/batch.py`), so a running stream never waits for
+a whole prompt, let alone a whole answer. Jobs beyond the slots wait in arrival order (nobody is overtaken),
+and admission refuses a request once `max_queue` are waiting, with an estimate of the wait
+(`QueueFull.retry_after`) for the Retry-After header. A cancelled job (a client that left) frees its slot at
+the next step; one cancelled while queued never starts. `paused()` stops admission into the batch and waits
+until the running jobs finish: inside it the session is the caller's, for maintenance and for tests that
+compare against the session directly.
 """
 
 from __future__ import annotations
@@ -13,13 +15,12 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from onyxia.cli.llm.session import LlmSession
-from onyxia.cli.serve.generation import run_job
+from onyxia.cli.serve.generation import JobStream
 from onyxia.cli.serve.jobs import Failed, Job
 from onyxia.cli.serve.metrics import Metrics
 from onyxia.core import OnyxiaError
@@ -45,11 +46,13 @@ class Engine:
             raise ValueError(f"max_queue is {max_queue}; expected at least 1")
         self.session, self.max_queue = session, max_queue
         self.metrics = metrics or Metrics()
-        self._pending: deque[Job] = deque()
+        self.batch = session.batch()
+        self._pending: deque[Job] = deque()  # admitted, not handed to the batch yet (no free slot, or paused)
+        self._running: list[JobStream] = []  # in the batch (holding a slot or about to)
         self._cond = threading.Condition()
         self._paused = self._busy = self._closed = False
-        self._current: Job | None = None
-        self._seconds_per_job = 1.0  # moving average: the Retry-After estimate
+        self._seconds_per_job = 1.0  # moving average of a job's time in a slot: the Retry-After estimate
+        self.metrics.slots_total.set(session.slots)
         self._thread = threading.Thread(target=self._serve, name="onyxia-serve-worker", daemon=True)
         self._thread.start()
 
@@ -58,25 +61,27 @@ class Engine:
         return len(self._pending)
 
     def submit(self, job: Job) -> None:
-        """Admit `job` to the queue, or raise `QueueFull` / `EngineClosed`."""
+        """Admit `job`, or raise `QueueFull` / `EngineClosed`."""
         with self._cond:
             if self._closed:
                 raise EngineClosed("the server is shutting down")
             waiting = len(self._pending)
             if waiting >= self.max_queue:
-                raise QueueFull(waiting, max(1, math.ceil((waiting + 1) * self._seconds_per_job)))
+                per_slot = self._seconds_per_job / self.session.slots
+                raise QueueFull(waiting, max(1, math.ceil((waiting + 1) * per_slot)))
             self._pending.append(job)
             self.metrics.queue_depth.set(len(self._pending))
             self._cond.notify_all()
 
     @contextmanager
     def paused(self, timeout: float | None = None) -> Iterator[LlmSession]:
-        """Hold the worker once the job in progress (if any) ends; the session is yours inside."""
+        """Stop handing jobs to the batch and wait for the running ones; the session is yours inside."""
         with self._cond:
             self._paused = True
-            if not self._cond.wait_for(lambda: not self._busy, timeout):
+            if not self._cond.wait_for(lambda: not self._busy and not self._running, timeout):
                 self._paused = False
-                raise TimeoutError(f"the job in progress did not finish within {timeout} s")
+                self._cond.notify_all()
+                raise TimeoutError(f"the jobs in progress did not finish within {timeout} s")
         try:
             yield self.session
         finally:
@@ -87,49 +92,88 @@ class Engine:
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Whether the queue emptied and the worker went idle within `timeout` seconds."""
         with self._cond:
-            return self._cond.wait_for(lambda: not self._busy and not self._pending, timeout)
+            return self._cond.wait_for(lambda: not self._busy and not self._pending and not self._running, timeout)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Let the job in progress finish (cancelled), refuse the queued ones, stop the worker."""
+        """Cancel the running jobs, refuse the queued ones, stop the worker."""
         with self._cond:
             self._closed = True
             dropped = list(self._pending)
             self._pending.clear()
             self.metrics.queue_depth.set(0)
-            if self._current is not None:
-                self._current.cancel()
+            for run in self._running:
+                run.stream.cancel()
             self._cond.notify_all()
         for job in dropped:
             job.emit(Failed(EngineClosed("the server shut down before this request ran")))
         self._thread.join(timeout)
 
+    # ----- the worker ---------------------------------------------------------------------------
     def _serve(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._closed or (bool(self._pending) and not self._paused))
-                if self._closed:
+                self._cond.wait_for(lambda: self._closed or self._running or (self._pending and not self._paused))
+                if self._closed and not self._running:
                     return
-                job = self._pending.popleft()
-                self.metrics.queue_depth.set(len(self._pending))
-                self._busy, self._current = True, job
+                self._admit()
+                self._busy = True
             try:
-                self._run(job)
+                self._step()
             finally:
                 with self._cond:
-                    self._busy, self._current = False, None
+                    self._busy = False
                     self._cond.notify_all()
 
-    def _run(self, job: Job) -> None:
-        if job.cancelled.is_set():  # its client left while it waited
-            return
-        start = time.perf_counter()
+    def _admit(self) -> None:
+        """Hand queued jobs to the batch while it has free slots (called holding the condition)."""
+        while self._pending and not self._paused and not self._closed and self._free_slots() > 0:
+            job = self._pending.popleft()
+            run = JobStream(job, self.session.tokenizer)
+            try:
+                self.batch.add(run.stream)
+            except Exception as e:  # a request the batch refuses is answered alone
+                job.emit(Failed(e))
+                continue
+            self._running.append(run)
+        self.metrics.queue_depth.set(len(self._pending))
+
+    def _free_slots(self) -> int:
+        return self.session.slots - len(self._running)
+
+    def _step(self) -> None:
+        for run in self._running:
+            if run.job.cancelled.is_set():
+                run.stream.cancel()
         try:
-            finished = run_job(self.session, job)
-        except Exception as e:  # reported to this job's client; the session stays usable for the next
+            self.batch.step()
+        except Exception as e:  # every row of the failed run shares its fate; the session stays usable
             if not isinstance(e, OnyxiaError):
                 log.exception("generation failed")
-            job.emit(Failed(e))
+            self._fail_all(e)
             return
-        self._seconds_per_job = 0.8 * self._seconds_per_job + 0.2 * (time.perf_counter() - start)
-        self.metrics.observe(finished)
-        job.emit(finished)
+        self._observe()
+
+    def _observe(self) -> None:
+        done = [run for run in self._running if run.stream.done]
+        with self._cond:
+            self._running = [run for run in self._running if not run.stream.done]
+        for run in done:
+            finished = run.finished()
+            seconds = (run.stream.finished_at or 0.0) - run.stream.submitted
+            self._seconds_per_job = 0.8 * self._seconds_per_job + 0.2 * seconds
+            self.metrics.observe(finished)
+            run.job.emit(finished)
+        self.metrics.slots_active.set(len(self._running))
+        self.metrics.kv_slots_in_use.set(self.batch.slots_cached)
+        if self.batch.last_batch_size:
+            self.metrics.batch_size.observe(self.batch.last_batch_size)
+            self.batch.last_batch_size = 0
+
+    def _fail_all(self, error: BaseException) -> None:
+        with self._cond:
+            failed, self._running = self._running, []
+        self.session.reset()  # the failed step's rows are in no known state: start every slot over
+        self.batch = self.session.batch()
+        for run in failed:
+            run.job.emit(Failed(error))
+        self.metrics.slots_active.set(0)

@@ -1,70 +1,59 @@
-"""One job on the session: reuse the cached prefix, generate, apply stops, stream text deltas.
+"""One job as a stream of the engine's batch: tokens become text deltas, stop strings end it.
 
-KV reuse rule: the session's `history` is exactly what its cache holds. A new prompt keeps the
-longest common prefix of the two and prefills only the rest, so a client that resends its whole
-conversation with one more turn pays for that turn alone. At least one prompt token is always fed
-(its logits choose the first new token), and a sliding-window buffer that cannot rewind starts over
-(`LlmSession.rewind`). Since the last sampled token of an answer is never fed back, and a chat
-template may render an earlier answer's text as other ids, the common prefix, not "everything
-cached", is what a request can reuse.
+KV reuse happens in the batch (`llm/batch.py`): a job takes the free slot whose cache shares the longest
+prefix with its prompt and prefills only the rest, so a client that resends its whole conversation with one
+more turn pays for that turn alone. At least one prompt token is always fed (its logits choose the first
+new token). Since the last sampled token of an answer is never fed back, and a chat template may render an
+earlier answer's text as other ids, the common prefix, not "everything cached", is what a request reuses.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Generator, Sequence
-from typing import cast
-
-from onyxia.cli.llm.session import LlmSession
+from onyxia.cli.llm.batch_stream import Stream
+from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.cli.serve.jobs import Finished, Job, TextDelta
 from onyxia.cli.serve.stops import StopStrings
 
-__all__ = ["reuse_prefix", "run_job"]
+__all__ = ["JobStream"]
 
 
-def reuse_prefix(session: LlmSession, prompt: Sequence[int]) -> int:
-    """Rewind the session to the longest prefix it shares with `prompt`; returns the tokens kept."""
-    held = session.history
-    common = next((i for i, (a, b) in enumerate(zip(held, prompt)) if a != b), min(len(held), len(prompt)))
-    return session.rewind(min(common, len(prompt) - 1))
+class JobStream:
+    """`job` on the batch: `stream` is what the batch steps; `finished()` is the job's last event."""
 
+    def __init__(self, job: Job, tokenizer: TextTokenizer) -> None:
+        request = job.request
+        self.job = job
+        self._decoder = tokenizer.stream()
+        self._stops = StopStrings(request.stop_strings)
+        self.stream = Stream(
+            request.prompt, request.max_tokens, request.params, sorted(request.stop_ids), on_token=self._token
+        )
 
-def run_job(session: LlmSession, job: Job) -> Finished:
-    """Generate for `job`, sending text as it settles; a cancel takes effect after the step running."""
-    request = job.request
-    cached = reuse_prefix(session, request.prompt)
-    steps = cast(  # a generator: closing it frees the session without another step
-        Generator[int, None, None],
-        session.generate_ids(request.prompt[cached:], request.max_tokens, request.params, sorted(request.stop_ids)),
-    )
-    decoder, stops = session.tokenizer.stream(), StopStrings(request.stop_strings)
-    stopped, first = False, None
-    try:
-        for token in steps:
-            job.produced += 1
-            first = first or time.perf_counter()
-            if token in request.stop_ids:
-                stopped = True
-                break
-            _send(job, stops.push(decoder.push(token)))
-            if stops.hit or job.cancelled.is_set():
-                break
-    finally:
-        steps.close()  # frees the session; the cache holds the prompt and every token fed
-    cancelled = job.cancelled.is_set() and not stops.hit
-    if not cancelled:
-        _send(job, stops.push(decoder.flush()) + stops.flush())
-    reason = "cancelled" if cancelled else "stop" if stopped or stops.hit else "length"
-    return Finished(
-        reason=reason,
-        prompt_tokens=len(request.prompt),
-        cached_tokens=cached,
-        completion_tokens=job.produced,
-        time_to_first_token=None if first is None else first - job.admitted,
-        decode_tokens_per_second=session.stats.decode_tokens_per_second,
-    )
+    def _token(self, token: int) -> None:
+        """Runs on the worker thread for each sampled id; a stop string ends the stream at the next step."""
+        self.job.produced += 1
+        if token in self.stream.stop:
+            return
+        self._send(self._stops.push(self._decoder.push(token)))
+        if self._stops.hit:
+            self.stream.cancel()
 
+    def finished(self) -> Finished:
+        stream = self.stream
+        cancelled = stream.finish_reason == "cancelled" and not self._stops.hit
+        if not cancelled:
+            self._send(self._stops.push(self._decoder.flush()) + self._stops.flush())
+        reason = "cancelled" if cancelled else "stop" if stream.finish_reason == "stop" or self._stops.hit else "length"
+        first = stream.first_token_at
+        return Finished(
+            reason=reason,
+            prompt_tokens=len(stream.prompt),
+            cached_tokens=stream.cached,
+            completion_tokens=self.job.produced,
+            time_to_first_token=None if first is None else first - self.job.admitted,
+            decode_tokens_per_second=stream.decode_tokens_per_second,
+        )
 
-def _send(job: Job, text: str) -> None:
-    if text:
-        job.emit(TextDelta(text))
+    def _send(self, text: str) -> None:
+        if text:
+            self.job.emit(TextDelta(text))

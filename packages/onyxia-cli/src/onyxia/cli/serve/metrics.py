@@ -14,6 +14,7 @@ from onyxia.cli.serve.jobs import Finished
 __all__ = ["Metrics"]
 
 _TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 _RATE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
 
@@ -46,7 +47,20 @@ class Metrics:
             registry=registry,
         )
         self.queue_depth = Gauge(
-            "onyxia_queue_depth", "Requests admitted and waiting for the worker", registry=registry
+            "onyxia_queue_depth", "Requests admitted and waiting for a free slot", registry=registry
+        )
+        self.slots_total = Gauge("onyxia_slots", "Sequences the server decodes at once (--parallel)", registry=registry)
+        self.slots_active = Gauge("onyxia_slots_active", "Slots held by a request in progress", registry=registry)
+        self.kv_slots_in_use = Gauge(
+            "onyxia_kv_slots_in_use",
+            "Slots whose KV cache holds tokens (requests in progress, or prefixes kept for the next request)",
+            registry=registry,
+        )
+        self.batch_size = Histogram(
+            "onyxia_batch_size",
+            "Sequences advanced by each decode step",
+            buckets=_BATCH_BUCKETS,
+            registry=registry,
         )
 
     def observe(self, finished: Finished) -> None:

@@ -4,8 +4,8 @@ An LLM session that samples would otherwise read a whole logits row back each st
 host, so the next step could not be submitted before this one's token is known. Here the draw's
 random number is an input (the host takes it from its seeded generator; it does not depend on the
 token), and the id stays on the GPU to feed the next step. Inputs: logits [..., V] (float) and params
-float [3] = (temperature, top_k, u), or [rows, 3] with a triple per row of logits (rows: the product of
-the leading dims; a batched step's sequences each sample by their own request): temperature <= 0 is
+float [3] = (temperature, top_k, u), or [B, 3] with a triple per batch row (B: the logits' first dim;
+a batched step's sequences each sample by their own request): temperature <= 0 is
 ArgMax over the last axis (first index on ties), else top-k (0: off; ties at the k-th score kept) and
 temperature sampling by the inverse CDF at u in [0, 1). Output: int64 ids [...] (the logits' shape
 without the last axis). Top-p and repetition penalties stay on the host (`onyxia.cli.llm.sampling`):
@@ -33,11 +33,10 @@ class SampleTokenOp(OperatorBase):
         if not dims or dims[-1] == 0:
             raise ctx.error(f"logits (input 0) have dims {list(dims)}; expected a non-empty last axis (the vocabulary)")
         params = ctx.input_shape(1)
-        rows = dims_product(dims[:-1])
-        if isinstance(params, Absent) or params.dims not in ((PARAMS,), (rows, PARAMS)):
+        if isinstance(params, Absent) or params.dims not in ((PARAMS,), (dims[0], PARAMS)):
             raise ctx.error(
-                f"params (input 1) have shape {params}; expected [3] (temperature, top_k, u) or [{rows}, 3] (one "
-                "triple per row of logits)"
+                f"params (input 1) have shape {params}; expected [3] (temperature, top_k, u) or [{dims[0]}, 3] (a "
+                "triple per batch row, the logits' first dim)"
             )
         return [TensorType(DataType.INT64, shape_of(dims[:-1]))]
 
@@ -50,9 +49,11 @@ class SampleTokenOp(OperatorBase):
         if rows == 0:
             return
         defs = {**type_defs(T=dtype), "WORKGROUP_SIZE": _WORKGROUP}
+        sizes = {"ROWS": rows, "V": dims[-1]}
         if ctx.input_rank(1) == 2:
             defs["PER_ROW"] = True
-        shader = ctx.compile_shader("reduction/sample_token", _SOURCE, defs, {"ROWS": rows, "V": dims[-1]})
+            sizes["ROWS_PER_TRIPLE"] = dims_product(dims[1:-1])  # logits rows of one batch row
+        shader = ctx.compile_shader("reduction/sample_token", _SOURCE, defs, sizes)
         ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(0)], rows)
 
 

@@ -8,9 +8,10 @@
 //   key; with s = logits / temperature the id is the first kept i whose running sum of exp(s - max s)
 //   exceeds u * the total (inverse CDF).
 // Bindings: 0 logits (read, T), 1 params (read, f32: temperature, top_k, u in [0, 1); one triple for
-//           every row, or with PER_ROW a triple per row: a batch's rows sample each by its own request),
+//           every row, or with PER_ROW a triple per batch row: a batch's rows sample each by its own request),
 //           2 out_y (i32: the int64 output travels as i32).
-// Defs: T, F16 (flag), WORKGROUP_SIZE (power of two), PER_ROW (flag). Dims: ROWS, V (> 0).
+// Defs: T, F16 (flag), WORKGROUP_SIZE (power of two), PER_ROW (flag). Dims: ROWS, V (> 0),
+//       ROWS_PER_TRIPLE (with PER_ROW: logits rows per batch row).
 #ifdef F16
 enable f16;
 #endif
@@ -128,7 +129,7 @@ fn main(
     let last = min(first + chunk, #{V});
     let top = first_maximum(lid, base, first, last);
 #ifdef PER_ROW
-    let p = row * 3u;
+    let p = (row / #{ROWS_PER_TRIPLE}) * 3u;
 #else
     let p = 0u;
 #endif

@@ -1,0 +1,93 @@
+"""`Stream`: one sequence of a continuous batch — what it asks for and what it has produced so far.
+
+A stream crosses threads: the caller makes it and may `cancel()` it or read `tokens` from anywhere; only the
+thread stepping its `Batch` feeds and samples it. `on_token` runs on that thread for every sampled id (a
+stop id included), before the stream is marked finished, so a server can forward each token as it comes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from onyxia.cli.llm.sampling import SamplingParams
+
+__all__ = ["Stream"]
+
+GREEDY = SamplingParams()
+
+
+class Stream:
+    def __init__(
+        self,
+        prompt: Sequence[int],
+        max_new_tokens: int,
+        params: SamplingParams = GREEDY,
+        stop: Sequence[int] = (),
+        on_token: Callable[[int], None] | None = None,
+    ) -> None:
+        self.prompt = list(prompt)
+        self.max_new_tokens = max_new_tokens
+        self.params = params
+        self.stop = frozenset(stop)
+        self.on_token = on_token
+        self.tokens: list[int] = []  # every sampled id, a stop id included
+        self.finish_reason: str | None = None  # "stop" | "length" | "cancelled", once finished
+        self.cached = 0  # prompt tokens its slot's cache already held (not prefilled)
+        self.slot: int | None = None  # while it holds one
+        self.submitted = time.perf_counter()
+        self.first_token_at: float | None = None
+        self.finished_at: float | None = None
+        self.rng = np.random.default_rng(params.seed)  # one per stream: its draws do not depend on the others
+        self.fed = 0  # prompt tokens in the cache
+        self.last: int | None = None  # the sampled token not fed yet (the next decode step feeds it)
+        self._cancelled = threading.Event()
+        self._done = threading.Event()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        """Stop at the next step (the slot is freed then); a stream still waiting never starts."""
+        self._cancelled.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the stream finishes (another thread steps the batch); whether it did within `timeout`."""
+        return self._done.wait(timeout)
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        """Tokens after the first per second of decoding (0 before a second token)."""
+        if self.first_token_at is None or len(self.tokens) < 2:
+            return 0.0
+        end = self.finished_at or time.perf_counter()
+        return (len(self.tokens) - 1) / max(end - self.first_token_at, 1e-9)
+
+    # ----- driven by the batch ---------------------------------------------------------------
+    def deliver(self, token: int) -> None:
+        """Record a sampled id: it ends the stream (a stop id, the last token asked for) or waits to be fed."""
+        if self.first_token_at is None:
+            self.first_token_at = time.perf_counter()
+        self.tokens.append(token)
+        if self.on_token is not None:
+            self.on_token(token)
+        if token in self.stop:
+            self.finish("stop")
+        elif len(self.tokens) >= self.max_new_tokens:
+            self.finish("length")
+        else:
+            self.last = token
+
+    def finish(self, reason: str) -> None:
+        self.finish_reason = reason
+        self.finished_at = time.perf_counter()
+        self.last = None
+        self._done.set()
