@@ -160,7 +160,7 @@ def test_generation_passes_show_in_the_dump_and_the_stats(cli, tmp_path: Path) -
     out = tmp_path / "dump"
     result = cli("compile", str(model), "--generation", "--dim", "batch_size=1", "--stats", "--dump-dir", str(out))
     assert result.code == 0, result.err
-    for name in ("SliceLogitsToLastPosition", "AddNextToken", "AliasKvCache"):
+    for name in ("SliceLogitsToLastPosition", "AddNextToken", "ResidentKvCache"):
         assert any(line.split()[:1] == [name] and line.split()[3] == "1" for line in result.out.splitlines()), name
         assert len(list(out.glob(f"*-{name}.onnx"))) == 1  # changed the graph once
     last = sorted(out.glob("*.onnx"))[-1]
