@@ -14,6 +14,8 @@ stride and column offsets `Heads` gives (static defs), so it costs no extra disp
 Two steps: gqa_cache writes the extended cache (kept past rows + new rows, keys rotated), then
 attention reads it: a rows kernel for prompts, a workgroup-per-head kernel for one-token steps. Over an
 in-place cache a one-token step is one step: the append runs inside the decode kernel (gqa_decode_append).
+The LLM session's resident cache (gqa_resident: onnxruntime's past_present_share_buffer, each batch row in
+its own slot) is in place for any batch and kv heads, through the same kernels with one def more.
 With a symbolic sequence length both are planned, and their workgroup counts pick one at run time
 (2 // (seq + 1) is 1 for seq = 1 and 0 above), so prefill and decode share one plan.
 """
@@ -47,6 +49,7 @@ from onyxia.operators.attention.gqa_inputs import (
     reject_unsupported,
     rotary_dim,
 )
+from onyxia.operators.attention.gqa_resident import check_share_buffer, resident_cache, shares_buffer, slot_binding
 from onyxia.operators.int64_checks import checked_defs
 from onyxia.operators.layout import node_literal, type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
@@ -65,12 +68,15 @@ class GroupQueryAttentionOp:
 
     def infer_output_shapes(self, ctx: InferenceCtx) -> list[TensorType]:
         reject_unsupported(ctx)
+        check_share_buffer(ctx)
         heads = heads_of(ctx)
         rotary_dim(ctx, heads)  # validates the caches
         dtype = ctx.input_dtype(GqaInput.QUERY)
         batch, seq, _ = ctx.input_dims(GqaInput.QUERY)
         past = ctx.input_dims(GqaInput.PAST_KEY)[2] if ctx.has_input(GqaInput.PAST_KEY) else 0
-        rows = past if ctx.attr_int("sliding_window_cache", 0) else past + seq
+        # a fixed-size present: onnxruntime-genai's windowed cache, or the session's shared buffer (gqa_resident)
+        fixed = ctx.attr_int("sliding_window_cache", 0) or shares_buffer(ctx)
+        rows = past if fixed else past + seq
         present = TensorType(dtype, shape_of([batch, heads.kv, rows, heads.size]))
         output = shape_of([batch, seq, heads.num * heads.size]) if heads.packed else ctx.input_shape(GqaInput.QUERY)
         return [TensorType(dtype, output), present, present]
@@ -80,9 +86,8 @@ class GroupQueryAttentionOp:
 
     def plan(self, ctx: PlanCtx) -> None:
         require_dtype(ctx, ctx.input_dtype(GqaInput.QUERY), FLOATS)
-        layout = cache_layout(
-            ctx, (ctx.shares_storage(GqaInput.PAST_KEY, 1), ctx.shares_storage(GqaInput.PAST_VALUE, 2))
-        )
+        shares = (ctx.shares_storage(GqaInput.PAST_KEY, 1), ctx.shares_storage(GqaInput.PAST_VALUE, 2))
+        layout = cache_layout(ctx, shares, resident_cache(ctx))
         if dims_product([layout.batch, layout.seq]) == 0:
             return  # empty output; the caches keep their past
         cache = plan_kv_cache(ctx, layout, prompts_only=appends_in_decode(layout))
@@ -93,9 +98,11 @@ def _plan_attention(ctx: PlanCtx, layout: CacheLayout, cache: list[BufferRef]) -
     heads, seq = layout.heads, layout.seq
     scale = ctx.attr_float("scale", 0.0) or 1.0 / math.sqrt(heads.size)
     rotary_defs, rotary_dims, rotary_reads = rotary_plan(ctx, heads)
-    reads = [ctx.input(GqaInput.QUERY), *cache, ctx.input(GqaInput.SEQLENS_K), *rotary_reads]
-    names = ["Q", "K", "V", "SEQLENS", *(["COS", "SIN"] * bool(rotary_reads)), "OUT"]
+    slot_names, slot_reads, slot_defs = slot_binding(layout.resident)
+    reads = [ctx.input(GqaInput.QUERY), *cache, ctx.input(GqaInput.SEQLENS_K), *rotary_reads, *slot_reads]
+    names = ["Q", "K", "V", "SEQLENS", *(["COS", "SIN"] * bool(rotary_reads)), *slot_names, "OUT"]
     defs: dict[str, object] = {
+        **slot_defs,
         **type_defs(T=ctx.input_dtype(GqaInput.QUERY), SEQLENS_T=ctx.input_dtype(GqaInput.SEQLENS_K)),
         **{"HEAD_SIZE": heads.size, "NUM_HEADS": heads.num, "GROUP": heads.num // heads.kv, "Q_STRIDE": heads.q_stride},
         **{

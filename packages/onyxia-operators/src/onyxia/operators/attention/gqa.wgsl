@@ -11,7 +11,8 @@
 //   Scores go to the `scores` scratch ([B, NUM_HEADS, KV_ROWS] f32), then max and sum reductions,
 //   then each invocation sums p * v for one dimension over a slice of the keys.
 // Bindings (numbers from the BIND_* defs): in_q, in_k, in_v (the extended caches, BNSH), seqlens_k,
-//       [cos_cache, sin_cache with ROTARY] (read), then out_y, [scores with DECODE] (write), then with CHECKED
+//       [cos_cache, sin_cache with ROTARY], [the slots table with RESIDENT] (read), then out_y, [scores with
+//       DECODE] (write), then with CHECKED
 //       the error word (ERRORS_BINDING; ERROR_SLOT immediate: onyxia::errors) seqlen() reports into.
 // Defs: T (storage type of q/k/v/out), SEQLENS_T (i32), F16 (flag), WORKGROUP_SIZE (a power of two with
 //       DECODE), BIND_*, HEAD_SIZE, NUM_HEADS, GROUP (query heads per kv head), Q_STRIDE (elements between
@@ -20,7 +21,8 @@
 //       WINDOW (local_window_size, 0 for none: query p sees keys j with p - j < WINDOW, onnxruntime's
 //       convention), ROTARY (optional: rotated elements of each q head; the keys arrive rotated),
 //       INTERLEAVED; with DECODE also DIM_LANES (min(HEAD_SIZE, WORKGROUP_SIZE)) and KEY_GROUPS
-//       (WORKGROUP_SIZE / DIM_LANES: key slices summed in parallel per dimension).
+//       (WORKGROUP_SIZE / DIM_LANES: key slices summed in parallel per dimension); RESIDENT (flag: in_k and
+//       in_v are the session's resident caches, batch row b in slot rows[b, 0]; onyxia::kv_rows), BIND_SLOTS.
 // Dims: SEQ (query sequence length), KV_ROWS (cache rows per kv head), PAST_ROWS (rows per head of the
 //       past buffer, 0 without one); with ROTARY also MAX_POS.
 // Dispatch: rows (ceil(SEQ / WORKGROUP_SIZE), NUM_HEADS, batch); decode (1, NUM_HEADS, batch).
@@ -104,7 +106,7 @@ fn load_query(q: ptr<function, array<f32, #{HEAD_SIZE}>>, b: u32, s: u32, head: 
 }
 
 fn kv_base(b: u32, head: u32) -> u32 {
-    return ((b * #{NUM_HEADS}u + head) / #{GROUP}u) * #{KV_ROWS} * #{HEAD_SIZE}u;
+    return ((cache_slot(b) * #{NUM_HEADS}u + head) / #{GROUP}u) * #{KV_ROWS} * #{HEAD_SIZE}u;
 }
 
 #ifndef DECODE

@@ -6,6 +6,8 @@ Three forms, all following onyxia::kv_rows (onnxruntime's row placement):
 - in place (the session aliased present to past, batch = kv heads = 1): the dispatch binds only the
   present buffer and writes the new rows after the past ones, so a decode step costs one row, not a
   copy of the cache; binding past too would bind one buffer read-only and read-write at once;
+- resident (the session's slot-addressed cache, gqa_resident): in place for any batch and kv heads,
+  each batch row's new rows going into its slot at stride capacity;
 - windowed (sliding_window_cache=1): the extended cache goes to scratch, since a multi-token step's
   early queries need keys the window shift drops, and a second dispatch shifts the last `capacity`
   rows into the fixed-size present.
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 from onyxia.core import BufferRef, PlanCtx, SymbolicDim, ceil_div, load_wgsl
 from onyxia.core.shapes import dims_product
 from onyxia.operators.attention.gqa_inputs import CacheLayout, GqaInput, Heads, rotary_dim
+from onyxia.operators.attention.gqa_resident import slot_binding
 from onyxia.operators.layout import type_defs
 
 __all__ = ["binding_defs", "plan_kv_cache", "rotary_plan"]
@@ -72,13 +75,16 @@ def _write_cache(ctx: PlanCtx, layout: CacheLayout, dst: list[BufferRef], prompt
     rotary_defs, rotary_dims, rotary_reads = rotary_plan(ctx, heads)
     past = [ctx.input(GqaInput.PAST_KEY), ctx.input(GqaInput.PAST_VALUE)] if copies_past else []
     new = [ctx.input(GqaInput.QUERY)] if heads.packed else [ctx.input(GqaInput.KEY), ctx.input(GqaInput.VALUE)]
+    slot_names, slot_reads, slot_defs = slot_binding(layout.resident)
     names = [
         *(["NEW_QKV"] if heads.packed else ["NEW_K", "NEW_V"]),
         "SEQLENS",
         *(["PAST_K", "PAST_V"] if past else []),
         *(["COS", "SIN"] * bool(rotary_reads)),
+        *slot_names,
     ]
     defs = {
+        **slot_defs,
         **type_defs(T=ctx.input_dtype(GqaInput.QUERY), SEQLENS_T=ctx.input_dtype(GqaInput.SEQLENS_K)),
         **binding_defs([*names, "DST_K", "DST_V"]),
         **{"WORKGROUP_SIZE": _WORKGROUP, **rotary_defs},
@@ -91,7 +97,7 @@ def _write_cache(ctx: PlanCtx, layout: CacheLayout, dst: list[BufferRef], prompt
     dims = {"N": n, "KV_HEADS": heads.kv, "HEAD_SIZE": heads.size, "SEQ": layout.seq, **rotary_dims}
     dims.update(PAST_ROWS=layout.past, DST_ROWS=layout.rows)
     shader = ctx.compile_shader("attention/kv_cache", _KV_CACHE, defs, dims)
-    reads = [*new, ctx.input(GqaInput.SEQLENS_K), *past, *rotary_reads]
+    reads = [*new, ctx.input(GqaInput.SEQLENS_K), *past, *rotary_reads, *slot_reads]
     groups = ceil_div(n, _WORKGROUP) * (1 - 2 // (layout.seq + 1)) if prompts_only else ceil_div(n, _WORKGROUP)
     if groups != 0:  # statically 0 for a static one-token step with prompts_only
         ctx.dispatch(shader, reads, dst, groups)

@@ -7,7 +7,8 @@ append touches only the new rows, which the attention workgroups can build thems
 output, so the append is folded in: the cache step's workgroup count becomes 0 for a one-token step (it
 still serves prompts) and this kernel, with 1 workgroup row for a one-token step and 0 otherwise, writes the
 rows. Copying and windowed caches keep the two steps: there the attention reads a cache the append builds
-whole.
+whole. The session's resident cache (gqa_resident) is in place for any batch and kv heads: each workgroup
+finds its batch row's slot through onyxia::kv_rows' `cache_slot`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from onyxia.core.plan_ctx import ErrorSlotUse
 from onyxia.core.shapes import dims_product
 from onyxia.operators.attention.gqa_cache import binding_defs
 from onyxia.operators.attention.gqa_inputs import CacheLayout, GqaInput
+from onyxia.operators.attention.gqa_resident import slot_binding
 from onyxia.operators.int64_checks import checked_defs
 
 __all__ = ["appends_in_decode", "plan_decode_append", "seqlens_check"]
@@ -54,11 +56,13 @@ def plan_decode_append(
     heads = layout.heads
     new = [] if heads.packed else [ctx.input(GqaInput.KEY), ctx.input(GqaInput.VALUE)]
     rotary = [ctx.input(GqaInput.COS_CACHE), ctx.input(GqaInput.SIN_CACHE)] if "ROTARY" in defs else []
+    slot_names, slot_reads, _ = slot_binding(layout.resident)  # RESIDENT comes with `defs`
     names = [
         "Q",
         *([] if heads.packed else ["NEW_K", "NEW_V"]),
         "SEQLENS",
         *(["COS", "SIN"] * bool(rotary)),
+        *slot_names,
         *("CACHE_K", "CACHE_V", "OUT", "SCORES"),
     ]
     fused_defs = {k: v for k, v in defs.items() if not k.startswith("BIND_") and k != "DECODE"}
@@ -71,6 +75,6 @@ def plan_decode_append(
         "attention/gqa_decode_append", _SOURCE, fused_defs, dims, None if errors is None else errors.immediates
     )
     scores = ctx.alloc_scratch(dims_product([layout.batch, heads.num, layout.rows, 4]), "scores")
-    reads = [ctx.input(GqaInput.QUERY), *new, ctx.input(GqaInput.SEQLENS_K), *rotary]
+    reads = [ctx.input(GqaInput.QUERY), *new, ctx.input(GqaInput.SEQLENS_K), *rotary, *slot_reads]
     writes = [*present, ctx.output(0), scores] + ([] if errors is None else [errors.ref])
     ctx.dispatch(shader, reads, writes, (decode, heads.num, layout.batch))

@@ -6,12 +6,13 @@
 // from the cache. The first query head of each kv head writes the new rows into the cache: no workgroup
 // reads a cache row another writes, so one dispatch is race-free.
 // Bindings (numbers from the BIND_* defs): in_q (the query, or the packed QKV with PACKED), [new_k, new_v
-//       without PACKED], seqlens_k, [cos_cache, sin_cache with ROTARY] (read), then cache_k, cache_v (the
-//       present buffers, BNSH, read and written), out_y, scores (f32 scratch [B, NUM_HEADS, KV_ROWS]) (write), then
-//       with CHECKED the error word (ERRORS_BINDING, ERROR_SLOT) as gqa.wgsl.
+//       without PACKED], seqlens_k, [cos_cache, sin_cache with ROTARY], [the slots table with RESIDENT]
+//       (read), then cache_k, cache_v (the present buffers, BNSH, read and written), out_y, scores (f32
+//       scratch [B, NUM_HEADS, KV_ROWS]) (write), then with CHECKED the error word (ERRORS_BINDING,
+//       ERROR_SLOT) as gqa.wgsl.
 // Defs: T, SEQLENS_T, F16, WORKGROUP_SIZE (a power of two), BIND_*, HEAD_SIZE, NUM_HEADS, KV_HEADS, GROUP,
-//       Q_STRIDE, SCALE, SOFTCAP (optional), WINDOW, ROTARY (optional), INTERLEAVED, DIM_LANES, KEY_GROUPS
-//       as gqa.wgsl; NEW_STRIDE, K_OFFSET, V_OFFSET, PACKED as kv_cache.wgsl.
+//       Q_STRIDE, SCALE, SOFTCAP (optional), WINDOW, ROTARY (optional), INTERLEAVED, DIM_LANES, KEY_GROUPS,
+//       RESIDENT (flag), BIND_SLOTS as gqa.wgsl; NEW_STRIDE, K_OFFSET, V_OFFSET, PACKED as kv_cache.wgsl.
 // Dims: SEQ (the step's length: the kernel works only when it is 1), KV_ROWS (rows per kv head of the
 //       present buffer), PAST_ROWS (the same buffer's rows: in place, past and present are one); MAX_POS with ROTARY.
 // Dispatch: (1, NUM_HEADS, batch) for a one-token step, (0, ...) otherwise (the unfused kernels serve it).
@@ -120,7 +121,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let rows = kv_rows(seqlen(b), 1u, #{PAST_ROWS});
     let range = key_range(rows, 0u, #{WINDOW}u);
     let kv_head = head / #{GROUP}u;
-    let base = (b * #{KV_HEADS}u + kv_head) * #{KV_ROWS} * #{HEAD_SIZE}u;
+    let base = (cache_slot(b) * #{KV_HEADS}u + kv_head) * #{KV_ROWS} * #{HEAD_SIZE}u;
     let new_row = rows.kept;  // the new key's cache row (and its row in key_range's numbering)
     // the new key and value rows, as kv_cache.wgsl writes them; the group's first head stores them
     let new_base = b * #{NEW_STRIDE}u + kv_head * #{HEAD_SIZE}u;

@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass
 
 from onyxia.core import NodeCtx, PlanningError, SymbolicDim, UnsupportedOpError
+from onyxia.core.plan_ctx import ResidentKv
 
 __all__ = [
     "CacheLayout",
@@ -166,8 +167,9 @@ def unsupported(ctx: NodeCtx, message: str) -> UnsupportedOpError:
 @dataclass(frozen=True)
 class CacheLayout:
     """The cache shapes planning works with. `past` is past_key's rows per head (0 without a past;
-    a windowed cache's capacity); attention reads an extended cache of `past + seq` rows per head:
-    the kept past rows, then the new ones (see onyxia::kv_rows)."""
+    a windowed or resident cache's capacity); attention reads an extended cache of `rows` rows per head:
+    the kept past rows, then the new ones (see onyxia::kv_rows). A resident cache (gqa_resident) is its
+    own extended cache: `rows` is its capacity, and its rows sit in the slots `resident.rows` names."""
 
     heads: Heads
     batch: SymbolicDim
@@ -175,16 +177,19 @@ class CacheLayout:
     past: SymbolicDim
     windowed: bool
     in_place: bool  # past_key/value share present_key/value's buffers: append the new rows only
+    resident: ResidentKv | None = None  # the session's slot-addressed cache (gqa_resident)
 
     @property
     def rows(self) -> SymbolicDim:
-        return self.past + self.seq
+        return self.past if self.resident is not None else self.past + self.seq
 
 
-def cache_layout(ctx: NodeCtx, shares_storage: tuple[bool, bool]) -> CacheLayout:
+def cache_layout(ctx: NodeCtx, shares_storage: tuple[bool, bool], resident: ResidentKv | None = None) -> CacheLayout:
     heads = heads_of(ctx)
     batch, seq, _ = ctx.input_dims(GqaInput.QUERY)
     past = ctx.input_dims(GqaInput.PAST_KEY)[2] if ctx.has_input(GqaInput.PAST_KEY) else 0
+    if resident is not None:  # every row at a fixed stride: in place for any batch and kv heads
+        return CacheLayout(heads, batch, seq, past, False, True, resident)
     windowed = bool(ctx.attr_int("sliding_window_cache", 0))
     if shares_storage[0] != shares_storage[1]:
         raise PlanningError(f"node '{ctx.node.name}' (GroupQueryAttention): only one of the two caches is aliased")

@@ -5,15 +5,18 @@
 // follow onyxia::kv_rows: per batch row the kept past rows, then the new rows at positions
 // past .. past + SEQ - 1 (rotary positions too), then zeros (onnxruntime leaves those rows unset).
 // Bindings (numbers from the BIND_* defs): new_k, new_v (one new_qkv with PACKED), seqlens_k, [past_k, past_v with PAST],
-//       [cos_cache, sin_cache with ROTARY] (read), then dst_k, dst_v (write).
+//       [cos_cache, sin_cache with ROTARY], [the slots table with RESIDENT] (read), then dst_k, dst_v (write).
 // Defs: T (WGSL storage type), F16 (flag), SEQLENS_T (i32), WORKGROUP_SIZE, BIND_* (binding numbers),
 //       PAST (flag: write every dst row, copying the kept past rows; without it only the new rows are
 //       written, after the past rows already in dst: the in-place append, where dst is the past buffer),
 //       ROTARY (optional: rotated elements per head, 2 * cos_cache width), INTERLEAVED (with ROTARY),
 //       NEW_STRIDE (elements between tokens' new rows), K_OFFSET, V_OFFSET (columns of the first k and v
-//       element in a row: 0 for separate inputs), PACKED (flag: k and v come from one binding).
+//       element in a row: 0 for separate inputs), PACKED (flag: k and v come from one binding),
+//       RESIDENT (flag, never with PAST: dst is the session's resident cache, each batch row's new rows
+//       going into its slot; PAST_ROWS = DST_ROWS = capacity; onyxia::kv_rows), BIND_SLOTS with it.
 // Dims: N (elements written: all of dst with PAST, the new rows without), KV_HEADS, HEAD_SIZE, SEQ,
-//       PAST_ROWS (rows per head of the past buffer), DST_ROWS (PAST_ROWS + SEQ); MAX_POS with ROTARY.
+//       PAST_ROWS (rows per head of the past buffer), DST_ROWS (PAST_ROWS + SEQ; the capacity with
+//       RESIDENT); MAX_POS with ROTARY.
 // Dispatch: ceil(N / WORKGROUP_SIZE), 1-D (the runtime may split it into x, y).
 #ifdef F16
 enable f16;
@@ -89,6 +92,9 @@ fn element(i: u32) {
     let b = row / (#{SEQ} * #{KV_HEADS});
     let rows = kv_rows(i32(seqlens_k[b]), #{SEQ}, #{PAST_ROWS});
     let t = rows.kept + s;
-    write_new(((b * #{KV_HEADS} + n) * #{DST_ROWS} + t) * #{HEAD_SIZE} + h, b, n, s, h, rows.past + s);
+    if (t >= #{DST_ROWS}) {
+        return;  // only a resident cache's right padding beyond its capacity: never read, and not ours to write
+    }
+    write_new(((cache_slot(b) * #{KV_HEADS} + n) * #{DST_ROWS} + t) * #{HEAD_SIZE} + h, b, n, s, h, rows.past + s);
 #endif
 }

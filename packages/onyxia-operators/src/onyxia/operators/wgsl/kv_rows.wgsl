@@ -1,7 +1,7 @@
 #define_import_path onyxia::kv_rows
 // Where a batch row's keys sit in a GroupQueryAttention KV cache, onnxruntime's CPU convention
 // (checked against onnxruntime 1.31). Shared by the cache writers and the attention kernels, so
-// they agree on every row. Reads no defs.
+// they agree on every row. Reads defs RESIDENT (flag) and, with it, BIND_SLOTS.
 //
 // seqlens_k[b] + 1 is the row's valid length after this step (`total`); the new SEQ keys take
 // absolute positions total - SEQ .. total - 1 (a first prompt with right padding, total < SEQ,
@@ -10,6 +10,23 @@
 // (sliding_window_cache=1), whose buffer is left-aligned. The "extended" cache the kernels read
 // is the kept past rows followed by the new rows, so its row r is absolute position
 // past - kept + r: for a growing cache that is r itself (the present cache).
+
+// With RESIDENT the cache is the LLM session's resident buffer (onyxia.core.resident_kv):
+// [slots, kv_heads, capacity, head_size], batch row b in slot rows[b, 0] of the session's int32
+// [batch, 2] table (bound read-only at BIND_SLOTS); callers pass PAST_ROWS = capacity, so every row
+// before the new ones is kept and the extended cache is the slot itself. Otherwise row b is slot b.
+#ifdef RESIDENT
+@group(0) @binding(#{BIND_SLOTS}) var<storage, read> kv_slots: array<i32>;
+#endif
+
+// The slot (the outermost cache index) holding batch row b's rows.
+fn cache_slot(b: u32) -> u32 {
+#ifdef RESIDENT
+    return u32(kv_slots[2u * b]);
+#else
+    return b;
+#endif
+}
 
 struct KvRows {
     total: u32,  // valid keys after this step
