@@ -161,7 +161,7 @@ def test_a_follow_up_turn_prefills_only_the_new_tokens(server: tuple[Any, str], 
     assert second.usage is not None and second.usage.prompt_tokens_details is not None
     cached = second.usage.prompt_tokens_details.cached_tokens
     assert cached == common > len(chat_ids(llm, QUESTION)) - 1  # the whole first turn came from the cache
-    assert llm.stats.prompt_tokens == len(ids) - cached  # the session prefilled only the rest
+    # and the server prefilled only the rest
     assert _metric(url, "onyxia_prefill_tokens_total") - prefilled == len(ids) - cached
 
 
