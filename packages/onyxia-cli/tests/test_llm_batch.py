@@ -1,0 +1,112 @@
+"""Continuous batching (`LlmSession.batch()`): every stream gets exactly the tokens it gets served alone.
+
+For every fixture layout (onnx-community, onnxruntime-genai fp32 and int4 with its windowed caches, optimum,
+PyTorch's dynamo exporter; every family) and 1, 3 and 8 slots, eight streams arrive staggered over the
+steps with prompts of different lengths (the fixture's own prompts, cut at several lengths, two sharing a
+long prefix), greedy and seeded sampling (top-k/temperature on the GPU, top-p and a repetition penalty on the
+host), one cancelled mid-way and one ending early on a stop id. "Alone" is the same request on the same
+session with nothing else running. The session's slots start cold each time (`reset`), so prefix reuse
+within the scenario is the one under test.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import pytest
+from llm_cases import DATA, DYNAMO_FAMILIES, FAMILIES, expected
+
+from onyxia.cli.llm import SamplingParams
+from onyxia.cli.llm.batch import Stream
+
+LAYOUTS = [
+    ("gemma3-tiny", "fp32", "expected_fp32.json"),
+    ("gemma3-tiny-genai/fp32", None, "expected_ort.json"),  # a windowed cache (layer 0)
+    ("gemma3-tiny-genai/fp32-fullkv", None, "expected_ort.json"),
+    ("gemma3-tiny-optimum", None, "expected.json"),
+    *((f"{family}-tiny-optimum", None, "expected.json") for family in FAMILIES),
+    *((f"{family}-tiny-genai/fp32", None, "expected.json") for family in FAMILIES),
+    *((f"{family}-tiny-genai/int4", None, "expected.json") for family in FAMILIES),
+    *((f"{family}-tiny-dynamo", None, "expected.json") for family in DYNAMO_FAMILIES),
+]
+NEW_TOKENS = 10
+CANCELLED, STOPPED = 5, 6  # stream 5 is cancelled after 3 tokens; stream 6 stops on its own 4th token
+_SAMPLED = {
+    1: SamplingParams(temperature=0.8, top_k=20, seed=11),
+    3: SamplingParams(temperature=1.1, seed=12),
+    4: SamplingParams(temperature=0.7, top_p=0.9, seed=13),
+    7: SamplingParams(repetition_penalty=1.3),
+}
+
+
+@cache
+def _session(directory: str, precision: str | None, slots: int) -> Any:
+    from onyxia.cli.llm import LlmSession
+
+    return LlmSession.from_pretrained(DATA / directory, precision, max_length=160, slots=slots, prefill_chunk=16)
+
+
+def _prompts(directory: str, expected_file: str) -> list[list[int]]:
+    """Eight prompts of different lengths from the fixture's own; 0 and 2 share a long prefix."""
+    ids = [p["prompt_ids"] for p in expected(directory, expected_file)["prompts"]]
+    longest = max(ids, key=len)
+    cuts = [longest[:40], ids[0], longest[:52], ids[1][:9], ids[-1][:23], longest[:31], ids[0][:5], ids[1][:17]]
+    return [cut for cut in cuts if len(cut) >= 2]
+
+
+def _streams(prompts: list[list[int]], stop_for_six: int | None = None) -> list[Stream]:
+    streams = []
+    for i, prompt in enumerate(prompts):
+        stop = [stop_for_six] if i == STOPPED and stop_for_six is not None else []
+        streams.append(Stream(prompt, NEW_TOKENS, _SAMPLED.get(i, SamplingParams()), stop))
+    return streams
+
+
+def _alone(llm: Any, streams: list[Stream]) -> list[list[int]]:
+    """Each stream's tokens with nothing else running (a fresh batch, slots reset, one stream at a time)."""
+    out = []
+    for stream in streams:
+        llm.reset()
+        batch = llm.batch()
+        solo = batch.add(Stream(stream.prompt, stream.max_new_tokens, stream.params, sorted(stream.stop)))
+        batch.run()
+        out.append(solo.tokens)
+    return out
+
+
+def _together(llm: Any, streams: list[Stream]) -> None:
+    """The streams arriving staggered: three at once, then one every other step; one cancelled mid-way."""
+    llm.reset()
+    batch = llm.batch()
+    arrivals = [0, 0, 0, 2, 4, 6, 8, 10]
+    step = 0
+    while batch.busy or any(a >= step for a in arrivals[: len(streams)]):
+        for stream, at in zip(streams, arrivals):
+            if at == step:
+                batch.add(stream)
+        if len(streams[CANCELLED].tokens) >= 3:
+            streams[CANCELLED].cancel()
+        batch.step()
+        step += 1
+    assert batch.slots_in_use == 0  # every finished or cancelled stream gave its slot back
+
+
+@pytest.mark.parametrize("slots", [1, 3, 8])
+@pytest.mark.parametrize(("directory", "precision", "expected_file"), LAYOUTS, ids=[d for d, *_ in LAYOUTS])
+def test_each_stream_gets_what_it_gets_alone(
+    directory: str, precision: str | None, expected_file: str, slots: int
+) -> None:
+    llm = _session(directory, precision, slots)
+    prompts = _prompts(directory, expected_file)
+    alone = _alone(llm, _streams(prompts))
+    stop = alone[STOPPED][3]  # stream 6 stops on its own 4th token (the first time it is sampled)
+    alone[STOPPED] = alone[STOPPED][: alone[STOPPED].index(stop) + 1]
+    streams = _streams(prompts, stop)
+    _together(llm, streams)
+    for i, stream in enumerate(streams):
+        if i == CANCELLED:
+            assert stream.finish_reason == "cancelled" and stream.tokens == alone[i][: len(stream.tokens)]
+            continue
+        assert stream.tokens == alone[i], f"stream {i} ({stream.params})"
+        assert stream.finish_reason == ("stop" if i == STOPPED else "length")
