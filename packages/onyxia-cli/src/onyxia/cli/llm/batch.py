@@ -15,8 +15,8 @@ costs little more than one that advances 1. Each `step()`:
 
 Graphs that derive positions from the past length alone (an optimum export without `position_ids` and
 without GroupQueryAttention's per-row seqlens) cannot give rows of different lengths their own positions:
-there a step advances the largest group of streams of equal length (`per_row_positions`). Slot 0's
-record is the session's own history, so `generate()` and a batch can take turns on one session.
+there a step advances the largest group of streams of equal length (`per_row_positions`). Slot 0's record is
+the session's own history, so `generate()` and a batch can take turns on one session.
 """
 
 from __future__ import annotations

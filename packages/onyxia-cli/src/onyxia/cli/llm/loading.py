@@ -72,6 +72,7 @@ def build_session(
     if check_lm_head(lm_head) == "fp16" and runtime.features and "shader-f16" not in runtime.features:
         raise ModelLoadError("lm_head fp16 needs the adapter feature shader-f16, which this adapter lacks")
     found = resolve_model_dir(model_dir, precision, runtime.features)
+    slots = _fixed_batch_slots(found.model_path, slots)
     tokenizer = TextTokenizer(found.tokenizer_path, found.tokenizer_config, found.chat_template, found.root)
     if family_of(found.config) is None:
         log.warning("%s: %s; running it by the graph's conventions", found.root, describe_architecture(found.config))
@@ -156,6 +157,22 @@ def _compile(
     compiled.replanner = None  # the session's compiled dims never change, so its graph need not outlive the load
     aliased = next(p.resident for p in generation.passes if isinstance(p, ResidentKvCache))
     return compiled, (signature, static, list(aliased))
+
+
+def _fixed_batch_slots(model: Path, slots: int) -> int:
+    """`slots`, or 1 for a graph exported with a fixed batch of 1 (its caches hold one sequence; its shape
+    constants may bake the 1 in, so the batch dim cannot be opened)."""
+    import onnx
+
+    if slots == 1:
+        return 1
+    graph = onnx.load(str(model), load_external_data=False).graph
+    ids = next((i for i in graph.input if i.name == "input_ids"), None)
+    dims = ids.type.tensor_type.shape.dim if ids is not None else []
+    if dims and dims[0].HasField("dim_value") and dims[0].dim_value == 1:
+        log.warning("%s was exported with a fixed batch of 1: one sequence at a time, not %d", model, slots)
+        return 1
+    return slots
 
 
 def _max_length(model_limit: int | None, requested: int | None, where: Path) -> int:

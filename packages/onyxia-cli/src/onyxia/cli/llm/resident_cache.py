@@ -24,12 +24,11 @@ from collections.abc import Sequence
 from onyxia.cli.llm.signature import KvPair
 from onyxia.core import DataType, IrGraph, IrNode, OperatorRegistry, Stage, SymbolicDim, TensorKind, shape_of
 from onyxia.core.resident_kv import KV_ROWS, ResidentKvLayout
+from onyxia.operators.attention.gqa_resident import SHARE_BUFFER
 
 __all__ = ["KV_ROWS", "ResidentKvCache", "shared_buffer_dims"]
 
 log = logging.getLogger(__name__)
-
-SHARE_BUFFER = "past_present_share_buffer"  # the GroupQueryAttention attribute the session sets
 
 
 def _writer(graph: IrGraph, pair: KvPair) -> tuple[IrNode | None, str]:
