@@ -13,7 +13,12 @@ Two plans, as GroupQueryAttention's cache writer (`gqa_cache`) has:
   (Concat would take one dispatch per input);
 - in place (the LLM session aliased each present to its past, `AliasKvCache`, which needs B = KV = 1 so
   that the cache grows at its end in memory): the pasts are not bound and only the new rows are written
-  after the past ones, so a decode step costs one row per cache instead of a copy of it.
+  after the past ones, so a decode step costs one row per cache instead of a copy of it;
+- resident (the session stores the pasts in `onyxia.core.resident_kv`'s layout, [slots, KV, capacity, H],
+  presents aliased to them): any B and KV; batch row b's new rows go to rows ``rows[b, 1] + s`` of slot
+  ``rows[b, 0]`` (its own cached length, not the run's shared P), only those rows are written, and a batch
+  row whose rows pass the capacity, or whose slot lies past the buffer, is reported in the node's error
+  slot and not written, instead of landing in another sequence's rows.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from onyxia.core import (
     load_wgsl,
     shape_of,
 )
+from onyxia.core.plan_ctx import ResidentKv
+from onyxia.core.resident_kv import KV_ROWS
 from onyxia.core.shapes import Absent, dims_product
 from onyxia.operators.attention.gqa_cache import binding_defs
 from onyxia.operators.layout import WORKGROUP_SIZE, type_defs
@@ -117,6 +124,10 @@ class KvAppendOp:
         aliased = [ctx.shares_storage(2 * p, p) for p in pairs]
         if any(aliased) and not all(aliased):
             raise PlanningError(f"node '{ctx.node.name}' (KvAppend): only some presents alias their past")
+        resident = [ctx.resident_kv(2 * p) for p in pairs]
+        if any(r is not None for r in resident):
+            _plan_resident(ctx, g, resident, all(aliased))
+            return
         in_place = all(aliased)
         if in_place and not (g.batch == 1 and g.heads == 1):
             raise PlanningError(
@@ -129,15 +140,45 @@ class KvAppendOp:
             return
         reads = [ctx.input(2 * p + k) for p in pairs for k in ((1,) if in_place else (1, 0))]
         names = [name for p in pairs for name in ([f"NEW{p}"] if in_place else [f"NEW{p}", f"PAST{p}"])]
-        defs = {**type_defs(T=ctx.input_dtype(0)), "WORKGROUP_SIZE": WORKGROUP_SIZE, "PAIRS": " ".join(map(str, pairs))}
-        defs |= binding_defs([*names, *(f"PRESENT{p}" for p in pairs)])
-        defs |= {f"NEW_BSNH{p}": True for p in pairs if g.layouts[p] == "BSNH"}
+        defs = _defs(ctx, g) | binding_defs([*names, *(f"PRESENT{p}" for p in pairs)])
         if not in_place:
             defs["COPY_PAST"] = True
         sizes = {"N": n, "HEADS": g.heads, "HEAD_SIZE": g.head_size, "SEQ": g.seq, "PAST_ROWS": g.past}
         sizes["TOTAL_ROWS"] = total
         shader = ctx.compile_shader("attention/kv_append", _SOURCE, defs, sizes)
         ctx.dispatch(shader, reads, [ctx.output(p) for p in pairs], ceil_div(n, WORKGROUP_SIZE))
+
+
+def _defs(ctx: PlanCtx, g: _Geometry) -> dict[str, object]:
+    pairs = range(len(g.layouts))
+    defs = {**type_defs(T=ctx.input_dtype(0)), "WORKGROUP_SIZE": WORKGROUP_SIZE, "PAIRS": " ".join(map(str, pairs))}
+    return defs | {f"NEW_BSNH{p}": True for p in pairs if g.layouts[p] == "BSNH"}
+
+
+def _plan_resident(ctx: PlanCtx, g: _Geometry, resident: list[ResidentKv | None], aliased: bool) -> None:
+    """Only the new rows, each batch row's at its own cached length in its own slot (module docstring)."""
+    if not aliased or any(r is None for r in resident):
+        raise PlanningError(
+            f"node '{ctx.node.name}' (KvAppend): a past in the session's resident KV layout needs every past "
+            "of the node resident and every present aliased to its past (only the new rows are written)"
+        )
+    first = resident[0]
+    assert first is not None
+    n = dims_product([g.batch, g.heads, g.seq, g.head_size])  # per pair
+    if n == 0:
+        return
+    pairs = range(len(g.layouts))
+    errors = ctx.error_slot(
+        f"{KV_ROWS}: each batch row's slot (kv_rows[b, 0]) must be one the cache buffer holds and its cached "
+        f"rows (kv_rows[b, 1]) plus the {g.seq} new rows at most the capacity {first.capacity}"
+    )
+    names = [*(f"NEW{p}" for p in pairs), "ROWS", *(f"PRESENT{p}" for p in pairs)]
+    defs = _defs(ctx, g) | binding_defs(names) | {"RESIDENT": True, "ERRORS_BINDING": len(names)}
+    sizes = {"N": n, "HEADS": g.heads, "HEAD_SIZE": g.head_size, "SEQ": g.seq, "CAPACITY": first.capacity}
+    shader = ctx.compile_shader("attention/kv_append", _SOURCE, defs, sizes, errors.immediates)
+    reads = [*(ctx.input(2 * p + 1) for p in pairs), first.rows]
+    writes = [*(ctx.output(p) for p in pairs), errors.ref]
+    ctx.dispatch(shader, reads, writes, ceil_div(n, WORKGROUP_SIZE))
 
 
 KV_APPEND: dict[str, KvAppendOp] = {"KvAppend": KvAppendOp()}

@@ -10,6 +10,11 @@
 - ``merge_kv_appends``: the key and value appends one ScaledDotProductAttention reads (one pair each, the
   same dims) become one two-pair KvAppend: a layer's cache update is one dispatch, not two. It applies
   once `FuseAttention` has made the attention (the stage repeats its passes until nothing changes).
+- ``kv_append_into_output``: ``present = Identity(KvAppend(...))`` with present a graph output (ai.onnx
+  Attention's lowering hands its present_key/present_value over so, `operators.lowering`) becomes the
+  KvAppend writing present itself. The LLM session aliases present to past (and with the resident layout
+  stores past as [slots, KV, capacity, H]): an Identity between them would copy the whole cache into the
+  past buffer each step, and the append could not write in place.
 
 Declines (reason logged, graph unchanged): past not a graph input (a Concat along axis 2 that is no
 cache), inputs that are not two 4-D tensors of one dtype, or a new tensor whose batch, kv-head or
@@ -25,7 +30,7 @@ from onyxia.core.rewrite.patterns import OpPattern
 from onyxia.core.shapes import Absent
 from onyxia.operators.family import ONYXIA_DOMAIN
 
-__all__ = ["FUSE_KV_APPEND", "KV_CACHE_FUSIONS", "MERGE_KV_APPENDS"]
+__all__ = ["FUSE_KV_APPEND", "KV_APPEND_INTO_OUTPUT", "KV_CACHE_FUSIONS", "MERGE_KV_APPENDS"]
 
 _NEW = AnyOf(op.Transpose(Var("new"), _name="transpose", perm=[0, 2, 1, 3]), Var("new"))
 
@@ -109,4 +114,39 @@ MERGE_KV_APPENDS = Rule(
     targets="optimum (after FuseAttention): a layer's key and value KvAppends, read by its attention",
 )
 
-KV_CACHE_FUSIONS = (FUSE_KV_APPEND, MERGE_KV_APPENDS)
+
+# ----- kv_append_into_output ----------------------------------------------------------------------
+def _output_check(graph: IrGraph, m: Match) -> Decline | None:
+    if not graph.is_graph_output(m.node.outputs[0]):
+        return Decline("the Identity's output is no graph output (a view once planned)", m.node)
+    return None
+
+
+def _into_output(r: Rewriter, m: Match) -> dict[int, NewValue]:
+    append = m.append
+    new = r.outputs_of(
+        r.op(
+            "KvAppend",
+            *append.inputs,
+            domain=ONYXIA_DOMAIN,
+            outputs=len(append.outputs),
+            name=append.name,
+            **append.attributes,
+        )
+    )
+    present = m.node.outputs[0]
+    assert present is not None
+    replacement = {present: new[m.append_output]}  # first: that output takes over the graph output
+    replacement.update({old: value for old, value in zip(append.outputs, new, strict=True) if old is not None})
+    return replacement
+
+
+KV_APPEND_INTO_OUTPUT = Rule(
+    "kv_append_into_output",
+    op.Identity(Ops(ONYXIA_DOMAIN).KvAppend(_name="append", _output=None, _shared=True, _extra_inputs=True)),
+    _into_output,
+    check=_output_check,
+    targets="ai.onnx Attention lowered: present_key = Identity(the KvAppend of Concat(past_key, k))",
+)
+
+KV_CACHE_FUSIONS = (FUSE_KV_APPEND, MERGE_KV_APPENDS, KV_APPEND_INTO_OUTPUT)

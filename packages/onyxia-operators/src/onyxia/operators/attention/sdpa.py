@@ -33,6 +33,10 @@ computes it). A row whose max is not finite or whose sum is NaN (all keys -inf, 
 is all NaN in onnxruntime; such a row's output is NaN, or 0 with zero_nan_rows, which the graph's
 ``Where(IsNaN(p), 0, p)`` after the Softmax asks for. Keys at -inf contribute exactly 0.
 
+k and v in the LLM session's resident layout (`PlanCtx.resident_kv`: [slots, KV, capacity, H] buffers
+shared with the caches' KvAppend) are read in place: row b's key j at row j of slot ``rows[b, 0]``; its keys
+past its own length are stale, hidden by its mask (the session's, right-padded per row). Same kernels.
+
 Two kernels as GroupQueryAttention plans them (attention/sdpa.wgsl): rows for prompts (one
 invocation per query row, an online softmax) and decode (one workgroup per head for a one-token
 step); a symbolic query length plans both and the workgroup counts pick one at run time.
@@ -49,11 +53,13 @@ from onyxia.core import (
     InferenceCtx,
     NodeCtx,
     PlanCtx,
+    PlanningError,
     SymbolicDim,
     TensorType,
     ceil_div,
     load_wgsl,
 )
+from onyxia.core.plan_ctx import ResidentKv
 from onyxia.core.shapes import Absent, dims_product, shape_of
 from onyxia.operators.attention.gqa_cache import binding_defs
 from onyxia.operators.layout import broadcast_strides, node_literal, type_defs
@@ -164,8 +170,20 @@ class ScaledDotProductAttentionOp:
             return
         reads, names = sdpa_reads(ctx)
         reads = [reads[0], reads[1], ctx.input(2), *reads[2:]]
-        names = [names[0], names[1], "V", *names[2:], "OUT"]
+        names = [names[0], names[1], "V", *names[2:]]
         defs, dims = sdpa_defs(ctx, g), sdpa_dims(ctx, g)
+        resident, wants_qk = _resident(ctx, g), ctx.num_outputs > 1 and ctx.has_output(1)
+        if resident is not None and wants_qk:
+            raise PlanningError(
+                f"node '{ctx.node.name}' (ScaledDotProductAttention): output 1 (qk) over k/v in the "
+                "session's resident KV layout is not supported (the scores kernel reads k unstrided)"
+            )
+        if resident is not None:
+            defs |= resident[0]
+            dims["KV_CAPACITY"] = resident[1].capacity
+            reads.append(resident[1].rows)
+            names.append("ROWS")
+        names.append("OUT")
         decode = 2 // (g.seq + 1)  # 1 for a one-token step, 0 for longer ones
         if decode != 0:
             lanes = min(g.value_size, _DECODE_WORKGROUP)
@@ -179,10 +197,26 @@ class ScaledDotProductAttentionOp:
             rows_defs = {**defs, **binding_defs(names), "WORKGROUP_SIZE": _ROWS_WORKGROUP}
             shader = ctx.compile_shader("attention/sdpa", _SOURCE, rows_defs, dims)
             ctx.dispatch(shader, reads, [ctx.output(0)], (groups, g.heads, g.batch))
-        if ctx.num_outputs > 1 and ctx.has_output(1):
+        if wants_qk:
             from onyxia.operators.attention.sdpa_scores import plan_scores
 
             plan_scores(ctx, g, defs, dims)
+
+
+def _resident(ctx: PlanCtx, g: SdpaGeometry) -> tuple[dict[str, object], ResidentKv] | None:
+    """The defs for k and/or v stored in the session's resident layout (`onyxia.core.resident_kv`) and
+    that layout (its rows table, bound once for both); None when neither is."""
+    found = {flag: r for flag, r in (("RESIDENT_K", ctx.resident_kv(1)), ("RESIDENT_V", ctx.resident_kv(2))) if r}
+    if not found:
+        return None
+    layout = next(iter(found.values()))
+    if isinstance(g.keys, int) and g.keys > layout.capacity:
+        raise PlanningError(
+            f"node '{ctx.node.name}' (ScaledDotProductAttention): {g.keys} keys over a resident KV cache of "
+            f"{layout.capacity} rows per slot"
+        )
+    defs: dict[str, object] = {flag: True for flag in [*found, "KV_ROWS_INPUT"]}
+    return defs, layout
 
 
 def sdpa_reads(ctx: PlanCtx) -> tuple[list[BufferRef], list[str]]:

@@ -12,8 +12,11 @@
 // With structural masks (ai.onnx Attention: onyxia::sdpa_row's key_allowed) a hidden key is skipped, and
 // with EMPTY_ZERO a row that sees no key, or only keys whose bias is -inf, outputs 0 (the spec's
 // fully-masked-row guard, decided on the bias, not on the logits).
+// Resident caches (RESIDENT_K / RESIDENT_V, sdpa.py): k / v are the LLM session's buffers laid out
+// [slots, K_HEADS / V_HEADS, KV_CAPACITY, size] (onyxia.core.resident_kv): batch row b reads slot
+// in_rows[b, 0], key j at row j (the keys past the row's own length are stale; its mask hides them).
 // Bindings (numbers from the BIND_* defs): in_q, in_k, in_v, [in_mask with MASK], [in_valid with
-//       VALID_KEYS] (read), then out_y, [scores with DECODE] (write).
+//       VALID_KEYS], [in_rows with KV_ROWS_INPUT: i32 [B, 2]] (read), then out_y, [scores with DECODE] (write).
 // Defs: T (q/k/v/out storage, f32 or f16 with F16), HEAD_SIZE (q/k), V_SIZE, NUM_HEADS, K_HEADS, V_HEADS, K_GROUP / V_GROUP (query heads per kv
 //       head), optional f32 literals Q_SCALE, K_SCALE, SCALE, DIVISOR, SOFTCAP; MASK with MASK_T (f32, or
 //       u32 for a bool mask, which adds MASK_TRUE or MASK_FALSE, f32 literals); flags
@@ -21,7 +24,7 @@
 //       the structural masks and EMPTY_ZERO above (onyxia::sdpa_row lists them);
 //       WORKGROUP_SIZE (a power of two with DECODE), with DECODE also DIM_LANES (min(V_SIZE,
 //       WORKGROUP_SIZE)) and KEY_GROUPS (WORKGROUP_SIZE / DIM_LANES).
-// Dims: SEQ, KEYS; with MASK the mask's element strides MASK_B, MASK_N, MASK_S, MASK_J (0 where broadcast).
+// Dims: SEQ, KEYS, with RESIDENT_K or RESIDENT_V KV_CAPACITY; with MASK the mask's element strides MASK_B, MASK_N, MASK_S, MASK_J (0 where broadcast).
 // Dispatch: rows (ceil(SEQ / WORKGROUP_SIZE), NUM_HEADS, batch); decode (1, NUM_HEADS, batch).
 #ifdef F16
 enable f16;
@@ -40,14 +43,30 @@ enable f16;
 #ifdef VALID_KEYS
 @group(0) @binding(#{BIND_VALID}) var<storage, read> in_valid: array<i32>;
 #endif
+#ifdef KV_ROWS_INPUT
+@group(0) @binding(#{BIND_ROWS}) var<storage, read> in_rows: array<i32>;
+#endif
 @group(0) @binding(#{BIND_OUT}) var<storage, read_write> out_y: array<#{T}>;
 #ifdef DECODE
 @group(0) @binding(#{BIND_SCORES}) var<storage, read_write> scores: array<f32>;
 var<workgroup> partial: array<f32, #{WORKGROUP_SIZE}>;
 #endif
 
+// Where key 0 of (batch row b, query head) starts in k; key j follows at j * HEAD_SIZE.
+fn key_base(b: u32, head: u32) -> u32 {
+#ifdef RESIDENT_K
+    return (u32(in_rows[2u * b]) * #{K_HEADS}u + head / #{K_GROUP}u) * #{KV_CAPACITY} * #{HEAD_SIZE}u;
+#else
+    return k_base(b, head);
+#endif
+}
+
 fn v_base(b: u32, head: u32) -> u32 {
+#ifdef RESIDENT_V
+    return (u32(in_rows[2u * b]) * #{V_HEADS}u + head / #{V_GROUP}u) * #{KV_CAPACITY} * #{V_SIZE}u;
+#else
     return (b * #{V_HEADS}u + head / #{V_GROUP}u) * #{KEYS} * #{V_SIZE}u;
+#endif
 }
 
 // Whether key j's bias leaves it in the row (EMPTY_ZERO's guard: a row of -inf biases only is empty).
@@ -97,7 +116,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     var q: array<f32, #{HEAD_SIZE}>;
     load_query(&q, b, head, s);
-    let kb = k_base(b, head);
+    let kb = key_base(b, head);
     let vb = v_base(b, head);
     var run_max = 0.0;
     var started = false;
@@ -146,7 +165,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     var q: array<f32, #{HEAD_SIZE}>;
     load_query(&q, b, head, 0u);
-    let kb = k_base(b, head);
+    let kb = key_base(b, head);
     let vb = v_base(b, head);
     let score_base = (b * #{NUM_HEADS}u + head) * #{KEYS};
     // a hidden key's logit is -inf (it weighs exactly 0); -inf is the identity of the max
