@@ -78,6 +78,11 @@ class Program:
     dispatches: int = 0
     slots: dict[int, tuple[ComputePass | None, int]] = field(default_factory=dict)
 
+    @property
+    def copy_bytes(self) -> int:
+        """Bytes the program's copies move (a plan copies when an op cannot write in place)."""
+        return sum(segment.size for segment in self.segments if isinstance(segment, CopyCommand))
+
 
 class PassCalls(NamedTuple):
     """The thin layer between `encode` and wgpu, in webgpu.h's argument shapes.

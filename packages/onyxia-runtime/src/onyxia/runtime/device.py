@@ -75,6 +75,9 @@ class ExecutorStats:
     )
     runs: int = 0
     dispatches_encoded: int = field(default=0)  # by the latest run (skipped 0-size dispatches excluded)
+    # storage bytes the latest run copies buffer to buffer (plan copies and carried state; not the read-back):
+    # what an LLM decode step spends moving a cache that is not appended in place
+    bytes_copied: int = 0
     bytes_read_back: int = 0  # outputs copied into the staging buffer, over all runs
     error_word_bytes: int = 0  # the run-time error word copied behind them (runtime/run_errors.py), over all runs
     staging_maps: int = 0  # maps of the staging buffer: at most one per run

@@ -94,8 +94,7 @@ class PlanExecutor:
             for fs in self._flat
         ]
         kept, kept_bytes = adopt_buffers(self._pool, compiled, previous, before) if previous else (set(), 0)
-        # weights and constants, as uploaded (a switch's kept weights included)
-        self.weight_bytes = kept_bytes + upload_weights(compiled, self._pool, skip=kept)
+        self.weight_bytes = kept_bytes + upload_weights(compiled, self._pool, skip=kept)  # a switch's kept ones too
         self._incremental = IncrementalLayout(compiled, self._flat, ctx)
         self._dims: dict[str, int] = {**compiled.dims, **{k: v for k, v in dims.items() if k not in compiled.dims}}
         self._layout: DimsLayout | None = None
@@ -225,6 +224,7 @@ class PlanExecutor:
     def _encode_tail(self, encoder: wgpu.GPUCommandEncoder, wanted: set[str], slot: int = 0) -> None:
         """What follows the program in a run's command buffer: carried state, then the output copies."""
         self._carries.encode(encoder)
+        self.stats.bytes_copied = self._program.copy_bytes + sum(size for *_, size in self._carries.copies)
         self.stats.bytes_read_back += self._readback.encode(encoder, wanted, slot)
 
     def _ref(self, name: str) -> BufferRef:
