@@ -1,6 +1,7 @@
 """Dispatches per decode layer: at most 8 (issue 12's bar, which the onnx-community Gemma 3 files reach),
 except the layouts in `ABOVE_THE_BAR`, each held to what it reaches today, with what keeps it there; and a
-decode step is one submit with one read-back (the token id), no mid-run value read-back, no plan switch.
+decode step is one submit with one read-back (the token id), no mid-run value read-back, no plan switch,
+and no byte of cache copied (issue 26: every cache resident, appended in place).
 
 Counted from the decode step the runtime actually encodes (`PlanExecutor.live_dispatches()`, 0-size
 dispatches left out) and attributed to a layer by the node names the exporters give (``layers.N``;
@@ -84,6 +85,10 @@ def test_a_decode_layer_costs_at_most_8_dispatches(case: Fixture) -> None:
     after = (stats.runs, stats.staging_maps, stats.value_readbacks, stats.plan_switches)
     # one submit, one map of the staging buffer (the token id), no mid-run read-back, no plan switch
     assert [b - a for a, b in zip(before, after)] == [1, 1, 0, 0]
+    # and no cache copied: every cache is resident and appended in place; the only copy a step may encode is
+    # the carried token id (pipelined decode: next_token into input_ids, 8 bytes)
+    assert stats.bytes_copied <= 8, f"a decode step copies {stats.bytes_copied} bytes"
+    assert len(llm.aliased) == len(llm.signature.kv)
     layers = _layer_count(case.directory)
     per_layer: Counter[int] = Counter()
     ops: dict[int, Counter[str]] = {}
