@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from onyxia.cli.llm.cache_memory import check_cache_memory
 from onyxia.cli.llm.families import describe_architecture, family_of
 from onyxia.cli.llm.generation_passes import SAMPLING, generation_passes
 from onyxia.cli.llm.lm_head_precision import check_lm_head
@@ -80,7 +81,7 @@ def build_session(
     if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
         raise ModelLoadError(f"slots is {slots!r}; expected an integer >= 1 (sequences held at once)")
     options = {"accuracy_level": accuracy_level, "match_onnxruntime": match_onnxruntime, "lm_head": lm_head}
-    options |= {"slots": slots, "capacity": limit}
+    options |= {"batched": slots > 1, "capacity": limit}  # slots beyond 1 change buffer sizes, not the plan
     # plan splits what this device cannot bind or hold, and picks the kernel variants that fit it
     with compiling_for(runtime):
         key = plan_key(
@@ -97,6 +98,9 @@ def build_session(
             data_dir=found.model_path.parent,
         )
     signature, static, aliased = built
+    with compiling_for(runtime):
+        kv_bytes = check_cache_memory(signature, static, slots, limit, str(found.root))
+    log.info("KV caches: %d slots x %d tokens = %.1f MiB", slots, limit, kv_bytes / 2**20)
     if hit:
         progress("loaded the compiled plan from the cache")
     progress("uploading weights")
