@@ -39,6 +39,7 @@ nox.options.sessions = [
     "example",
     "e2e",
     "packaged_models",
+    "rayserve",
 ]
 
 ROOT = Path(__file__).parent.resolve()
@@ -100,8 +101,8 @@ def runtime(session: nox.Session) -> None:
 
 @nox.session
 def cli(session: nox.Session) -> None:
-    """onyxia-cli's tests, from its wheel, with only its declared dependencies."""
-    _test_package(session, "cli")
+    """onyxia-cli's tests, from its wheel, with only its declared dependencies (tests/rayserve needs ray: `rayserve`)."""
+    _test_package(session, "cli", ignore=("rayserve",))
 
 
 # ----- sessions: across packages ------------------------------------------------------------------
@@ -190,14 +191,16 @@ def size(session: nox.Session) -> None:
 
 
 # ----- helpers ------------------------------------------------------------------------------------
-def _test_package(session: nox.Session, package: str) -> None:
+def _test_package(session: nox.Session, package: str, ignore: tuple[str, ...] = ()) -> None:
+    """`ignore`: folders of the package's tests/ that a session of their own runs, with more installed."""
     requirement = f"onyxia-{package}[test]"
     _install(session, requirement)
     _check_installed(session, requirement)
-    _pytest(session, PROJECTS[f"onyxia-{package}"] / "tests")
+    tests = PROJECTS[f"onyxia-{package}"] / "tests"
+    _pytest(session, tests, *(f"--ignore={tests / folder}" for folder in ignore))
 
 
-def _pytest(session: nox.Session, tests: Path) -> None:
+def _pytest(session: nox.Session, tests: Path, *args: str) -> None:
     """pytest from a scratch cwd, importlib mode, no pythonpath ini: only site-packages provides onyxia."""
     scratch = Path(session.create_tmp()).resolve()
     with session.chdir(scratch):
@@ -211,6 +214,7 @@ def _pytest(session: nox.Session, tests: Path) -> None:
             "-p",
             "no:cacheprovider",
             "-ra",
+            *args,
             *session.posargs,
             env={"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"},
         )
@@ -386,4 +390,18 @@ def packaged_models(session: nox.Session) -> None:
         with session.chdir(Path(session.create_tmp()).resolve()):
             session.run("python", str(folder / "report.py"), *session.posargs[1:], env=env)
         return
+    _pytest(session, folder)
+
+
+# ----- session: onyxia serve behind Ray Serve (appended; self-contained; in the default list: about a minute with the install)
+@nox.session
+def rayserve(session: nox.Session) -> None:
+    """packages/onyxia-cli/tests/rayserve: onyxia.cli.serve.ray_deployment on a local Ray, two replicas.
+
+    Ray Serve is pinned in that folder's requirements.txt and installed here only: onyxia-cli does not
+    depend on ray (the module imports it when used), so the cli session leaves the folder out."""
+    folder = PROJECTS["onyxia-cli"] / "tests" / "rayserve"
+    _install(session, "onyxia-cli[test]")
+    session.install("-r", str(folder / "requirements.txt"))
+    _check_installed(session, "onyxia-cli[test]")
     _pytest(session, folder)
