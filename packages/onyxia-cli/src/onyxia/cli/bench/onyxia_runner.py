@@ -3,7 +3,9 @@
 Load figures come from the session's progress phases: `load_compile_s` is parsing plus compiling (what
 the issue compares with a peer's session creation), weight upload and the driver warm-up are separate.
 With profiling, the runtime is opened with timestamp queries and `extras()` replays a few decode steps
-with the session's `profiles` list set, so those steps run through `PlanExecutor.profile_run`.
+with the session's `profiles` list set, so those steps run through `PlanExecutor.profile_run`. Given
+`stream_prompts` (one, `--batch`'s N=1), `extras()` then also measures batched decode over this session's
+slot (`batched.measure_streams`); `slots` > 1 loads the session that `batched.run_batched` measures.
 """
 
 from __future__ import annotations
@@ -32,9 +34,16 @@ class OnyxiaRunner:
         profile: bool = False,
         profile_steps: int = 4,
         lm_head: str = "exact",
+        *,
+        slots: int = 1,
+        prefill_chunk: int | None = None,
+        stream_prompts: list[list[int]] | None = None,
+        decode_tokens: int = 0,
     ) -> None:
         self.model_dir, self.precision, self.lm_head = Path(model_dir), precision, lm_head
         self.profile, self.profile_steps = profile, profile_steps
+        self.slots, self.prefill_chunk = slots, prefill_chunk
+        self.stream_prompts, self.decode_tokens = stream_prompts, decode_tokens
         self.session: LlmSession | None = None
         self._last = 0
 
@@ -59,7 +68,13 @@ class OnyxiaRunner:
         # only onnx-community directories hold a file per precision (genai and torch.onnx exports: one)
         precision = self.precision if (self.model_dir / "onnx").is_dir() else None
         session = self.session = LlmSession.from_pretrained(
-            self.model_dir, precision, runtime=runtime, progress=mark, lm_head=self.lm_head
+            self.model_dir,
+            precision,
+            slots=self.slots,
+            prefill_chunk=self.prefill_chunk,
+            runtime=runtime,
+            progress=mark,
+            lm_head=self.lm_head,
         )
         ready = time.perf_counter()
         parsing, uploading, warming = marks["parsing"], marks["uploading weights"], marks["warming up"]
@@ -103,6 +118,10 @@ class OnyxiaRunner:
             figures["profile"] = summarize_profiles(profiles)
             steps = max(len(profiles), 1)  # update_dimensions() runs before each step's profiled run
             figures["profile"]["host_dims_ms_per_step"] = (executor.stats.dimension_update_ns - dims_ns) / 1e6 / steps
+        if self.stream_prompts:  # last: it leaves the session's history to the batch
+            from onyxia.cli.bench.batched import measure_streams
+
+            figures["batched"] = measure_streams(session, self.stream_prompts, self.decode_tokens)
         return figures
 
 

@@ -2,7 +2,9 @@
 
 Per precision: every engine's figures (or why it did not run), the ratios Onyxia / peer for each figure
 (above 1 is better for tok/s, below 1 better for times and bytes), the decode bound and, with
-`--profile`, Onyxia's top ops by GPU time.
+`--profile`, Onyxia's top ops by GPU time; with `--batch`, Onyxia's aggregate decode with N streams decoding
+together (one row per N in the figure table, where onnxruntime's cells say it ran single-stream, and a
+table of its own with the per-stream rate and the ratio to N=1).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = ["FIGURES", "Figure", "bound_figures", "memory_figures", "print_report
 ONYXIA = "onyxia"
 _MB = 1e6
 _MIB = float(1 << 20)
+_SINGLE = "single-stream only"
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,8 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
             _print_bound(part["bound"], console)
         if part.get("memory"):
             _print_memory(part["memory"], part["engines"][ONYXIA], console)
+        if part.get("batched"):
+            _print_batched(part["batched"], part["engines"].get(ONYXIA, {}).get("tokens"), console)
         if part["engines"].get(ONYXIA, {}).get("profile"):
             _print_profile(part["engines"][ONYXIA]["profile"], console)
 
@@ -129,6 +134,10 @@ def _figure_table(precision: str, part: dict[str, Any], settings: dict[str, Any]
         cells = [_cell(engines[name].get(f.key), f) for name in engines]
         ratio_cells = [_ratio(table_ratios[peer].get(f.key)) for peer in table_ratios]
         table.add_row(f.label.format(**settings), *cells, *ratio_cells)
+    for row in part.get("batched", []):
+        cells = [_cell(row.get("aggregate_decode_tok_s"), FIGURES[0]) if n == ONYXIA else _SINGLE for n in engines]
+        label = f"decode tok/s, batch of {row['streams']} (aggregate over streams)"
+        table.add_row(label, *cells, *["" for _ in table_ratios])
     reference = engines.get(ONYXIA, {}).get("tokens")
     if reference:
         agree = [_agreement(reference, engines[name].get("tokens")) for name in engines]
@@ -136,6 +145,28 @@ def _figure_table(precision: str, part: dict[str, Any], settings: dict[str, Any]
     loads = [_loads(engines[name].get("load_average")) for name in engines]
     table.add_row("host load average, start/end", *loads, *["" for _ in table_ratios])
     return table
+
+
+def _print_batched(rows: list[dict[str, Any]], reference: list[int] | None, console: Console) -> None:
+    table = Table(title="Onyxia batched decode: N streams advanced together per step (onnxruntime: single-stream)")
+    for column in ("streams", "rows per step", "aggregate tok/s", "per-stream tok/s", "vs N=1", "stream 0 ids"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        if row.get("status") != "ok":
+            console.print(
+                f"[yellow]onyxia, {row['streams']} streams: {row.get('status')}[/] - {escape(str(row.get('reason')))}"
+            )
+            continue
+        table.add_row(
+            str(row["streams"]),
+            str(row["rows_per_step"]),
+            f"{row['aggregate_decode_tok_s']:,.2f}",
+            f"{row['per_stream_decode_tok_s']:,.2f}",
+            _ratio(row.get("vs_single")),
+            _agreement(reference, row.get("stream0_tokens")) if reference else "-",
+        )
+    console.print(table)
+    console.print("[dim]stream 0 ids: its greedy ids equal to the single-stream run's (same prompt)[/]")
 
 
 def _loads(values: list[float | None] | None) -> str:

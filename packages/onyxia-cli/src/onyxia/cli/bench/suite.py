@@ -1,7 +1,9 @@
 """One bench run: synthesize (or reuse) the model, measure copy bandwidth, run every engine per precision.
 
 Engines run one after another, each in its own child process (so host peak RSS is the engine's own), on
-the same model file and the same prompt ids; the document this returns is what `--json` writes.
+the same model file and the same prompt ids; the document this returns is what `--json` writes. With
+`batches` (`--batch`), Onyxia's batched decode is measured at each N (`batched.py`): N=1 in the onyxia
+engine's own process, each larger N in one more process; the onnxruntime engines stay single-stream.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from onyxia.cli.bench.archs import arch_config
+from onyxia.cli.bench.batched import stream_prompts
 from onyxia.cli.bench.bound import Bandwidth, copy_bandwidth, decode_step_bytes
 from onyxia.cli.bench.config import DecoderConfig
 from onyxia.cli.bench.hf_files import BOS
@@ -43,6 +46,7 @@ class BenchOptions:
     profile: bool = False
     profile_steps: int = 4
     lm_head: str = "exact"  # Onyxia's lm head precision (`onyxia.cli.llm.lm_head_precision`)
+    batches: tuple[int, ...] = (1,)  # streams decoding together in Onyxia's batched runs (1 is always measured)
     timeout_s: float = 3600.0
 
     def config(self) -> DecoderConfig:
@@ -102,18 +106,56 @@ def _run_precision(
         "lm_head": options.lm_head,
     }
     cache = default_cache_dir(config).parent
+    batches = sorted({1, *options.batches})
+    prompts = stream_prompts(
+        [prompt_ids(options.prompt_tokens + i, config.vocab_size) for i in range(batches[-1])], config.vocab_size
+    )
     engines: dict[str, dict[str, Any]] = {}
     for engine in options.engines:
         say(f"{precision}: running {engine}")
-        engines[engine] = run_engine(engine, spec, cache, options.timeout_s)
+        engine_spec = {**spec, "stream_prompts": prompts[:1]} if engine == ONYXIA else spec
+        engines[engine] = run_engine(engine, engine_spec, cache, options.timeout_s)
         say(f"{precision}: {engine} {engines[engine].get('status')}")
     part: dict[str, Any] = {"model_file": str(model_path), "engines": engines, "ratios": ratios(engines)}
+    if ONYXIA in engines:
+        part["batched"] = _run_batches(
+            engines[ONYXIA], batches, {**spec, "stream_prompts": prompts}, cache, options, say
+        )
     part["memory"] = memory_figures(engines.get(ONYXIA))
     if bandwidth is not None:
         position = options.prompt_tokens + options.decode_tokens // 2  # the decode steps' mean cache length
         step = decode_step_bytes(model_path, position, config.head_dim)
         part["bound"] = bound_figures(step, bandwidth, engines.get(ONYXIA))
     return part
+
+
+def _run_batches(
+    single: dict[str, Any],
+    batches: list[int],
+    spec: dict[str, Any],
+    cache: Path,
+    options: BenchOptions,
+    say: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """One entry per N: N=1 from the onyxia engine's run (`single`), every other N from a worker of its own
+    (`spec["stream_prompts"]` holds the largest N's prompts); `vs_single` is the aggregate over N=1's."""
+    if single.get("status") != "ok":
+        reason = f"the onyxia engine {single.get('status')}"
+        return [{"streams": n, "status": "failed", "reason": reason} for n in batches]
+    shared = ("ready_s", "gpu_bytes", "kv_capacity_bytes", "peak_rss_bytes")  # what a worker of its own reports
+    rows = [{"status": "ok", **single.pop("batched"), **{k: single[k] for k in shared if k in single}}]
+    for n in batches[1:]:
+        say(f"{spec['precision']}: running onyxia with {n} streams")
+        result = run_engine(
+            ONYXIA, {**spec, "streams": n, "stream_prompts": spec["stream_prompts"][:n]}, cache, options.timeout_s
+        )
+        rows.append({k: v for k, v in result.items() if k not in ("engine", "precision")} | {"streams": n})
+        say(f"{spec['precision']}: onyxia with {n} streams {result.get('status')}")
+    base = rows[0]["aggregate_decode_tok_s"]
+    for row in rows:
+        if row.get("status") == "ok":
+            row["vs_single"] = row["aggregate_decode_tok_s"] / base
+    return rows
 
 
 def _bandwidth(say: Callable[[str], None]) -> tuple[Bandwidth | None, str | None]:

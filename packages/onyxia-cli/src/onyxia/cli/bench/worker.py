@@ -7,7 +7,10 @@ by path with that venv's python. Onyxia's runner is imported only for the `onyxi
     python worker.py SPEC_JSON            # or: python -m onyxia.cli.bench.worker SPEC_JSON
 
 SPEC_JSON: engine, model_path, model_dir, precision, prompt_ids, prefill_ids, decode_tokens, profile,
-profile_steps, head_dim (the KV cache's last dim where the graph names it, as genai graphs do). The last stdout line is the result (figures below, or "error" and "unavailable").
+profile_steps, head_dim (the KV cache's last dim where the graph names it, as genai graphs do); for the
+onyxia engine, stream_prompts (`--batch`: one prompt per stream) and streams (N > 1: the batched run alone,
+`batched.run_batched`, instead of the protocol below). The last stdout line is the result (figures below,
+or "error" and "unavailable").
 
 A runner has `load() -> dict` (load figures, warm-up included), `first_token(ids) -> int` (a fresh
 conversation: prefill `ids`, return the greedy next token), `decode(token, n) -> list[int]` (n greedy
@@ -181,6 +184,8 @@ def _runner(spec: dict[str, Any]) -> Runner:
             spec.get("profile", False),
             spec.get("profile_steps", 4),
             spec.get("lm_head", "exact"),
+            stream_prompts=spec.get("stream_prompts"),
+            decode_tokens=spec["decode_tokens"],
         )
     raise EngineUnavailable(f"unknown engine {engine!r}")
 
@@ -188,7 +193,12 @@ def _runner(spec: dict[str, Any]) -> Runner:
 def main(argv: list[str] | None = None) -> int:
     spec = json.loads((argv if argv is not None else sys.argv[1:])[0])
     try:
-        result = {"status": "ok", **measure(_runner(spec), spec)}
+        if spec.get("streams", 1) > 1:
+            from onyxia.cli.bench.batched import run_batched
+
+            result = {"status": "ok", **run_batched(spec)}
+        else:
+            result = {"status": "ok", **measure(_runner(spec), spec)}
     except EngineUnavailable as e:
         result = {"status": "unavailable", "reason": str(e)}
     except Exception as e:

@@ -6,7 +6,8 @@ the others) or as ``torch.onnx.export(dynamo=True)`` writes it (``--layout dynam
 Same model file, same prompt, each engine in its own process: decode tok/s, prefill time, time to first
 token, load+compile time, host peak RSS, GPU buffer bytes, and Onyxia / peer ratios; then the decode bound
 (bytes read per step over the measured copy bandwidth) and, with ``--profile``, Onyxia's top ops by GPU
-time. ``--json OUT`` writes everything. Exit status 1 when an engine failed (an unavailable one is reported,
+time. ``--batch N[,M...]`` also measures Onyxia's aggregate decode tok/s with N streams decoding together
+(a session with N slots; onnxruntime stays single-stream). ``--json OUT`` writes everything. Exit status 1 when an engine failed (an unavailable one is reported,
 not a failure).
 """
 
@@ -60,6 +61,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("--decode-tokens", type=positive_int, default=64, help="decode steps timed")
     parser.add_argument("--prefill-tokens", type=positive_int, default=128, help="tokens of the timed prefill")
+    parser.add_argument(
+        "--batch",
+        default="1",
+        metavar="N[,M...]",
+        help="Onyxia's batched decode: streams decoding together, a comma list (default 1; N=1 is always measured)",
+    )
     parser.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds per engine and precision")
     parser.set_defaults(handler=run)
 
@@ -84,6 +91,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         prefill_tokens=_positive("--prefill-tokens", args.prefill_tokens),
         profile=args.profile,
         lm_head=args.lm_head,
+        batches=_batches(args.batch),
         timeout_s=args.timeout,
     )
     errors = stderr_console()
@@ -103,6 +111,13 @@ def _engines(text: str) -> tuple[str, ...]:
     if unknown or not names:
         raise InputError(f"--engines: unknown {unknown or 'empty list'}; choose from {', '.join(ENGINES)}")
     return names
+
+
+def _batches(text: str) -> tuple[int, ...]:
+    parts = [n.strip() for n in text.split(",") if n.strip()]
+    if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise InputError(f"--batch: {text!r}; expected a comma list of stream counts >= 1, e.g. 1,4,8")
+    return tuple(sorted({int(p) for p in parts}))
 
 
 def _positive(flag: str, value: int) -> int:

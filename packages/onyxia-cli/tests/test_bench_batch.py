@@ -1,0 +1,62 @@
+"""`onyxia bench --batch 1,3`: Onyxia's aggregate decode with N streams decoding together, per N, in the JSON and
+the tables; onnxruntime stays single-stream, and stream 0's greedy ids (the single-stream prompt) equal
+onnxruntime's."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from onyxia.cli.bench.batched import stream_prompts
+from onyxia.cli.bench.suite import prompt_ids
+from onyxia.core.settings import override
+
+DECODE = 6
+POSITIVE = ("aggregate_decode_tok_s", "per_stream_decode_tok_s", "decode_s", "vs_single", "peak_rss_bytes")
+
+
+def test_batch_reports_aggregate_decode_per_stream_count(cli: Callable[..., Any], tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    with override(cache_dir=tmp_path / "cache"):
+        result = cli(
+            "bench", "--size", "tiny", "--precision", "fp32", "--engines", "onyxia,ort-cpu", "--batch", "3,1",
+            "--prompt-tokens", "8", "--decode-tokens", str(DECODE), "--prefill-tokens", "8", "--json", str(out),
+        )  # fmt: skip
+    assert result.code == 0, result.err
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["batches"] == [1, 3]
+    part = doc["precisions"]["fp32"]
+    single, ort = part["engines"]["onyxia"], part["engines"]["ort-cpu"]
+    assert "batched" not in single and "batched" not in ort  # moved to the part's list; onnxruntime has none
+    rows = part["batched"]
+    assert [row["streams"] for row in rows] == [1, 3]
+    for row in rows:
+        assert row["status"] == "ok", row.get("reason")
+        assert all(row[key] > 0 for key in POSITIVE), row
+        n = row["streams"]
+        assert row["rows_per_step"] == n  # every timed step advanced all n streams in one run
+        assert row["decode_steps"] == DECODE and row["decode_tokens"] == n * DECODE
+        assert row["per_stream_decode_tok_s"] == pytest.approx(row["aggregate_decode_tok_s"] / n)
+        assert row["stream0_tokens"] == ort["tokens"]  # onnxruntime's greedy ids for the same prompt
+    assert rows[0]["vs_single"] == 1.0
+    assert rows[1]["vs_single"] == pytest.approx(rows[1]["aggregate_decode_tok_s"] / rows[0]["aggregate_decode_tok_s"])
+    assert rows[1]["kv_capacity_bytes"] == 3 * single["kv_capacity_bytes"]  # the session held 3 slots
+    assert "Onyxia batched decode" in result.out and "single-stream" in result.out
+    assert "batch of 3" in result.out
+
+
+def test_stream_prompts_grow_by_one_and_share_only_bos() -> None:
+    prompts = stream_prompts([prompt_ids(8 + i, 1024) for i in range(4)], 1024)
+    assert prompts[0] == prompt_ids(8, 1024) and [len(p) for p in prompts] == [8, 9, 10, 11]
+    assert all(p[0] == 2 and all(7 <= t < 1024 for t in p[1:]) for p in prompts)
+    assert len({p[1] for p in prompts}) == 4
+
+
+@pytest.mark.parametrize("text", ["0", "2,x", ",", "-1"])
+def test_bad_batch_list_is_an_input_error(cli: Callable[..., Any], text: str) -> None:
+    result = cli("bench", "--size", "tiny", "--engines", "onyxia", "--batch", text)
+    assert result.code == 2 and "--batch" in result.err
