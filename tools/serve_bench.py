@@ -1,15 +1,22 @@
 """Aggregate throughput and time to first token of `onyxia serve` at 1, 4 and 8 concurrent clients.
 
-Starts the server in this process (uvicorn in a thread on a free port), warms it up, then for each
-concurrency runs `--requests` streamed chat completions per client with the `openai` client, each
-generating exactly `--max-tokens` tokens (`ignore_eos`, temperature 0), and prints a Markdown table:
-aggregate completion tok/s over the wall time, and p50/p95 time to first token (queue wait
-included: one worker serves the clients in turn, so TTFT grows with the queue).
+Starts the server in this process (uvicorn in a thread on a free port) with `--parallel` slots (default 8:
+that many requests decode together, `llm/batch.py`), warms it up, then for each concurrency runs
+`--requests` streamed chat completions per client with the `openai` client, each generating exactly
+`--max-tokens` tokens (`ignore_eos`, temperature 0; the warm-up is a short round at the most clients, so
+every batch size has run once), and prints a Markdown table: aggregate completion tok/s
+over the round's wall time (prefills included), aggregate decode tok/s (tokens after each request's first,
+over the span from the round's first first-token to its last token) and its ratio to the 1-client row, and
+p50/p95 time to first token (queue wait included) with p95's ratio to the 1-client row's (a lone request's).
 
-    python tools/serve_bench.py [MODEL_DIR] [--precision P] [--max-length N] [--max-tokens 64]
-                                [--requests 2] [--clients 1,4,8]
+    python tools/serve_bench.py [MODEL_DIR] [--precision P] [--max-length N] [--parallel 8]
+                                [--max-tokens 64] [--requests 2] [--clients 1,4,8]
+    python tools/serve_bench.py --synth qwen2 [--layout genai] ...   # `onyxia bench`'s full-size q4 model
 
-Without MODEL_DIR it serves the built-in demo, as `onyxia serve` does.
+Without MODEL_DIR it serves the built-in demo, as `onyxia serve` does. `--synth ARCH` serves the synthetic
+full-size 4-bit (MatMulNBits, q4) model `onyxia bench --arch ARCH` measures (gemma3: the 270m shape as
+onnx-community lays it out; qwen2: Qwen2.5-0.5B's as onnxruntime-genai's builder does), written to the bench
+cache on first use (`python -m onyxia.cli.bench --arch ARCH --precision q4 [--out DIR]` writes it alone).
 """
 
 from __future__ import annotations
@@ -21,8 +28,24 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 PROMPTS = ["Tell me a fortune about love", "What does tomorrow hold?", "A wise saying, please", "Predict my week"]
+
+
+class Request(NamedTuple):
+    start: float  # perf_counter seconds
+    first: float  # when the first content arrived
+    end: float
+    tokens: int
+
+
+class Row(NamedTuple):
+    clients: int
+    rate: float  # completion tokens / wall
+    decode_rate: float  # tokens after each first / (last end - earliest first token)
+    p50: float
+    p95: float
 
 
 def _serve(app: object) -> tuple[str, object, threading.Thread]:
@@ -41,11 +64,11 @@ def _serve(app: object) -> tuple[str, object, threading.Thread]:
     return f"http://127.0.0.1:{sock.getsockname()[1]}/v1", server, thread
 
 
-def _one(base_url: str, prompt: str, max_tokens: int) -> tuple[float, int]:
-    """(time to first token, completion tokens) of one streamed chat completion."""
+def _one(base_url: str, prompt: str, max_tokens: int) -> Request:
+    """One streamed chat completion, timed."""
     import openai
 
-    client = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0, timeout=600)
+    client = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0, timeout=3600)
     start, first, tokens = time.perf_counter(), None, 0
     stream = client.chat.completions.create(
         model="any",
@@ -58,53 +81,91 @@ def _one(base_url: str, prompt: str, max_tokens: int) -> tuple[float, int]:
     )
     for chunk in stream:
         if first is None and chunk.choices and chunk.choices[0].delta.content:
-            first = time.perf_counter() - start
+            first = time.perf_counter()
         if chunk.usage is not None:
             tokens = chunk.usage.completion_tokens
-    return (first if first is not None else time.perf_counter() - start), tokens
+    end = time.perf_counter()
+    return Request(start, first if first is not None else end, end, tokens)
 
 
-def _round(base_url: str, clients: int, requests: int, max_tokens: int) -> tuple[float, float, float]:
-    def client(index: int) -> list[tuple[float, int]]:
+def _round(base_url: str, clients: int, requests: int, max_tokens: int) -> Row:
+    def client(index: int) -> list[Request]:
         return [_one(base_url, PROMPTS[(index + r) % len(PROMPTS)], max_tokens) for r in range(requests)]
 
     start = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         results = [r for rs in pool.map(client, range(clients)) for r in rs]
     wall = time.perf_counter() - start
-    ttfts = sorted(t for t, _ in results)
+    ttfts = sorted(r.first - r.start for r in results)
     p95 = ttfts[min(len(ttfts) - 1, round(0.95 * (len(ttfts) - 1)))]
-    return sum(n for _, n in results) / wall, statistics.median(ttfts), p95
+    span = max(r.end for r in results) - min(r.first for r in results)
+    decoded = sum(max(r.tokens - 1, 0) for r in results)
+    return Row(clients, sum(r.tokens for r in results) / wall, decoded / span, statistics.median(ttfts), p95)
+
+
+def _synthesized(arch: str, layout: str | None) -> tuple[Path, str | None]:
+    """The bench's full-size q4 model directory for `arch` (written on first use) and the precision to ask."""
+    from onyxia.cli.bench import arch_config, synthesize
+
+    model = synthesize(arch_config(arch, "full", layout), precisions=("q4",))
+    directory = model.model_dir("q4")
+    return directory, "q4" if directory == model.directory else None  # onnx-community: one file per precision
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", nargs="?", type=Path, default=None)
+    parser.add_argument("--synth", metavar="ARCH", default=None, help="serve `onyxia bench --arch ARCH`'s q4 model")
+    parser.add_argument("--layout", default=None, help="with --synth: the exporter's layout (default the family's)")
     parser.add_argument("--precision", default=None)
     parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--parallel", type=int, default=8, help="sequences the session decodes together (slots)")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--requests", type=int, default=2, help="requests per client per round")
     parser.add_argument("--clients", default="1,4,8", help="comma-separated concurrency levels")
     args = parser.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
+    if args.parallel < 1:
+        parser.error(f"--parallel {args.parallel}: expected at least 1")
+    model_dir, precision = args.model_dir, args.precision
+    if args.synth is not None:
+        if model_dir is not None:
+            parser.error("give MODEL_DIR or --synth ARCH, not both")
+        model_dir, precision = _synthesized(args.synth, args.layout)
 
     from onyxia.cli.serve import create_app
 
-    app = create_app(args.model_dir, precision=args.precision, max_length=args.max_length, max_queue=max(levels))
+    started = time.perf_counter()
+    app = create_app(
+        model_dir, precision=precision, max_length=args.max_length, max_queue=max(levels), parallel=args.parallel
+    )
     session = app.state.onyxia.session
     base_url, server, thread = _serve(app)
     try:
-        _one(base_url, PROMPTS[0], 4)  # warm-up
-        rows = [(c, *_round(base_url, c, args.requests, args.max_tokens)) for c in levels]
+        _round(base_url, max(levels), 1, 4)  # warm-up: drivers compile a pipeline at its first dispatch, per batch size
+        ready = time.perf_counter() - started
+        rows = [_round(base_url, c, args.requests, args.max_tokens) for c in levels]
     finally:
         server.should_exit = True  # type: ignore[attr-defined]
         thread.join(30)
-    print(f"{app.state.onyxia.model} [{session.model_dir.precision}] on {session.adapter}, ", end="")
-    print(f"{args.max_tokens} tokens per request, {args.requests} requests per client\n")
-    print("| clients | aggregate tok/s | TTFT p50 (ms) | TTFT p95 (ms) |")
-    print("|---:|---:|---:|---:|")
-    for clients, rate, p50, p95 in rows:
-        print(f"| {clients} | {rate:.1f} | {p50 * 1000:.0f} | {p95 * 1000:.0f} |")
+    print(f"{app.state.onyxia.model} [{session.model_dir.precision}] on {session.adapter}, {session.slots} slots, ")
+    print(
+        f"max_length {session.max_length}, {args.max_tokens} tokens per request, {args.requests} requests per ", end=""
+    )
+    print(f"client; load + warm-up {ready:.0f} s\n")
+    print(
+        "| clients | aggregate tok/s | aggregate decode tok/s | decode vs 1 client | TTFT p50 (ms) | TTFT p95 (ms) "
+        "| p95 vs 1 client |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    base = next((r for r in rows if r.clients == 1), None)
+    for r in rows:
+        decode_ratio = f"{r.decode_rate / base.decode_rate:.2f}x" if base else "-"
+        ttft_ratio = f"{r.p95 / base.p95:.2f}x" if base else "-"
+        print(
+            f"| {r.clients} | {r.rate:.2f} | {r.decode_rate:.2f} | {decode_ratio} | {r.p50 * 1000:.0f} "
+            f"| {r.p95 * 1000:.0f} | {ttft_ratio} |"
+        )
 
 
 if __name__ == "__main__":
