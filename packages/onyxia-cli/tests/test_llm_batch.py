@@ -89,7 +89,7 @@ def _together(llm: Any, streams: list[Stream]) -> None:
             streams[CANCELLED].cancel()
         batch.step()
         step += 1
-    assert batch.slots_in_use == 0  # every finished or cancelled stream gave its slot back
+    assert batch.slots.in_use == 0  # every finished or cancelled stream gave its slot back
 
 
 @pytest.mark.parametrize("slots", [1, 3, 8])

@@ -13,10 +13,15 @@ costs little more than one that advances 1. Each `step()`:
    (`step_inputs.step_feeds`; SampleToken draws per row; top-p and repetition penalties on the host
    from the logits rows).
 
-Graphs that derive positions from the past length alone (an optimum export without `position_ids` and
-without GroupQueryAttention's per-row seqlens) cannot give rows of different lengths their own positions:
-there a step advances the largest group of streams of equal length (`per_row_positions`). Slot 0's record is
-the session's own history, so `generate()` and a batch can take turns on one session.
+Decode is pipelined as a lone stream's is (`llm/pipelined.py`): while the rows stay the same (nobody waits
+for a free slot or prefills, every row samples on the GPU), step N + 1 is submitted with the tokens step N
+drew carried into input_ids on the GPU, before step N's tokens are read. A row that ends on step N's token
+has fed it to step N + 1 (its cache holds it, its slot's record says so) and that row's draw is dropped.
+
+Graphs that derive positions or a sliding window from the past length alone (optimum and PyTorch exports
+without `position_ids`, or with a window shorter than the cache) cannot give rows of different lengths
+their own: there a step advances the largest group of streams of equal length (`per_row_positions`). Slot
+records (`slot_table`) outlive their streams, for the next request's prefix.
 """
 
 from __future__ import annotations
@@ -29,12 +34,15 @@ import numpy as np
 
 from onyxia.cli.llm.batch_stream import Stream
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
+from onyxia.cli.llm.pipelined import can_pipeline
 from onyxia.cli.llm.sampling import SamplingParams, gpu_params, on_gpu, sample_token
+from onyxia.cli.llm.slot_table import SlotTable
 from onyxia.cli.llm.step_inputs import Row, step_feeds
 from onyxia.core import InputError
 
 if TYPE_CHECKING:
     from onyxia.cli.llm.session import LlmSession
+    from onyxia.runtime.pending import PendingRun
 
 __all__ = ["Batch", "Stream", "generate_batch"]
 
@@ -44,13 +52,14 @@ _GREEDY_ROW = np.zeros(3, np.float32)
 class Batch:
     def __init__(self, session: LlmSession) -> None:
         self.session = session
-        self._histories: list[list[int]] = [[] for _ in range(session.slots)]  # slot 0's is the session's
-        self._owners: list[Stream | None] = [None] * session.slots
+        self.slots = SlotTable(session)
         self.waiting: deque[Stream] = deque()
         self.running: list[Stream] = []  # in admission order
         self.per_row_positions = _per_row_positions(session)
         self.steps = 0  # decode steps run
         self.last_batch_size = 0  # rows of the last decode step
+        self._ahead: tuple[list[Stream], PendingRun] | None = None  # a decode run submitted, its tokens unread
+        can_pipeline(session)  # sets up the token carry now: a run only carries what was set up before it ran
 
     # ----- what callers use --------------------------------------------------------------------
     def add(self, stream: Stream) -> Stream:
@@ -75,26 +84,22 @@ class Batch:
     def busy(self) -> bool:
         return bool(self.waiting or self.running)
 
-    @property
-    def slots_in_use(self) -> int:
-        return sum(owner is not None for owner in self._owners)
-
-    @property
-    def slots_cached(self) -> int:
-        """Slots whose cache holds tokens (running, or kept for a later request's prefix)."""
-        return sum(bool(self.history(slot)) for slot in range(self.session.slots))
-
     def step(self) -> bool:
         """One scheduling step (see the module docstring); whether any stream is left unfinished."""
         with self.session._turn.hold("a batch step"):
             self._drop_cancelled()
             self._admit()
-            prefilling = next((s for s in self.running if s.fed < len(s.prompt)), None)
-            if prefilling is not None:
-                self._prefill(prefilling)
-            decoding = [s for s in self.running if s.last is not None]
-            if decoding:
-                self._decode(self._group(decoding))
+            if self._ahead is None:
+                prefilling = next((s for s in self.running if s.fed < len(s.prompt)), None)
+                if prefilling is not None:
+                    self._prefill(prefilling)
+                decoding = [s for s in self.running if s.last is not None]
+                if decoding:
+                    rows = self._group(decoding)
+                    fed = [[s.last] for s in rows if s.last is not None]
+                    self._ahead = (rows, self._submit(rows, fed))
+            if self._ahead is not None:
+                self._decode()
             self.running = [s for s in self.running if not s.done]
         return self.busy
 
@@ -103,11 +108,7 @@ class Batch:
         while self.step():
             pass
 
-    # ----- slots -------------------------------------------------------------------------------
-    def history(self, slot: int) -> list[int]:
-        """The tokens slot `slot`'s cache holds, in order."""
-        return self.session.history if slot == 0 else self._histories[slot]
-
+    # ----- scheduling --------------------------------------------------------------------------
     def _drop_cancelled(self) -> None:
         for stream in [s for s in self.waiting if s.cancelled]:
             self.waiting.remove(stream)
@@ -115,43 +116,16 @@ class Batch:
         for stream in self.running:
             if stream.cancelled and not stream.done:
                 stream.finish("cancelled")
-                self._release(stream)
+                self.slots.release(stream)
 
     def _admit(self) -> None:
-        while self.waiting and None in self._owners:
+        while self.waiting and self.slots.free and self._ahead is None:
             stream = self.waiting.popleft()
             if stream.max_new_tokens == 0:
                 stream.finish("length")
                 continue
-            slot, common = self._best_slot(stream.prompt)
-            self._truncate(slot, common)
-            stream.slot, stream.cached, stream.fed = slot, common, common
-            self._owners[slot] = stream
+            self.slots.take(stream)
             self.running.append(stream)
-
-    def _best_slot(self, prompt: list[int]) -> tuple[int, int]:
-        """The free slot sharing the longest prefix with `prompt` (at most all but its last token, whose
-        logits pick the first new token), and that prefix's length; the lowest such slot on ties."""
-        best, best_common = -1, -1
-        for slot, owner in enumerate(self._owners):
-            if owner is not None:
-                continue
-            held = self.history(slot)
-            limit = min(len(held), len(prompt) - 1)
-            common = next((i for i in range(limit) if held[i] != prompt[i]), limit)
-            if common > best_common:
-                best, best_common = slot, common
-        return best, best_common
-
-    def _truncate(self, slot: int, length: int) -> None:
-        del self.history(slot)[length:]
-        if slot == 0:
-            self.session.position = length
-
-    def _release(self, stream: Stream) -> None:
-        if stream.slot is not None and self._owners[stream.slot] is stream:
-            self._owners[stream.slot] = None
-        stream.slot = None
 
     def _group(self, decoding: list[Stream]) -> list[Stream]:
         """The rows of one decode step: all, or where positions follow the shared past length, the largest
@@ -160,56 +134,77 @@ class Batch:
             return decoding
         groups: dict[int, list[Stream]] = {}
         for stream in decoding:
-            groups.setdefault(len(self.history(stream.slot or 0)), []).append(stream)
+            groups.setdefault(self.slots.length(stream), []).append(stream)
         return max(groups.values(), key=len)
+
+    def _carries(self, rows: list[Stream]) -> bool:
+        """Whether the next decode step can run ahead on these rows: the same rows (all alive, each the only
+        one decoding besides them), nobody to admit or prefill, every draw on the GPU."""
+        alive = all(not s.done and not s.cancelled and on_gpu(s.params) for s in rows)
+        others = len(self.running) != len(rows) or (self.waiting and self.slots.free)
+        return alive and not others and can_pipeline(self.session)
 
     # ----- runs --------------------------------------------------------------------------------
     def _prefill(self, stream: Stream) -> None:
-        assert stream.slot is not None
         chunk = stream.prompt[stream.fed : stream.fed + self.session.prefill_chunk]
         last = stream.fed + len(chunk) == len(stream.prompt)
-        tokens = self._run([stream], [chunk], sample=last)
+        pending = self._submit([stream], [chunk], sample=last)
         stream.fed += len(chunk)
         if last:
-            stream.deliver(tokens[0])
+            stream.deliver(self._tokens([stream], pending)[0])
             if stream.done:
-                self._release(stream)
+                self.slots.release(stream)
+        else:
+            pending.read()
 
-    def _decode(self, streams: list[Stream]) -> None:
-        fed = [stream.last for stream in streams]
-        tokens = self._run(streams, [[token] for token in fed if token is not None], sample=True)
+    def _decode(self) -> None:
+        """Read the decode run in flight, having submitted the next one first when the rows carry over."""
+        assert self._ahead is not None
+        rows, pending = self._ahead
+        self._ahead = None
+        ahead = self._submit(rows, None) if self._carries(rows) else None
+        tokens = self._tokens(rows, pending)
         self.steps += 1
-        self.last_batch_size = len(streams)
-        for stream, token in zip(streams, tokens):
+        self.last_batch_size = len(rows)
+        for stream, token in zip(rows, tokens):
+            if stream.done:  # ended on the token the step before drew; this draw went to a run it left
+                continue
             stream.deliver(token)
+            if ahead is not None:  # the run ahead fed the token: the slot's cache holds it
+                self.slots.append(stream, [token])
+                stream.last = None
             if stream.done:
-                self._release(stream)
+                self.slots.release(stream)
+        if ahead is not None:
+            self._ahead = (rows, ahead)
 
-    def _run(self, streams: Sequence[Stream], ids: list[list[int]], sample: bool) -> list[int]:
-        """Append `ids[b]` to stream b's slot in one run; the token each row samples (none unless `sample`)."""
+    def _submit(self, streams: Sequence[Stream], ids: list[list[int]] | None, sample: bool = True) -> PendingRun:
+        """Append `ids[b]` to stream b's slot in one run (None: one token each, carried on the GPU from the run
+        before); the slot records take the ids now, the carried ones when they are read (`_decode`)."""
         session, sig = self.session, self.session.signature
-        rows = [Row(s.slot or 0, len(self.history(s.slot or 0))) for s in streams]
-        count = len(ids[0])
-        on_host = sample and any(not on_gpu(s.params) for s in streams)
+        rows = [Row(s.slot or 0, self.slots.length(s)) for s in streams]
         if sample:
             draws = [gpu_params(s.params, s.rng) if on_gpu(s.params) else _GREEDY_ROW for s in streams]
             session.set_sampling(np.stack(draws))
+        count = 1 if ids is None else len(ids[0])
         feeds, dims = step_feeds(sig, rows, ids, count, session.step_dims)
         session.executor.update_dimensions(dims)
+        on_host = sample and any(not on_gpu(s.params) for s in streams)
         wanted = ([sig.logits, NEXT_TOKEN] if on_host else [NEXT_TOKEN]) if sample else []
-        result = session._run(feeds, wanted).read()
-        for stream, row_ids in zip(streams, ids):
-            self.history(stream.slot or 0).extend(row_ids)
-            if stream.slot == 0:
-                session.position += len(row_ids)
-        if not sample:
-            return []
+        pending = session._run(feeds, wanted)
+        for stream, row_ids in zip(streams, ids or []):
+            self.slots.append(stream, row_ids)
+        return pending
+
+    def _tokens(self, streams: Sequence[Stream], pending: PendingRun) -> list[int]:
+        """The token each row of a sampling run drew: on the GPU, or on the host from its logits row."""
+        sig, result = self.session.signature, pending.read()
         drawn = [int(t) for t in result[NEXT_TOKEN].reshape(-1)]
-        if not on_host:
+        if sig.logits not in result:
             return drawn
         logits = result[sig.logits].reshape(len(streams), -1)
         return [
-            drawn[b] if on_gpu(s.params) else sample_token(logits[b], s.params, self.history(s.slot or 0), s.rng)
+            drawn[b] if on_gpu(s.params) else sample_token(logits[b], s.params, self.slots.history(s.slot or 0), s.rng)
             for b, s in enumerate(streams)
         ]
 
@@ -236,10 +231,13 @@ def generate_batch(
 
 
 def _per_row_positions(session: LlmSession) -> bool:
-    """Whether a run's rows may have cached different lengths: positions are fed (position_ids) or
-    GroupQueryAttention derives them per row (its seqlens_k), as the genai and onnx-community graphs do."""
+    """Whether a run's rows may have cached different lengths. GroupQueryAttention derives each row's positions
+    and window from its seqlens (genai, onnx-community). Other graphs need `position_ids` fed, and no sliding
+    window shorter than the cache: their window mask is built from the shared past length, which would hide
+    a shorter row's recent keys (optimum's and PyTorch's Mistral, Gemma 2 and 3 exports)."""
     sig = session.signature
-    if sig.position_ids is not None or session.slots == 1:
+    if session.slots == 1 or "GroupQueryAttention" in {op.op_type for op in session.executor.compiled.operations}:
         return True
-    graph_ops = {op.op_type for op in session.executor.compiled.operations}
-    return "GroupQueryAttention" in graph_ops
+    config = session.model_dir.config
+    window = config.get("sliding_window") if config.get("use_sliding_window", True) is not False else None
+    return sig.position_ids is not None and not (window and window < session.max_length)

@@ -38,7 +38,7 @@ def can_pipeline(session: LlmSession) -> bool:
     executor, sig = session.executor, session.signature
     if not session.pipelined or session.profiles is not None or executor._host_steps:
         return False
-    if NEXT_TOKEN not in executor.output_names or any(pair.windowed for pair in sig.kv):
+    if NEXT_TOKEN not in executor.output_names or session.shifting:
         return False
     if not session._token_carried:
         executor.carry({sig.input_ids: NEXT_TOKEN})

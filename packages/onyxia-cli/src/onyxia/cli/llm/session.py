@@ -60,7 +60,8 @@ class LlmSession:
         self.executor = executor
         self.signature = signature
         self.max_length = max_length
-        self.aliased = aliased
+        self.aliased = aliased  # the resident caches; a windowed one left out shifts its rows (no rewind, no run ahead)
+        self.shifting = any(p.windowed and (p.past, p.present) not in aliased for p in signature.kv)
         self.adapter = adapter
         self.prefill_chunk = prefill_chunk or max_length  # longer inputs run as several steps
         self.slots = slots  # sequences the cache holds at once (`generate_batch`, `onyxia serve --parallel`)
@@ -137,7 +138,7 @@ class LlmSession:
         with self._turn.hold("rewind()"):
             if not isinstance(position, int) or not 0 <= position <= self.position:
                 raise InputError(f"rewind(): position {position!r}; expected 0 to {self.position} (tokens cached)")
-            if position < self.position and any(pair.windowed for pair in self.signature.kv):
+            if position < self.position and self.shifting:
                 position = 0
             self.position = position
             del self.history[position:]

@@ -164,7 +164,7 @@ class Engine:
             self.metrics.observe(finished)
             run.job.emit(finished)
         self.metrics.slots_active.set(len(self._running))
-        self.metrics.kv_slots_in_use.set(self.batch.slots_cached)
+        self.metrics.kv_slots_in_use.set(self.batch.slots.cached)
         if self.batch.last_batch_size:
             self.metrics.batch_size.observe(self.batch.last_batch_size)
             self.batch.last_batch_size = 0
