@@ -5,10 +5,11 @@ How a PyTorch user gets past/present tensors out of a Hugging Face decoder: ``fo
 the model is wrapped in a module whose inputs are plain tensors (``input_ids``, ``attention_mask``,
 ``position_ids``, then each layer's past key and value) and which builds the ``DynamicCache`` from them
 and returns the logits and each layer's updated key and value. The names given to ``torch.onnx.export``
-are optimum's (``past_key_values.N.key`` / ``present.N.key``), the names onnxruntime users feed. The
-model is loaded with transformers' default attention (``sdpa``, which the exporter turns into
-``ai.onnx::Attention``; Gemma 2 defaults to ``eager`` because sdpa cannot soft-cap, so its attention stays
-MatMul/Softmax). The cache's layers are plain ``DynamicLayer``s: sliding windows are applied by the
+are optimum's (``past_key_values.N.key`` / ``present.N.key``), the names onnxruntime users feed, and so
+are the dynamic dims: ``batch_size`` (several sequences per run, as a continuous-batching session feeds
+them), ``sequence_length``, ``past_sequence_length``, ``total_sequence_length``. The model is loaded with
+transformers' default attention (``sdpa``, which the exporter turns into ``ai.onnx::Attention``; Gemma 2
+defaults to ``eager`` because sdpa cannot soft-cap, so its attention stays MatMul/Softmax). The cache's layers are plain ``DynamicLayer``s: sliding windows are applied by the
 attention mask, so present = concat(past, new) on every layer.
 
 The no-cache export (``--no-cache``) is the same wrapper without past inputs (``use_cache=False``), saved
@@ -56,29 +57,31 @@ def _wrapper(model: Any, cached: bool) -> Any:
 
 
 def _example(config: Any, cached: bool) -> tuple[tuple[Any, ...], tuple[Any, ...], list[str], list[str]]:
-    """Example inputs (3 new tokens after 5 cached: no dim is 0 or 1, so none is specialised), their
-    dynamic dims (batch fixed at 1, as Onyxia's sessions run), input and output names."""
+    """Example inputs (a batch of 2, 3 new tokens after 5 cached: no dim is 0 or 1, so none is specialised),
+    their dynamic dims (``batch_size`` too, as optimum's and genai's exports: a continuous-batching session
+    runs several sequences per call), input and output names."""
     import torch
 
     layers = config.num_hidden_layers
     kv_heads = config.num_key_value_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    new, past = 3, 5 if cached else 0
+    batch, new, past = 2, 3, 5 if cached else 0
     dim = torch.export.Dim
+    rows = dim("batch_size")
     seq, past_len, total = dim("sequence_length"), dim("past_sequence_length"), dim("total_sequence_length")
-    ids = torch.randint(0, config.vocab_size, (1, new))
-    mask = torch.ones(1, past + new, dtype=torch.int64)
-    pos = torch.arange(past, past + new)[None]
-    cache = tuple(torch.randn(1, kv_heads, past, head_dim) for _ in range(2 * layers))
+    ids = torch.randint(0, config.vocab_size, (batch, new))
+    mask = torch.ones(batch, past + new, dtype=torch.int64)
+    pos = torch.arange(past, past + new)[None].expand(batch, new).contiguous()
+    cache = tuple(torch.randn(batch, kv_heads, past, head_dim) for _ in range(2 * layers))
     names = [f"{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
     if not cached:
         return (
             (ids, mask, pos),
-            ({1: seq}, {1: seq}, {1: seq}),
+            ({0: rows, 1: seq}, {0: rows, 1: seq}, {0: rows, 1: seq}),
             ["input_ids", "attention_mask", "position_ids"],
             ["logits"],
         )
-    shapes = ({1: seq}, {1: total}, {1: seq}, tuple({2: past_len} for _ in cache))
+    shapes = ({0: rows, 1: seq}, {0: rows, 1: total}, {0: rows, 1: seq}, tuple({0: rows, 2: past_len} for _ in cache))
     inputs = ["input_ids", "attention_mask", "position_ids", *(f"past_key_values.{n}" for n in names)]
     return (ids, mask, pos, *cache), shapes, inputs, ["logits", *(f"present.{n}" for n in names)]
 
