@@ -1,6 +1,6 @@
 """`LlmSession.rewind`: keeping a cached prefix and prefilling the rest gives what a fresh prefill of
-the whole prompt gives; a sliding-window buffer that cannot rewind starts over; the serve engine's
-prefix rule (`reuse_prefix`) always feeds at least one prompt token."""
+the whole prompt gives; a sliding-window buffer that cannot rewind starts over; a batch's prefix rule
+(`SlotTable.take`, what the server reuses) always feeds at least one prompt token."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from llm_cases import session
 
 from onyxia.cli.llm import LlmSession
 from onyxia.cli.llm.session import SessionBusyError
-from onyxia.cli.serve.generation import reuse_prefix
+from onyxia.cli.llm.batch_stream import Stream
+from onyxia.cli.llm.slot_table import SlotTable
 from onyxia.core import InputError
 
 PROMPT = [2, 100, 200, 300, 400, 500, 600]
@@ -38,15 +39,22 @@ def test_rewound_prefix_continues_like_a_fresh_prefill() -> None:
     assert llm.stats.prompt_tokens == len(OTHER_TAIL)
 
 
-def test_reuse_prefix_keeps_the_common_prefix_and_feeds_one_token_at_least() -> None:
+def test_a_slot_keeps_the_common_prefix_and_feeds_one_token_at_least() -> None:
     llm = _tiny()
     _fresh(llm, PROMPT, 4)
     held = list(llm.history)
     assert held[: len(PROMPT)] == PROMPT
-    assert reuse_prefix(llm, held + [5, 6]) == len(held)  # an extension keeps everything
-    assert reuse_prefix(llm, PROMPT[:3] + [999]) == 3  # diverging at index 3
-    assert reuse_prefix(llm, PROMPT[:3]) == 2  # a prompt the cache holds whole: its last token is fed again
-    assert reuse_prefix(llm, [7, 8]) == 0
+    table = SlotTable(llm)  # one slot: slot 0, whose record is the session's history
+    for prompt, kept in (
+        (held + [5, 6], len(held)),  # an extension keeps everything
+        (PROMPT[:3] + [999], 3),  # diverging at index 3
+        (PROMPT[:3], 2),  # a prompt the cache holds whole: its last token is fed again
+        ([7, 8], 0),
+    ):
+        stream = Stream(prompt, 1)
+        table.take(stream)
+        assert stream.cached == kept and llm.history == prompt[:kept] and llm.position == kept
+        table.release(stream)
 
 
 def test_rewind_refuses_positions_past_the_cache_and_a_busy_session() -> None:
@@ -71,5 +79,6 @@ def test_a_sliding_window_buffer_starts_over(monkeypatch: pytest.MonkeyPatch) ->
     kv[0] = dataclasses.replace(kv[0], present_dims=kv[0].past_dims)
     assert kv[0].windowed
     monkeypatch.setattr(llm, "signature", dataclasses.replace(llm.signature, kv=tuple(kv)))
+    monkeypatch.setattr(llm, "shifting", True)  # as if the buffer were not resident (a copied window)
     assert llm.rewind(llm.position) == len(PROMPT) + 1  # keeping everything is still fine
     assert llm.rewind(3) == 0 and llm.history == []
