@@ -10,8 +10,8 @@ import pytest
 from llm_cases import session
 
 from onyxia.cli.llm import LlmSession
-from onyxia.cli.llm.session import SessionBusyError
 from onyxia.cli.llm.batch_stream import Stream
+from onyxia.cli.llm.session import SessionBusyError
 from onyxia.cli.llm.slot_table import SlotTable
 from onyxia.core import InputError
 
