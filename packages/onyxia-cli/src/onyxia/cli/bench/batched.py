@@ -106,6 +106,7 @@ def run_batched(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         **figures,
         "ready_s": loaded["ready_s"],
+        "plan_cached": loaded["plan_cached"],  # slot counts above 1 share one batched plan
         "gpu_bytes": executor.gpu_bytes,
         "kv_capacity_bytes": sum(executor.buffer_bytes(p.past) for p in runner.loaded.signature.kv),
         "peak_rss_bytes": peak_rss_bytes(),

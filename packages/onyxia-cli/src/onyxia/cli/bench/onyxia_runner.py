@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the runner imports them in load(): the worker module stays 
 __all__ = ["OnyxiaRunner", "summarize_profiles"]
 
 PROFILE_TOP = 20
+_PLAN_CACHED = "loaded the compiled plan from the cache"  # llm/loading.py's progress phase on a plan cache hit
 
 
 class OnyxiaRunner:
@@ -77,10 +78,14 @@ class OnyxiaRunner:
             lm_head=self.lm_head,
         )
         ready = time.perf_counter()
-        parsing, uploading, warming = marks["parsing"], marks["uploading weights"], marks["warming up"]
+        uploading, warming = marks["uploading weights"], marks["warming up"]
+        # a plan cache hit (another slot count shares the batched plan) skips parsing and compiling
+        cached = _PLAN_CACHED in marks
+        parsing = marks[_PLAN_CACHED] if cached else marks["parsing"]
         return {
             "setup_s": parsing - started,  # device, model directory and tokenizer
-            "load_compile_s": uploading - parsing,
+            "load_compile_s": uploading - parsing,  # the plan read from the cache, where it was
+            "plan_cached": cached,
             "upload_s": warming - uploading,
             "warmup_s": ready - warming,
             "ready_s": ready - started,
