@@ -1,14 +1,15 @@
 """One decoder layer of `dynamo_graph.py`, node for node as torch.onnx.export(dynamo=True, opset 23) writes it.
 
 What torch 2.13 writes for transformers' sdpa attention (the `<family>-tiny-dynamo` fixtures): RMSNormalization
-per norm; q/k/v as MatMul (+ bias Add, Qwen2), Reshape to [1, -1, heads, head_dim] and Transpose to
-[1, heads, S, head_dim]; Qwen3's q_norm/k_norm between that Reshape and Transpose, Gemma 3's after all three
+per norm; q/k/v as MatMul (+ bias Add, Qwen2), Reshape to [B, S, -1, head_dim] and Transpose to
+[B, heads, S, head_dim]; Qwen3's q_norm/k_norm between that Reshape and Transpose, Gemma 3's after all three
 Transposes; per rotated tensor a Cos and a Sin of the positions' angles and an ai.onnx RotaryEmbedding
 (`num_heads` given, 4-D input); present = Concat(past, new) on axis -2 outside Attention; for grouped heads
-repeat-kv as Unsqueeze -> Expand([1, kv, groups, T, head_dim]) -> Reshape([1, heads, -1, head_dim]) of each
-present; ai.onnx Attention with the 4-D bool mask (is_causal 0); Transpose, Reshape and the o projection;
-residual Adds (Gemma 3: sandwich norms around attention and MLP); SiLU as Sigmoid and Mul, Gemma's
-tanh Gelu.
+repeat-kv as Unsqueeze -> Expand([B, kv, groups, T, head_dim]) -> Reshape([B, heads, T, head_dim]) of each
+present; ai.onnx Attention with the 4-D bool mask (is_causal 0); Transpose, Reshape([B, S, -1]) and the o
+projection; residual Adds (Gemma 3: sandwich norms around attention and MLP); SiLU as Sigmoid and Mul,
+Gemma's tanh Gelu. With the batch dynamic every Reshape shape is a Concat of the batch, the lengths and
+constants, which torch builds once, in the first layer, and every later layer reuses.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ class DynamoStyle:
 
 @dataclass(frozen=True)
 class LayerInputs:
-    """Values the prologue computes once: the mask per layer kind, the angles per layer kind, total length."""
+    """Values the prologue computes once: the mask and angles per layer kind, the batch and lengths as [n]."""
 
-    masks: dict[bool, str]  # is_sliding -> [1, 1, S, T] bool
-    angles: dict[bool, str]  # is_sliding -> positions * inv_freq [1, S, rotary_dim / 2]
+    masks: dict[bool, str]  # is_sliding -> [B, 1, S, T] bool
+    angles: dict[bool, str]  # is_sliding -> positions * inv_freq [B, S, rotary_dim / 2]
+    batch_1d: str  # [B] int64
+    seq_1d: str  # [S] int64
     total_1d: str  # [past + S] int64
     built: dict[str, str] = field(default_factory=dict)  # values the first layer makes and later ones reuse
 
@@ -72,7 +75,7 @@ def _attention(
     scope = f"model.model.layers.{layer}.self_attn"
     heads, kv_heads, dim = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     q, k, v = (
-        _project(b, config, style, scope, h, which, count, q4)
+        _project(b, config, style, scope, h, which, count, shared, q4)
         for which, count in (("q", heads), ("k", kv_heads), ("v", kv_heads))
     )
     if style.qk_norm == "transposed":
@@ -88,11 +91,10 @@ def _attention(
         repeated = []
         for cache in (key, value):
             wide = b.op("Unsqueeze", [cache, b.const([2])], scope)
-            if "repeat_kv" not in shared.built:  # [1, kv, groups, T, head_dim]: torch shares the first layer's
-                parts = [b.const([1]), b.const([kv_heads]), b.const([groups]), shared.total_1d, b.const([dim])]
-                shared.built["repeat_kv"] = b.op("Concat", parts, scope, axis=0)
-            wide = b.op("Expand", [wide, shared.built["repeat_kv"]], scope)
-            repeated.append(b.op("Reshape", [wide, b.const([1, heads, -1, dim])], scope, allowzero=1))
+            wide = b.op("Expand", [wide, _shape(b, shared, scope, "repeat_kv", [kv_heads, groups, "T", dim])], scope)
+            repeated.append(
+                b.op("Reshape", [wide, _shape(b, shared, scope, "kv", [heads, "T", dim])], scope, allowzero=1)
+            )
         key, value = repeated
     attended = b.op(
         "Attention",
@@ -104,7 +106,7 @@ def _attention(
         is_causal=0,
     )
     attended = b.op("Transpose", [attended], scope, perm=_HEADS_FIRST)
-    attended = b.op("Reshape", [attended, b.const([1, -1, heads * dim])], scope, allowzero=1)
+    attended = b.op("Reshape", [attended, _shape(b, shared, scope, "merge", ["S", -1])], scope, allowzero=1)
     shape_o = (heads * dim, config.hidden_size)
     return b.linear(attended, f"{scope}.o_proj.weight.T", shape_o, f"{scope}.o_proj", q4)
 
@@ -117,17 +119,29 @@ def _project(
     h: str,
     which: str,
     heads: int,
+    shared: LayerInputs,
     q4: bool,
 ) -> str:
-    """h @ W (+ bias) as [1, heads, S, head_dim] (Qwen3's q/k norm over each head on the way)."""
+    """h @ W (+ bias) as [B, heads, S, head_dim] (Qwen3's q/k norm over each head on the way); q, k and v
+    share one view shape, [B, S, -1, head_dim]."""
     module, dim = f"{scope}.{which}_proj", config.head_dim
     x = b.linear(h, f"{module}.weight.T", (config.hidden_size, heads * dim), module, q4)
     if style.qkv_bias:
         x = b.op("Add", [x, b.weight(f"{module}.bias", (heads * dim,), "linear")], module)
-    x = b.op("Reshape", [x, b.const([1, -1, heads, dim])], scope, allowzero=1)
+    x = b.op("Reshape", [x, _shape(b, shared, scope, "heads", ["S", -1, dim])], scope, allowzero=1)
     if style.qk_norm == "heads" and which != "v":
         x = rms_norm(b, config, x, f"{scope}.{which}_norm", dim)
     return b.op("Transpose", [x], scope, perm=_HEADS_FIRST)
+
+
+def _shape(b: TorchStyleBuilder, shared: LayerInputs, scope: str, key: str, dims: list[int | str]) -> str:
+    """The shape [B, *dims] as torch writes it for a Reshape or Expand: a Concat of the batch, the lengths
+    ("S" the new tokens, "T" past + new) and [n] constants, made where first needed and shared by key."""
+    if key not in shared.built:
+        lengths = {"S": shared.seq_1d, "T": shared.total_1d}
+        parts = [lengths[d] if isinstance(d, str) else b.const([d]) for d in dims]
+        shared.built[key] = b.op("Concat", [shared.batch_1d, *parts], scope, axis=0)
+    return shared.built[key]
 
 
 def _rotate(b: TorchStyleBuilder, scope: str, x: str, angles: str, heads: int) -> str:
