@@ -9,7 +9,7 @@ over the round's wall time (prefills included), aggregate decode tok/s (tokens a
 over the span from the round's first first-token to its last token) and its ratio to the 1-client row, and
 p50/p95 time to first token (queue wait included) with p95's ratio to the 1-client row's (a lone request's).
 
-    python tools/serve_bench.py [MODEL_DIR] [--precision P] [--max-length N] [--parallel 8]
+    python tools/serve_bench.py [MODEL_DIR] [--precision P] [--max-length N] [--parallel 8] [--lm-head exact]
                                 [--max-tokens 64] [--requests 2] [--clients 1,4,8]
     python tools/serve_bench.py --synth qwen2 [--layout genai] ...   # `onyxia bench`'s full-size q4 model
 
@@ -120,6 +120,7 @@ def main() -> None:
     parser.add_argument("--precision", default=None)
     parser.add_argument("--max-length", type=int, default=None)
     parser.add_argument("--parallel", type=int, default=8, help="sequences the session decodes together (slots)")
+    parser.add_argument("--lm-head", default="exact", help="exact, fp16 or int8 (LlmSession's lm_head; with a model)")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--requests", type=int, default=2, help="requests per client per round")
     parser.add_argument("--clients", default="1,4,8", help="comma-separated concurrency levels")
@@ -133,11 +134,24 @@ def main() -> None:
             parser.error("give MODEL_DIR or --synth ARCH, not both")
         model_dir, precision = _synthesized(args.synth, args.layout)
 
+    from onyxia.cli.llm import LlmSession
     from onyxia.cli.serve import create_app
 
     started = time.perf_counter()
+    loaded = None
+    if args.lm_head != "exact":  # create_app loads with the exact head; load the session here instead
+        if model_dir is None:
+            parser.error("--lm-head needs MODEL_DIR or --synth")
+        loaded = LlmSession.from_pretrained(
+            model_dir, precision, args.max_length, slots=args.parallel, lm_head=args.lm_head
+        )
     app = create_app(
-        model_dir, precision=precision, max_length=args.max_length, max_queue=max(levels), parallel=args.parallel
+        model_dir,
+        precision=precision,
+        max_length=args.max_length,
+        max_queue=max(levels),
+        parallel=args.parallel,
+        session=loaded,
     )
     session = app.state.onyxia.session
     base_url, server, thread = _serve(app)
@@ -148,7 +162,7 @@ def main() -> None:
     finally:
         server.should_exit = True  # type: ignore[attr-defined]
         thread.join(30)
-    print(f"{app.state.onyxia.model} [{session.model_dir.precision}] on {session.adapter}, {session.slots} slots, ")
+    print(f"{session.model_dir.model_path} on {session.adapter}, {session.slots} slots, lm head {args.lm_head},")
     print(
         f"max_length {session.max_length}, {args.max_tokens} tokens per request, {args.requests} requests per ", end=""
     )
