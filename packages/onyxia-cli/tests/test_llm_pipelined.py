@@ -1,8 +1,9 @@
 """Pipelined decoding (`llm/pipelined.py`), greedy and seeded top-k / temperature sampling (drawn on the
 GPU by SampleToken): step N+1 is submitted before step N's token is read, and the tokens, the cache
 position and the history equal unpipelined generation's on every fixture, also when a stop id or the
-caller ends the generation with a step already submitted ahead. Top-p sampling draws on the host. Layouts
-whose sliding-window cache has a fixed capacity run unpipelined (a step there cannot be taken back)."""
+caller ends the generation with a step already submitted ahead. Top-p sampling draws on the host. Every
+layout pipelines: onnxruntime-genai's fixed-capacity sliding-window caches, which shift (a step there could
+not be taken back), are resident full caches in the session, their window applied by the attention."""
 
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ def test_pipelined_equals_unpipelined(case: Fixture, params: SamplingParams) -> 
         other = _generate(llm, prompt, on=True, params=SamplingParams(temperature=1.5, top_k=40, seed=12))
         assert other[0] != plain[0]
         assert _generate(llm, prompt, on=True, params=params) == plain
-    # a fixed-capacity sliding-window cache (onnxruntime-genai's Gemma) cannot take a step back: unpipelined
-    assert llm._token_carried == (not any(pair.windowed for pair in llm.signature.kv))
+    # genai's windowed caches are resident too (no shifting buffer left): every layout runs ahead
+    assert not llm.shifting and llm._token_carried
 
 
 def test_the_next_step_is_submitted_before_the_token_is_read(monkeypatch: pytest.MonkeyPatch) -> None:

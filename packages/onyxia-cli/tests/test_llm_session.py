@@ -61,12 +61,13 @@ class _CountingContext(DeviceContext):
 @pytest.mark.parametrize(("directory", "precision"), MODELS)
 def test_decode_step_is_one_submit_and_one_map_with_the_error_word(directory: str, precision: str | None) -> None:
     """The run-time error word (the embedding Gather's index check, int64 shape arithmetic, each
-    GroupQueryAttention's seqlens_k range) rides on the token readback: still one submit and one map per
-    greedy step, 4 bytes of token id plus 8 bytes per checking node (at most 4 besides the attention layers)."""
+    GroupQueryAttention's seqlens_k range, each KvAppend's cache rows) rides on the token readback: still one
+    submit and one map per greedy step, 4 bytes of token id plus 8 bytes per checking node (at most 4 besides
+    the attention layers' cache checks)."""
     llm = session(directory, precision)
     executor, stats = llm.executor, llm.executor.stats
     slots = executor.compiled.error_slots
-    others = [s for s in slots if s.op_type != "GroupQueryAttention"]  # GQA: one seqlens_k range check per layer
+    others = [s for s in slots if s.op_type not in ("GroupQueryAttention", "KvAppend")]  # a cache check per layer
     assert any(s.node == "/model/embed_tokens/Gather" for s in slots) and 1 <= len(others) <= 4
     word = ERROR_SLOT_WORDS * 4 * len(slots)
     ctx = executor.ctx

@@ -180,8 +180,10 @@ def test_an_int8_head_over_the_binding_limit_is_an_error() -> None:
 def test_exact_is_the_default() -> None:
     graph, logits = _graph(DATA / "gemma3-tiny/onnx/model.onnx")
     signature = read_signature(graph, "gemma3-tiny")
-    default = generation_passes(logits, [], {"batch_size": 1})
-    assert [p.name for p in default.passes] == [p.name for p in generation_passes(logits, [], {}, "exact").passes]
+    default = generation_passes(logits, [], 64)
+    assert [p.name for p in default.passes] == [
+        p.name for p in generation_passes(logits, [], 64, lm_head="exact").passes
+    ]
     assert not any(isinstance(p, ReduceLmHeadPrecision) for p in default.passes)
     llm = session("gemma3-tiny", "fp32")  # built with no lm_head argument
     dtypes = {llm.executor.compiled.tensors[t].dtype for t in llm.executor.compiled.tensors}
@@ -192,7 +194,7 @@ def test_exact_is_the_default() -> None:
 @pytest.mark.parametrize("bad", ["int4", "FP16", "", "bf16"])
 def test_bad_values_are_rejected(bad: str) -> None:
     with pytest.raises(InputError, match=f"lm_head '{bad}' is not one of exact, fp16, int8"):
-        generation_passes("logits", [], {}, bad)
+        generation_passes("logits", [], 64, lm_head=bad)
     with pytest.raises(InputError, match="is not one of exact, fp16, int8"):
         LlmSession.from_pretrained(DATA / "gemma3-tiny", "fp32", lm_head=bad)
 

@@ -96,7 +96,10 @@ def test_cancelling_stops_within_one_decode_step(server: tuple[Any, str]) -> Non
     finished = events[-1]
     assert isinstance(finished, Finished) and finished.reason == "cancelled"
     assert finished.completion_tokens - at_cancel[0] <= 1 < llm.max_length - len(ids) - 10
-    assert llm.position == len(llm.history) == len(ids) + finished.completion_tokens - 1
+    # the cache holds the prompt and the tokens fed: all but the last, or (a decode step already run ahead of
+    # the cancel, `llm/batch.py`) the last one too
+    assert llm.position == len(llm.history) and llm.history[: len(ids)] == ids
+    assert len(llm.history) - len(ids) in (finished.completion_tokens - 1, finished.completion_tokens)
     served = _ask_ids(app, ids)  # reuses the cancelled generation's cache: still exact
     assert served == reference(app, ids, 10)[0]
 
