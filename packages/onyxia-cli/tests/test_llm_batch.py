@@ -110,3 +110,21 @@ def test_each_stream_gets_what_it_gets_alone(
             continue
         assert stream.tokens == alone[i], f"stream {i} ({stream.params})"
         assert stream.finish_reason == ("stop" if i == STOPPED else "length")
+
+
+def test_a_stream_cancelled_while_its_prompt_prefills_frees_its_slot() -> None:
+    """Prompts prefill 16 tokens per step (`prefill_chunk`): one cancelled after its first chunk is never fed
+    again, and the stream beside it gets what it gets alone."""
+    llm = _session("gemma3-tiny", "fp32", 3)
+    prompts = _prompts("gemma3-tiny", "expected_fp32.json")
+    long, short = prompts[2], prompts[3]
+    alone = _alone(llm, [Stream(short, NEW_TOKENS)])[0]
+    llm.reset()
+    batch = llm.batch()
+    leaving, staying = batch.add(Stream(long, NEW_TOKENS)), batch.add(Stream(short, NEW_TOKENS))
+    batch.step()  # the long prompt's first chunk
+    assert leaving.fed == 16 and not leaving.tokens
+    leaving.cancel()
+    batch.run()
+    assert leaving.finish_reason == "cancelled" and leaving.fed == 16 and not leaving.tokens
+    assert staying.tokens == alone and batch.slots.in_use == 0

@@ -117,6 +117,7 @@ class Batch:
             if stream.cancelled and not stream.done:
                 stream.finish("cancelled")
                 self.slots.release(stream)
+        self.running = [s for s in self.running if not s.done]  # none of them is prefilled or fed again
 
     def _admit(self) -> None:
         while self.waiting and self.slots.free and self._ahead is None:
