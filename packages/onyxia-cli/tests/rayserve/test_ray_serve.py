@@ -9,6 +9,7 @@ those ids must be the live replicas' actor names. A watchdog stops Ray and the p
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import socket
@@ -17,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import openai
 import pytest
@@ -62,10 +63,13 @@ def expected() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def client(expected: dict[str, Any], request: pytest.FixtureRequest) -> Iterator[openai.OpenAI]:
     """The `openai` client on a local Ray Serve running `deployment(MODEL_DIR, 2)`; all of it is shut
-    down afterwards, and by the watchdog if the module is still running after WATCHDOG_S."""
-    watchdog = threading.Timer(WATCHDOG_S, _give_up, [request.config.pluginmanager.getplugin("capturemanager")])
+    down afterwards, or by the watchdogs if the module is still running after WATCHDOG_S."""
+    stderr = _terminal(request)
+    watchdog = threading.Timer(WATCHDOG_S, _give_up, [stderr])
     watchdog.daemon = True
     watchdog.start()
+    # the backstop needs no GIL: ray's C++ code can hold it while it waits (for a worker that never comes)
+    faulthandler.dump_traceback_later(WATCHDOG_S + 30, exit=True, file=stderr)
     ray.init(num_cpus=2, include_dashboard=False)
     try:
         assert ray.util.get_node_ip_address() == "127.0.0.1"
@@ -78,15 +82,22 @@ def client(expected: dict[str, Any], request: pytest.FixtureRequest) -> Iterator
         serve.shutdown()
         ray.shutdown()
         watchdog.cancel()
+        faulthandler.cancel_dump_traceback_later()
+        stderr.close()
 
 
-def _give_up(capture: Any) -> None:
-    """Print every thread's stack (past pytest's capture, which an exit would lose), stop the local Ray
-    node's processes (its agents too, which a plain exit would orphan), and end this process failing."""
-    if capture is not None:
-        capture.suspend_global_capture(in_=True)
-    print(f"test_ray_serve: still running after {WATCHDOG_S} s; stopping Ray and exiting", file=sys.stderr)
-    faulthandler.dump_traceback()
+def _terminal(request: pytest.FixtureRequest) -> TextIO:
+    """The process's real stderr, not pytest's capture of it (which an exit would lose)."""
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        return os.fdopen(os.dup(2), "w")
+
+
+def _give_up(stderr: TextIO) -> None:
+    """Print every thread's stack, stop the local Ray node's processes (its agents too, which a plain
+    exit orphans), and end this process failing."""
+    print(f"test_ray_serve: still running after {WATCHDOG_S} s; stopping Ray and exiting", file=stderr, flush=True)
+    faulthandler.dump_traceback(file=stderr)
     node = ray._private.worker._global_node  # the processes ray.init started on this machine
     if node is not None:
         node.kill_all_processes(check_alive=False, allow_graceful=True)
