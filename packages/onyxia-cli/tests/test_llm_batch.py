@@ -128,3 +128,26 @@ def test_a_stream_cancelled_while_its_prompt_prefills_frees_its_slot() -> None:
     batch.run()
     assert leaving.finish_reason == "cancelled" and leaving.fed == 16 and not leaving.tokens
     assert staying.tokens == alone and batch.slots.in_use == 0
+
+
+@pytest.mark.parametrize(("directory", "precision", "expected_file"), LAYOUTS, ids=[d for d, *_ in LAYOUTS])
+def test_short_prompts_arriving_together_prefill_in_one_run(
+    directory: str, precision: str | None, expected_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four prompts of 5, 3, 4 and 2 tokens at once, a 16-token chunk: the first three prefill as one
+    right-padded run (5 x 3 = 15 tokens), the fourth after; each stream equals itself alone."""
+    llm = _session(directory, precision, 8)
+    ids = expected(directory, expected_file)["prompts"][0]["prompt_ids"]
+    prompts = [ids[:5], ids[1:4], ids[2:6], ids[:2]]
+    streams = [Stream(p, NEW_TOKENS, _SAMPLED.get(i, SamplingParams())) for i, p in enumerate(prompts)]
+    alone = _alone(llm, streams)
+    llm.reset()
+    batch = llm.batch()
+    groups: list[int] = []
+    prefill = batch._prefill
+    monkeypatch.setattr(batch, "_prefill", lambda group: (groups.append(len(group)), prefill(group)))
+    for stream in streams:
+        batch.add(stream)
+    batch.run()
+    assert groups == [3, 1]
+    assert [s.tokens for s in streams] == alone

@@ -7,7 +7,10 @@ costs little more than one that advances 1. Each `step()`:
    the free slot whose cached tokens share the longest prefix with its prompt (a multi-turn client, a
    shared system prompt): only the rest of the prompt is prefilled;
 2. prefills one chunk (`LlmSession.prefill_chunk` tokens) of the oldest stream still prefilling, as a
-   one-row run into its slot — so a running stream waits at most one chunk for a newcomer;
+   one-row run into its slot — so a running stream waits at most one chunk for a newcomer; newcomers whose
+   whole prompts fit one chunk together (and whose slots hold the same number of tokens, mostly none) are
+   prefilled in one run, right-padded, each row's logits taken at its own last token, so eight clients
+   arriving at once all get their first token after one chunk;
 3. runs one decode step for every stream that has a sampled token to feed: row b feeds it into slot
    `stream.slot` at that slot's length, with its own mask, positions and sampling params
    (`step_inputs.step_feeds`; SampleToken draws per row; top-p and repetition penalties on the host
@@ -90,9 +93,9 @@ class Batch:
             self._drop_cancelled()
             self._admit()
             if self._ahead is None:
-                prefilling = next((s for s in self.running if s.fed < len(s.prompt)), None)
-                if prefilling is not None:
-                    self._prefill(prefilling)
+                prefilling = [s for s in self.running if s.fed < len(s.prompt)]
+                if prefilling:
+                    self._prefill(self._prefill_group(prefilling))
                 decoding = [s for s in self.running if s.last is not None]
                 if decoding:
                     rows = self._group(decoding)
@@ -146,17 +149,41 @@ class Batch:
         return alive and not others and can_pipeline(self.session)
 
     # ----- runs --------------------------------------------------------------------------------
-    def _prefill(self, stream: Stream) -> None:
-        chunk = stream.prompt[stream.fed : stream.fed + self.session.prefill_chunk]
-        last = stream.fed + len(chunk) == len(stream.prompt)
-        pending = self._submit([stream], [chunk], sample=last)
-        stream.fed += len(chunk)
-        if last:
-            stream.deliver(self._tokens([stream], pending)[0])
+    def _prefill_group(self, prefilling: list[Stream]) -> list[Stream]:
+        """The oldest stream still prefilling, and with it (on a batched plan) the next ones whose slots hold as
+        many tokens and whose remaining prompts all fit one chunk together, padded to the longest."""
+        first, chunk = prefilling[0], self.session.prefill_chunk
+        group, longest = [first], len(first.prompt) - first.fed
+        if not self.session.step_dims.last_rows or longest > chunk:
+            return group
+        past = self.slots.length(first)
+        for stream in prefilling[1:]:
+            rest = len(stream.prompt) - stream.fed
+            wider = max(longest, rest)
+            # padding only after an empty cache: GroupQueryAttention places a continuation's new tokens just
+            # before its row's length, which padding would move (onnxruntime pads only first prompts)
+            padded = wider != rest or wider != longest
+            if self.slots.length(stream) == past and wider * (len(group) + 1) <= chunk and not (padded and past):
+                group.append(stream)
+                longest = wider
+        return group
+
+    def _prefill(self, streams: list[Stream]) -> None:
+        chunk = self.session.prefill_chunk
+        parts = [s.prompt[s.fed : s.fed + chunk] for s in streams]
+        count = max(len(part) for part in parts)
+        padded = [part + [part[-1]] * (count - len(part)) for part in parts]  # the padding is masked out
+        last = all(s.fed + len(part) == len(s.prompt) for s, part in zip(streams, parts))
+        pending = self._submit(streams, padded, sample=last, lengths=[len(part) for part in parts])
+        for stream, part in zip(streams, parts):
+            stream.fed += len(part)
+        if not last:
+            pending.read()
+            return
+        for stream, token in zip(streams, self._tokens(streams, pending)):
+            stream.deliver(token)
             if stream.done:
                 self.slots.release(stream)
-        else:
-            pending.read()
 
     def _decode(self) -> None:
         """Read the decode run in flight, having submitted the next one first when the rows carry over."""
@@ -179,22 +206,29 @@ class Batch:
         if ahead is not None:
             self._ahead = (rows, ahead)
 
-    def _submit(self, streams: Sequence[Stream], ids: list[list[int]] | None, sample: bool = True) -> PendingRun:
+    def _submit(
+        self,
+        streams: Sequence[Stream],
+        ids: list[list[int]] | None,
+        sample: bool = True,
+        lengths: list[int] | None = None,
+    ) -> PendingRun:
         """Append `ids[b]` to stream b's slot in one run (None: one token each, carried on the GPU from the run
-        before); the slot records take the ids now, the carried ones when they are read (`_decode`)."""
+        before; `lengths`: the real ids of each padded row); the slot records take the ids now, the carried
+        ones when they are read (`_decode`)."""
         session, sig = self.session, self.session.signature
         rows = [Row(s.slot or 0, self.slots.length(s)) for s in streams]
         if sample:
             draws = [gpu_params(s.params, s.rng) if on_gpu(s.params) else _GREEDY_ROW for s in streams]
             session.set_sampling(np.stack(draws))
         count = 1 if ids is None else len(ids[0])
-        feeds, dims = step_feeds(sig, rows, ids, count, session.step_dims)
+        feeds, dims = step_feeds(sig, rows, ids, count, session.step_dims, lengths)
         session.executor.update_dimensions(dims)
         on_host = sample and any(not on_gpu(s.params) for s in streams)
         wanted = ([sig.logits, NEXT_TOKEN] if on_host else [NEXT_TOKEN]) if sample else []
         pending = session._run(feeds, wanted)
-        for stream, row_ids in zip(streams, ids or []):
-            self.slots.append(stream, row_ids)
+        for b, (stream, row_ids) in enumerate(zip(streams, ids or [])):
+            self.slots.append(stream, row_ids if lengths is None else row_ids[: lengths[b]])
         return pending
 
     def _tokens(self, streams: Sequence[Stream], pending: PendingRun) -> list[int]:

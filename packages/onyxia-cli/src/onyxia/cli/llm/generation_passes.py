@@ -44,6 +44,7 @@ from onyxia.core.symbolic import SymbolicDim
 from onyxia.operators.family import ONYXIA_DOMAIN
 
 __all__ = [
+    "LAST_ROWS",
     "NEXT_TOKEN",
     "SAMPLING",
     "AddNextToken",
@@ -58,20 +59,26 @@ log = logging.getLogger(__name__)
 NEXT_TOKEN = "next_token"
 SAMPLING = "onyxia/sampling"  # float [3]: temperature (0: greedy), top_k (0: off), u in [0, 1)
 _LAST_POSITION = "onyxia/last_position"
+LAST_ROWS = "onyxia/last_rows"  # int64 [batch, 1]: each batch row's last position, as a row of [batch * sequence]
 _HEAD_OPS = {("", "MatMul"), ("com.microsoft", "MatMulNBits"), ("", "Gemm"), ("com.microsoft", "DynamicQuantizeMatMul")}
 _PASS_THROUGH = {"Cast", "Div", "Mul", "Tanh", "Add", "Identity"}  # softcapping and dtype casts after the head
 
 
 class SliceLogitsToLastPosition:
+    """With `batch` other than 1 the rows of one run may end at different positions (prompts of several
+    lengths prefilled together, right-padded): the head's input is then gathered at `LAST_ROWS`, one flat
+    row index per batch row (b * sequence + its last position), fed by the session."""
+
     name = "SliceLogitsToLastPosition"
     stage = Stage.RESOLUTION
 
-    def __init__(self, logits: str) -> None:
+    def __init__(self, logits: str, batch: SymbolicDim = 1) -> None:
         self.logits = logits
+        self.batch = batch
 
     def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
         """Slice the lm head's input to its last position; False when done already or no head is found."""
-        if any(n.name == _LAST_POSITION for n in graph.nodes_of("Slice")):
+        if any(n.name == _LAST_POSITION for n in graph.nodes):
             return False
         logits = graph.tensor_by_name(self.logits)
         head = lm_head_node(graph, logits.id) if logits is not None else None
@@ -81,8 +88,14 @@ class SliceLogitsToLastPosition:
         head = _first_cast(graph, head)
         hidden = graph.tensor(head.inputs[0])
         last = graph.add_tensor(f"{hidden.name}/last_position", hidden.dtype, Absent())
-        starts, ends, axes = (_constant(graph, f"{_LAST_POSITION}/{k}", v) for k, v in _SLICE.items())
-        graph.add_node("Slice", [hidden.id, starts, ends, axes], [last], name=_LAST_POSITION, before=head)
+        if self.batch == 1:
+            starts, ends, axes = (_constant(graph, f"{_LAST_POSITION}/{k}", v) for k, v in _SLICE.items())
+            graph.add_node("Slice", [hidden.id, starts, ends, axes], [last], name=_LAST_POSITION, before=head)
+        else:
+            rows = graph.add_tensor(f"{hidden.name}/rows", hidden.dtype, Absent())
+            graph.add_node("Flatten", [hidden.id], [rows], {"axis": 2}, name=f"{_LAST_POSITION}/rows", before=head)
+            index = graph.add_tensor(LAST_ROWS, DataType.INT64, shape_of((self.batch, 1)), TensorKind.INPUT)
+            graph.add_node("Gather", [rows.id, index.id], [last], {"axis": 0}, name=_LAST_POSITION, before=head)
         graph.set_input(head, 0, last)
         return True
 
@@ -127,7 +140,7 @@ def generation_passes(
         "generation",
         (
             *reduced,
-            SliceLogitsToLastPosition(logits),
+            SliceLogitsToLastPosition(logits, batch),
             AddNextToken(logits, batch),
             ResidentKvCache(kv_pairs, capacity, batch),
         ),

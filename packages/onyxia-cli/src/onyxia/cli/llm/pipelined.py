@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from onyxia.cli.llm.generation_passes import NEXT_TOKEN
+from onyxia.cli.llm.generation_passes import LAST_ROWS, NEXT_TOKEN
 from onyxia.cli.llm.step_inputs import StepDims
 from onyxia.core.resident_kv import KV_ROWS
 
@@ -97,6 +97,8 @@ def _submit_carried(session: LlmSession, draw: Callable[[], np.ndarray], dims: S
     feeds = {sig.position_ids: np.array([[position]], np.int64)} if sig.position_ids else {}
     if dims.resident:
         feeds[KV_ROWS] = np.array([[0, position]], np.int32)
+    if dims.last_rows:  # a batched plan used by one stream: its one row's logits
+        feeds[LAST_ROWS] = np.zeros((1, 1), np.int64)
     pending = session.executor.submit(feeds, outputs=[NEXT_TOKEN])
     session.position += 1
     return pending

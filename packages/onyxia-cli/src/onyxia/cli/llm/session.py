@@ -26,7 +26,6 @@ from onyxia.cli.llm.signature import LlmSignature
 from onyxia.cli.llm.step_inputs import Row, StepDims, checked_token_ids, step_feeds, vocab_size
 from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.core import InputError
-from onyxia.core.resident_kv import KV_ROWS
 
 if TYPE_CHECKING:  # the runtime (wgpu) loads when a session is built, not when this module is imported
     from onyxia.cli.llm.batch import Batch
@@ -70,7 +69,7 @@ class LlmSession:
         self.stats = GenerationStats()
         self._window: int | None = model_dir.config.get("sliding_window")
         self._symbols = executor.compiled.symbols  # a property that walks every tensor: read once
-        self.step_dims = StepDims(signature, self._window, self._symbols, KV_ROWS in executor.input_names)
+        self.step_dims = StepDims(signature, self._window, self._symbols, executor.input_names)
         self.vocab_size = vocab_size(executor, signature.logits)  # ids are checked against it before upload
         self.pipelined = True  # decode submits step N+1 before reading step N's token (llm/pipelined.py)
         self._token_carried = False

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from onyxia.cli.llm.generation_passes import LAST_ROWS
 from onyxia.cli.llm.signature import LlmSignature
 from onyxia.core import InputError
 from onyxia.core.resident_kv import KV_ROWS
@@ -37,23 +38,33 @@ class Row:
 
 
 def step_feeds(
-    signature: LlmSignature, rows: Sequence[Row], ids: Sequence[Sequence[int]] | None, count: int, dims: StepDims
+    signature: LlmSignature,
+    rows: Sequence[Row],
+    ids: Sequence[Sequence[int]] | None,
+    count: int,
+    dims: StepDims,
+    lengths: Sequence[int] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Feeds for `count` tokens appended to each row (`ids`: one list per row; None leaves input_ids out, the
-    GPU carries them), and the plan dims they bind."""
+    GPU carries them), and the plan dims they bind. With `lengths` row b's ids are only its first lengths[b]
+    (the rest right-padding: prompts of several lengths prefilled in one run, each row's past the same):
+    its mask hides the padding and its logits come from its own last token (`LAST_ROWS`)."""
     sig = signature
     pasts = np.array([row.past for row in rows], np.int64)
+    counts = np.full(len(rows), count, np.int64) if lengths is None else np.array(lengths, np.int64)
     longest = int(pasts.max())
     feeds: dict[str, np.ndarray] = {}
     if ids is not None:
         feeds[sig.input_ids] = np.array(ids, np.int64).reshape(len(rows), count)
     if sig.attention_mask:
         keys = np.arange(longest + count)
-        feeds[sig.attention_mask] = (keys[None, :] < (pasts + count)[:, None]).astype(np.int64)
+        feeds[sig.attention_mask] = (keys[None, :] < (pasts + counts)[:, None]).astype(np.int64)
     if sig.position_ids:
         feeds[sig.position_ids] = pasts[:, None] + np.arange(count)[None, :]
     if dims.resident:
         feeds[KV_ROWS] = np.array([[row.slot, row.past] for row in rows], np.int32)
+    if dims.last_rows:
+        feeds[LAST_ROWS] = (np.arange(len(rows)) * count + counts - 1)[:, None]
     return feeds, dims(count, longest, len(rows))
 
 
@@ -63,10 +74,11 @@ class StepDims:
     size is worked out once (a pipelined decode step then builds no arrays and walks no signature)."""
 
     def __init__(
-        self, signature: LlmSignature, window: int | None, symbols: Collection[str], resident: bool = False
+        self, signature: LlmSignature, window: int | None, symbols: Collection[str], inputs: Collection[str] = ()
     ) -> None:
         sig = signature
-        self.resident = resident  # the plan reads the `KV_ROWS` table (a resident cache)
+        self.resident = KV_ROWS in inputs  # the plan reads the `KV_ROWS` table (a resident cache)
+        self.last_rows = LAST_ROWS in inputs  # and gathers each row's last position (a batched plan)
         # each feed's and cache's dims, with the size each takes: its shape as `step_feeds` builds it
         sources: list[tuple[tuple[SymbolicDim, ...], tuple[str, ...]]] = [
             (sig.input_dims[sig.input_ids], ("batch", "count"))
