@@ -34,7 +34,7 @@ MODEL_DIR = Path(__file__).resolve().parents[1] / "data" / "gemma3-tiny"
 APP_OPTIONS: dict[str, Any] = {"precision": "fp32", "max_length": 160}
 QUESTIONS = ("Tell me a fortune", "What is the moon made of?")
 MAX_TOKENS = 16
-WATCHDOG_S = 600  # Ray's start, two model loads and the requests take about half a minute
+WATCHDOG_S = 600  # Ray's start, three model loads and the requests take about a minute on 2 lavapipe cores
 
 
 def _ask(client: openai.OpenAI, question: str) -> Any:
