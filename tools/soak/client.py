@@ -65,6 +65,8 @@ async def send(client: httpx.AsyncClient, base_url: str, planned: Planned, data:
         return _whole(planned, response)
     except httpx.HTTPError as e:
         return Outcome(problem=f"transport: {type(e).__name__}: {e}")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # an event that is not the API's shape
+        return Outcome(200, problem=f"malformed stream event: {type(e).__name__}: {e}")
 
 
 def _whole(planned: Planned, response: httpx.Response) -> Outcome:
@@ -128,8 +130,10 @@ async def _stream(client: httpx.AsyncClient, planned: Planned, data: bytes) -> O
 
 def _event(planned: Planned, event: dict[str, Any], outcome: Outcome, parts: list[str]) -> str:
     """Fold one server-sent event into `outcome`; returns a problem, or ""."""
-    if "error" in event:
-        return f"error event: {json.dumps(event['error'])[:200]}"
+    if "error" in event:  # a failure after the stream started: its status stayed 200
+        error = event["error"]
+        outcome.error_type = str(error.get("type", "")) if isinstance(error, dict) else ""
+        return f"error event: {json.dumps(error)[:200]}"
     if event.get("usage"):
         outcome.completion_tokens = event["usage"]["completion_tokens"]
     for choice in event.get("choices", []):

@@ -81,12 +81,12 @@ def print_summary(run: Run, max_drift: float, stop_note: str, wall: float) -> li
     print("\n".join(_table(run)))
     print(f"statuses seen by clients: {dict(sorted(client_statuses.items()))} (none: disconnected, or no answer)")
     print(f"statuses counted by the server: {dict(sorted((k, int(v)) for k, v in run.server_statuses.items()))}")
-    unknown = Counter(
-        "served" if r.outcome.status == 200 else "refused" for r in run.records if r.planned.kind == "unknown-model"
-    )
-    print(f"unknown model: {unknown['served']} served (answers compared), {unknown['refused']} refused")
+    unknown = [r.outcome.status or 0 for r in run.records if r.planned.kind == "unknown-model"]
+    served, refused = unknown.count(200), sum(400 <= status < 500 for status in unknown)
+    print(f"unknown model: {served} served (answers compared), {refused} refused (4xx)")
     print(f"mismatches: {mismatches}")
-    print(f"5xx: {sum(r.outcome.status is not None and r.outcome.status >= 500 for r in run.records)}")
+    server_errors = sum((r.outcome.status or 0) >= 500 or r.outcome.error_type == "server_error" for r in run.records)
+    print(f"5xx: {server_errors} (a 5xx status, or a server_error event inside a 200 stream)")
     print(f"leaks: {len(run.leaks)} ({'; '.join(run.gauge_notes)})")
     rss = "n/a (no server pid: pass --pid with --url)" if drift is None else f"{drift:+.2f}% (limit {max_drift}%)"
     print(f"RSS: warm {_mib(run.rss_warm)}, end {_mib(run.rss_end)}, drift {rss}")

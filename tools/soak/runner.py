@@ -4,8 +4,8 @@
    with nothing beside it.
 2. Mixed: `clients` tasks take the plan's requests in order; every completed answer is compared with
    its reference (text, finish_reason, and completion tokens where both carry usage). The server's
-   RSS is sampled once the first tenth has completed (allocators, caches and compiled pipelines
-   have grown by then).
+   RSS is sampled once the first tenth (--warmup) has completed: allocators, caches and compiled
+   pipelines have grown by then.
 3. Quiet: /metrics's in-flight gauges must come back to 0 (a cancelled or abandoned job that never
    ends is a leak), the first specs are asked again alone (the server still answers as at the
    start), and RSS is sampled again.
@@ -126,8 +126,9 @@ async def reference_phase(run: Run, specs: list[Spec]) -> None:
     run.seconds["reference"] = time.perf_counter() - start
 
 
-async def mixed_phase(run: Run, plan: list[Planned], clients: int) -> None:
-    pending, warm_at, start = iter(plan), max(1, len(plan) // 10), time.perf_counter()
+async def mixed_phase(run: Run, plan: list[Planned], clients: int, warmup: float = 10.0) -> None:
+    """`warmup`: percent of the requests completed before the first RSS sample."""
+    pending, warm_at, start = iter(plan), max(1, round(len(plan) * warmup / 100)), time.perf_counter()
     step = max(1, len(plan) // 10)
 
     async def worker(client: httpx.AsyncClient) -> None:

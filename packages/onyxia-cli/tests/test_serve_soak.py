@@ -21,9 +21,10 @@ from soak.client import Outcome  # noqa: E402
 from soak.mix import make_plan, make_specs  # noqa: E402
 from soak.runner import judge  # noqa: E402
 
-# 120 requests sample RSS "warm" after 12 of them, before allocator pools, tokenizer and HTTP buffers
-# have reached their steady size (the 2000-request default amortizes that growth; this run saw ~5%).
-# A generous limit here still catches a leak that grows with every request, not start-up growth.
+# RSS drift is loose here: with 120 requests the "warm" sample comes after only 12, before allocator
+# pools, driver buffers and HTTP/tokenizer caches reach their steady size, and short runs on this
+# machine moved 0.4-5% either way from that alone. The 2000-request default (5%) is the real leak
+# check; 25% still fails a leak that grows with every request of this run.
 CI_RSS_DRIFT = 25
 
 
@@ -35,7 +36,7 @@ def test_a_short_soak_passes_with_no_mismatch() -> None:
     report = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-3000:]}"
     assert proc.returncode == 0, report
     assert re.search(r"^mismatches: 0$", proc.stdout, re.MULTILINE), report
-    assert re.search(r"^5xx: 0$", proc.stdout, re.MULTILINE), report
+    assert re.search(r"^5xx: 0 ", proc.stdout, re.MULTILINE), report
     assert "verdict: PASS" in proc.stdout, report
     sent, ok, unchecked, mismatched, failed, _ = map(
         int, re.findall(r"^all mixed\s+(.*)$", proc.stdout, re.M)[0].split()
