@@ -17,6 +17,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from onyxia.cli.commands.serve import DEFAULT_PARALLEL
 from onyxia.cli.serve.app import DEFAULT_MAX_QUEUE, create_app
 
 __all__ = ["REPLICA_HEADER", "OnyxiaReplica", "app_builder", "deployment"]
@@ -33,10 +34,11 @@ def deployment(
     max_queue: int = DEFAULT_MAX_QUEUE,
     api_key: str | None = None,
     model_name: str | None = None,
+    parallel: int = DEFAULT_PARALLEL,
     **serve_options: Any,
 ) -> Any:
     """A Ray Serve application (`serve.run(deployment("my-model"))`) of `num_replicas` replicas, each
-    `create_app(model_dir, precision=..., ...)`. `model_dir` must be readable where the replicas run
+    `create_app(model_dir, precision=..., ...)` decoding `parallel` requests together. `model_dir` must be readable where the replicas run
     (the same path on every node). `serve_options` go to `serve.deployment` (`name`,
     `ray_actor_options`, `max_ongoing_requests`, `autoscaling_config`, ...); the default name is
     "onyxia" and each replica reserves Ray's default of one CPU."""
@@ -49,14 +51,15 @@ def deployment(
         "max_queue": max_queue,
         "api_key": api_key,
         "model_name": model_name,
+        "parallel": parallel,
     }
     return replica.bind(None if model_dir is None else str(model_dir), app_options)
 
 
 def app_builder(args: dict[str, str]) -> Any:
     """For Ray's CLI: `serve run onyxia.cli.serve.ray_deployment:app_builder model_dir=DIR
-    num_replicas=2 [precision=fp32] [max_length=N]` (no model_dir: the built-in demo)."""
-    known = {"model_dir", "num_replicas", "precision", "max_length"}
+    num_replicas=2 [precision=fp32] [max_length=N] [parallel=N]` (no model_dir: the built-in demo)."""
+    known = {"model_dir", "num_replicas", "precision", "max_length", "parallel"}
     unknown = sorted(set(args) - known)
     if unknown:
         raise ValueError(f"app_builder: unknown argument(s) {unknown}; expected some of {sorted(known)}")
@@ -66,6 +69,7 @@ def app_builder(args: dict[str, str]) -> Any:
         int(args.get("num_replicas", "2")),
         precision=args.get("precision"),
         max_length=None if max_length is None else int(max_length),
+        parallel=int(args.get("parallel", DEFAULT_PARALLEL)),
     )
 
 
