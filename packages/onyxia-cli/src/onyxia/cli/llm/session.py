@@ -120,6 +120,8 @@ class LlmSession:
         self.reset()
         self._forward([0, 0], [NEXT_TOKEN])
         self._forward([0], [NEXT_TOKEN])
+        if self.slots > 1:  # and the batched paths: a padded two-row prefill, two-row decode steps
+            self.generate_batch([[0, 0], [0, 0, 0]], 3, stop=[])
         self.reset()
 
     def reset(self) -> None:
