@@ -90,13 +90,13 @@ def test_symbolic_rows_switch_kernels_without_recompiling() -> None:
     model = _model(np.zeros((1, 1, k), np.float32), 24, 32, dim_params={"A": ["batch", "seq", k]})
     executor = runtime().load_model(compile_model(model))
     rng = np.random.default_rng(4)
-    for batch, seq in [(1, 1), (2, 37), (1, 1)]:
+    for batch, seq in [(1, 1), (2, 37), (4, 1), (7, 1), (1, 1)]:
         a = rng.standard_normal((batch, seq, k)).astype(np.float32)
         (expected,) = reference_outputs(model, {"A": a}, "ort")
         assert_close(executor.run({"A": a})["y0"], expected, tolerance=INT8_TOLERANCE)
-        # prefill: quantize, then the prefill kernel; decode: the decode kernel quantizes its row itself
-        assert executor.stats.dispatches_encoded == (1 if seq == 1 else 2)
-    assert executor.stats.pipelines_created == 3
+        # quantize, then the rows or prefill kernel; decode: the kernel quantizes its row itself
+        assert executor.stats.dispatches_encoded == (1 if batch * seq == 1 else 2)
+    assert executor.stats.pipelines_created == 5  # quantize, decode, rows4, rows8, prefill
 
 
 def test_genai_int4_lm_head() -> None:

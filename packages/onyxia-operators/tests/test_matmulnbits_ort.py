@@ -122,7 +122,8 @@ def test_split_k_reduction(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_symbolic_rows_switch_kernels_without_recompiling() -> None:
-    """One plan for decode and prefill: each kernel dispatches zero workgroups on the other's M."""
+    """One plan for decode, batched decode (M 2 .. 8: the rows tiles) and prefill: each kernel dispatches zero
+    workgroups outside its M range."""
     k, n = 64, 24
     weights = quantized_weights(k, n, 32, "none", np.float32)
     attrs = {"K": k, "N": n, "bits": 4, "block_size": 32}
@@ -137,13 +138,13 @@ def test_symbolic_rows_switch_kernels_without_recompiling() -> None:
     )
     executor = runtime().load_model(_compile(model))
     rng = np.random.default_rng(4)
-    for batch, seq in [(1, 1), (2, 37), (1, 1)]:
+    for batch, seq in [(1, 1), (2, 37), (4, 1), (7, 1), (1, 1)]:
         a = rng.standard_normal((batch, seq, k)).astype(np.float32)
         (expected,) = reference_outputs(model, {"A": a}, "ort")
         actual = executor.run({"A": a})["y0"]
         np.testing.assert_allclose(actual, expected, *F32_TOLERANCE)
         assert executor.stats.dispatches_encoded == 1  # the other kernel's dispatch is skipped
-    assert executor.stats.pipelines_created == 2
+    assert executor.stats.pipelines_created == 4  # decode, rows4, rows8, prefill
 
 
 def test_packed_weights_keep_their_bytes() -> None:

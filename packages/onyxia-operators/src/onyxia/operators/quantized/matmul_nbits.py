@@ -16,11 +16,12 @@ Numerics follow onnxruntime's CPU kernel (1.31), which picks them per node (`_in
 - Levels 0-3, and level 4 where onnxruntime falls back to dequantizing B: products and sums in f32
   whatever the activation dtype (level 0's numerics).
 
-One shader, two tiles (the "matmul_nbits" tiles of the chosen `onyxia.operators.matmul.variants` row): decode, one
-row per thread (M = 1, the GEMV of each generated token), and prefill, 4 rows per thread sharing each
-weight unpack. Each thread owns 4 * column_groups adjacent columns of B repacked in column panels (see
-the shader). With a symbolic M both are planned, and the one on the wrong side of M = 1 dispatches zero
-workgroups at run time.
+One shader, four tiles (`matmul_nbits_tiles`): decode, one row per thread (M = 1, the GEMV of each generated
+token); rows4 and rows8, a batched decode step (M = 2 .. 8, one token per stream), the decode tile with 4 or 8
+rows per thread sharing each weight unpack, each row's outputs bit-identical to the decode tile's; and prefill
+(the "matmul_nbits" tiles of the chosen `onyxia.operators.matmul.variants` row). Each thread owns
+4 * column_groups adjacent columns of B repacked in column panels (see the shader). With a symbolic M all are
+planned, and those outside the run's M dispatch zero workgroups.
 `plan_products` also serves the com.onyxia groups (matmul_nbits_group), several weights per dispatch.
 A weight over the storage-binding limit (Phi-4-mini's lm head) runs in column ranges (matmul_nbits_ranges).
 """
@@ -45,16 +46,10 @@ from onyxia.core import (
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
 from onyxia.operators.matmul.tiles import Tile
-from onyxia.operators.matmul.variants import (
-    chosen_variant,
-    labelled,
-    panel_columns,
-    planned_tiles,
-    shared_a_defs,
-    tile_for,
-)
+from onyxia.operators.matmul.variants import chosen_variant, labelled, panel_columns, shared_a_defs, tile_for
 from onyxia.operators.quantized.matmul_nbits_layout import SINGLE, A, Layout, Slot, nbits_layout, unsupported
 from onyxia.operators.quantized.matmul_nbits_ranges import column_ranges
+from onyxia.operators.quantized.matmul_nbits_tiles import SPREAD_ROWS, nbits_tiles
 from onyxia.operators.quantized.packing import PackedInput, bind_packed
 
 __all__ = ["MatMulNBitsOp", "plan_products", "unsupported"]
@@ -90,20 +85,19 @@ def plan_products(
     weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=panel_columns("matmul_nbits")) for slot in slots]
     _check_products(ctx, layout, slots, weights, activation)
     int8 = _int8_activations(ctx, layout, all(w.known for w in weights))
-    tiles = planned_tiles("matmul_nbits", m)  # decode, prefill or both, each with its share of the run
-    decode = tile_for("matmul_nbits", 1)
-    shared = int8 and _fits_workgroup(layout, decode)  # the decode tile quantizes its row itself
+    tiles = nbits_tiles(m)  # decode, rows, prefill, or some of them, each with its share of the run
+    forms = {tile: _a_form(layout, tile, int8) for tile, _ in tiles}
     quantized = None
-    prefill_share = next((share for tile, share in tiles if tile != decode), 0)
-    if int8 and (not shared or prefill_share != 0):
-        quantized = _quantize_activations(ctx, layout, m, prefill_share if shared else 1)
+    quantize_share = sum(share for tile, share in tiles if forms[tile] == "quantized")
+    if not (isinstance(quantize_share, int) and quantize_share == 0):
+        quantized = _quantize_activations(ctx, layout, m, quantize_share)
     slot_reads, defs = _slot_bindings(ctx, layout, slots, weights, scales)
     if activation is not None:
         defs |= {"GATED": True, "ACTIVATION": activation}
     ranges = column_ranges(ctx, layout, slots, weights, slot_reads)  # one unless B passes the binding limit
     outputs = [ctx.output(0)] if activation is not None else [ctx.output(s) for s in range(len(slots))]
     for kernel, share in tiles:
-        a_reads, a_names, a_defs = _a_bindings(ctx, layout, quantized, shared and kernel == decode)
+        a_reads, a_names, a_defs = _a_bindings(ctx, layout, quantized, forms[kernel])
         names = [*a_names, *slot_reads, *(f"Y{s}" for s in range(len(outputs)))]
         kernel_defs = {**defs, **a_defs, **{f"BIND_{name}": i for i, name in enumerate(names)}}
         for columns in ranges:
@@ -174,6 +168,8 @@ def _dispatch(
         kernel_defs["SUBGROUP_SPLIT"] = True  # the split threads are neighbouring lanes of one subgroup
     if kernel.split == 1:
         kernel_defs |= shared_a_defs()  # every thread of a workgroup reads the same rows of a
+        if "SHARED_A" in kernel_defs and kernel.rows in SPREAD_ROWS:
+            kernel_defs["SPREAD_A"] = True  # each lane loads one of the rows for the whole subgroup
     label = labelled(f"MatMulNBits/{kernel.name}")
     shader = ctx.compile_shader(label, source, kernel_defs, dims)
     ctx.dispatch(shader, reads, writes, (groups, 1, ceil_div(dims["M"], kernel.rows)))
@@ -184,14 +180,25 @@ def _rows_padded(m: SymbolicDim) -> SymbolicDim:
     return ceil_div(m, 4) * 4
 
 
+def _a_form(layout: Layout, kernel: Tile, int8: bool) -> str:
+    """How `kernel` reads A: "shared" (the decode tile quantizes its row in workgroup memory), "quantized" (the
+    quantize dispatch's output) or "float"."""
+    if not int8:
+        return "float"
+    return "shared" if kernel == tile_for("matmul_nbits", 1) and _fits_workgroup(layout, kernel) else "quantized"
+
+
+def _partial_bytes(kernel: Tile) -> int:
+    """Workgroup memory of the split-K partial sums (vec4s; none without split or with subgroup shuffles)."""
+    split = kernel.split > 1 and not chosen_variant().subgroup_split
+    return 16 * kernel.workgroup_size * kernel.rows * kernel.column_groups if split else 0
+
+
 def _fits_workgroup(layout: Layout, kernel: Tile) -> bool:
     """Whether a `kernel` workgroup can hold its quantized row and block scales (f32 each) beside the
     split-K partial sums (vec4s)."""
     row = 4 * (layout.n_blocks * layout.block_size + layout.n_blocks)
-    variant = chosen_variant()
-    split = kernel.split > 1 and not variant.subgroup_split  # subgroup shuffles need no workgroup memory
-    partial = 16 * kernel.workgroup_size * kernel.rows * kernel.column_groups if split else 0
-    return kernel.rows == 1 and row + partial <= variant.workgroup_storage
+    return kernel.rows == 1 and row + _partial_bytes(kernel) <= chosen_variant().workgroup_storage
 
 
 def _int8_activations(ctx: PlanCtx, layout: Layout, weights_known: bool) -> bool:
@@ -227,17 +234,14 @@ def _quantize_activations(
 
 
 def _a_bindings(
-    ctx: PlanCtx, layout: Layout, quantized: tuple[BufferRef, BufferRef] | None, in_place: bool
+    ctx: PlanCtx, layout: Layout, quantized: tuple[BufferRef, BufferRef] | None, form: str
 ) -> tuple[list[BufferRef], list[str], dict[str, object]]:
-    """A's bindings, their names and the defs they set: A quantized in the workgroup (`in_place`, the
-    decode kernel at level 4), A quantized by the quantize dispatch, or A as floats."""
-    if in_place:
-        return (
-            [ctx.input(A)],
-            ["A"],
-            {"INT8": True, "Q_SHARED": True, **({"QA_VEC4": True} if layout.k % 4 == 0 else {})},
-        )
-    if quantized is not None:
+    """A's bindings, their names and the defs they set for a kernel reading it in `form` (see `_a_form`)."""
+    vec4 = {"QA_VEC4": True} if layout.k % 4 == 0 else {}
+    if form == "shared":
+        return [ctx.input(A)], ["A"], {"INT8": True, "Q_SHARED": True, **vec4}
+    if form == "quantized":
+        assert quantized is not None
         return list(quantized), ["A", "A_SCALES"], {"INT8": True}
     return [ctx.input(A)], ["A"], {}
 
@@ -262,6 +266,8 @@ def _slot_bindings(
         defs["BIAS"] = True
     if layout.codebook is not None:
         defs["CODEBOOK"] = layout.codebook
+    if layout.zero_points in ("packed", "float"):
+        defs["A_SUMS"] = True  # per-column zero points: sum_k a (q - z) = sum_k a q - z sum_k a
     for s, (slot, packed) in enumerate(zip(slots, weights)):
         reads[f"B{s}"] = packed.buffer
         reads[f"SCALES{s}"] = scales[s] if scales is not None else ctx.input(slot.scales)

@@ -9,8 +9,11 @@
 // Each thread owns 4 * CG adjacent columns and ROWS rows and walks the K blocks (SPLIT > 1: SPLIT threads share a
 // column group, taking blocks t, t + SPLIT, ..., and add their sums through workgroup memory). Per block it
 // accumulates sum(a * q) and sum(a), then applies the block's zero point and scale once:
-// sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k). The columns of a thread share each load of a,
-// which (more than the weight reads) bounds the speed on lavapipe; ROWS > 1 (prefill) shares each weight unpack.
+// sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k) (A_SUMS; with the zero point 8 the nibbles are
+// unpacked as q - 8 instead, and no sum of a is kept). The columns of a thread share each load of a, which (more
+// than the weight reads) bounds the speed on lavapipe; ROWS > 1 (batched decode, prefill) shares each weight
+// unpack. A row's arithmetic and order do not depend on ROWS, so a row of a batched decode step (the rows4 and
+// rows8 tiles, SPLIT as the decode tile's) gets the bits the decode kernel gives it alone.
 //
 // Slots (com.onyxia MatMulNBitsGroup): one dispatch computes up to 4 products of the same A (q/k/v, gate/up),
 // slot s with its own b, scales, zp, bias (onyxia::nbits_weights) and y (onyxia::product_slots, which also maps
@@ -46,6 +49,10 @@
 //       ROWS            rows per thread (1 for decode); ROW_ITEMS: 0 .. ROWS - 1 (row loops unrolled by `#for`)
 //       SHARED_A        flag (SPLIT 1): lane 0 of a subgroup loads a and a_scales (the same for the whole
 //                       workgroup), subgroupBroadcast shares them (lavapipe loads lane by lane whatever the address)
+//       SPREAD_A        flag (with SHARED_A, ROWS 4 or 8): lane l of a subgroup loads row l % ROWS of a and
+//                       subgroupBroadcast hands each row to every lane (one load per lane, not one per row); every
+//                       lane computes, columns past N too, since the others need its row
+//       A_SUMS          flag (ZP packed or float): keep each row's block sums of a (the zero point varies)
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
 //       SUBGROUP_SPLIT  flag (SPLIT > 1): the SPLIT threads add their sums by subgroup shuffles (the `subgroup`
@@ -62,36 +69,9 @@ enable f16;
 #endif
 #import onyxia::nbits_activations
 #import onyxia::nbits_shared_rows
+#import onyxia::nbits_unpack
 #import onyxia::nbits_weights
 #import onyxia::product_slots
-
-#ifdef CODEBOOK
-// MatMulBnb4: a nibble is an index into bitsandbytes' FP4 or NF4 table (a `var<private>`: WGSL indexes an array
-// value by a runtime index only in memory), and each byte holds its two elements high nibble first
-var<private> codebook: array<f32, 16> = array<f32, 16>(#{CODEBOOK});
-
-fn decode4(codes: vec4<u32>) -> vec4<f32> {
-    return vec4<f32>(codebook[codes.x], codebook[codes.y], codebook[codes.z], codebook[codes.w]);
-}
-
-fn unpack_nibbles(word: u32) -> Eight {
-    let shifts = vec4<u32>(4u, 0u, 12u, 8u);
-    let lo = decode4((vec4<u32>(word) >> shifts) & vec4<u32>(15u));
-    let hi = decode4((vec4<u32>(word >> 16u) >> shifts) & vec4<u32>(15u));
-    return Eight(lo, hi);
-}
-#else
-fn unpack_nibbles(word: u32) -> Eight {
-    let shifts = vec4<u32>(0u, 4u, 8u, 12u);
-    let lo = vec4<f32>((vec4<u32>(word) >> shifts) & vec4<u32>(15u));
-    let hi = vec4<f32>((vec4<u32>(word >> 16u) >> shifts) & vec4<u32>(15u));
-    return Eight(lo, hi);
-}
-#endif
-
-fn dot8(x: Eight, q: Eight) -> f32 {
-    return dot(x.lo, q.lo) + dot(x.hi, q.hi);
-}
 
 // ----- the product -----
 
@@ -104,57 +84,82 @@ var<workgroup> partial: array<vec4<f32>, #{WORKGROUP_SIZE}u * CELLS>;
 #endif
 #endif
 
-// This thread's sums for rows m0 .. m0 + ROWS - 1 and columns n0 .. n0 + COLUMNS - 1 of slot `slot`, over
-// blocks t, t + SPLIT, ...: acc[r * CG + g] holds columns n0 + 4 g .. n0 + 4 g + 3 of row m0 + r (constant-bound
-// loops unroll, so these arrays live in registers).
-fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
-    var acc = array<vec4<f32>, CELLS>();
-    if (n0 >= slot_n(slot)) {
-        return acc;
-    }
-    for (var blk = t; blk < #{NB}; blk += #{SPLIT}u) {
-        // zeroed explicitly: a `var` declared without initializer in a loop body kept the previous
-        // iteration's value here (wgpu 0.32 on lavapipe), though WGSL says it starts at zero
-        var dot_q = array<vec4<f32>, CELLS>();
-        var sum_a = array<f32, #{ROWS}>();
-        for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
-            var q: array<Eight, COLUMNS>;
-            for (var g = 0u; g < #{CG}u; g++) {
-                let words = b_words(slot, n0 + 4u * g, w);
-                for (var c = 0u; c < 4u; c++) {
-                    q[4u * g + c] = unpack_nibbles(words[c]);
-                }
-            }
-            // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
-#for r in #{ROW_ITEMS}
-            let x#{r} = a_shared(m0 + #{r}u, w * 8u);
-            sum_a[#{r}] += dot(x#{r}.lo + x#{r}.hi, vec4<f32>(1.0));
-            for (var g = 0u; g < #{CG}u; g++) {
-                let j = 4u * g;
-                dot_q[#{r}u * #{CG}u + g] += vec4<f32>(dot8(x#{r}, q[j]), dot8(x#{r}, q[j + 1u]), dot8(x#{r}, q[j + 2u]), dot8(x#{r}, q[j + 3u]));
-            }
-#endfor
-        }
-#ifdef Q_SHARED
-        let sa0 = shared_sa[blk];  // ROWS 1
-#else
-#ifdef INT8
-#for r in #{ROW_ITEMS}
-        let sa#{r} = row_scale(blk, m0 + #{r}u);
-#endfor
+// Block blk of this thread's sums for rows m0 .. m0 + ROWS - 1 and columns n0 .. n0 + COLUMNS - 1 of slot `slot`,
+// added to acc: acc[r * CG + g] holds columns n0 + 4 g .. n0 + 4 g + 3 of row m0 + r (constant-bound loops unroll,
+// so these arrays live in registers).
+// Each row's arithmetic is the same whatever ROWS, so a row gets the same bits in any tile.
+fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec4<f32>, CELLS>>) {
+    // zeroed explicitly: a `var` declared without initializer in a loop body kept the previous
+    // iteration's value here (wgpu 0.32 on lavapipe), though WGSL says it starts at zero
+    var dot_q = array<vec4<f32>, CELLS>();
+#ifdef A_SUMS
+    var sum_a = array<f32, #{ROWS}>();
 #endif
+    for (var i = 0u; i < #{WPB}; i++) {  // a constant trip count: the compiler unrolls it, so the sums stay in registers
+        let w = blk * #{WPB} + i;
+        var q: array<Eight, COLUMNS>;
+        for (var g = 0u; g < #{CG}u; g++) {
+            let words = b_words(slot, n0 + 4u * g, w);
+            for (var c = 0u; c < 4u; c++) {
+                q[4u * g + c] = unpack_nibbles(words[c]);
+            }
+        }
+        // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
+#ifdef SPREAD_A
+        let xs = a_rows(m0, w * 8u);
+#endif
+#for r in #{ROW_ITEMS}
+#ifdef SPREAD_A
+        let x#{r} = xs[#{r}];
+#else
+        let x#{r} = a_shared(m0 + #{r}u, w * 8u);
+#endif
+#ifdef A_SUMS
+        sum_a[#{r}] += dot(x#{r}.lo + x#{r}.hi, vec4<f32>(1.0));
 #endif
         for (var g = 0u; g < #{CG}u; g++) {
-            let s = scales4(slot, n0 + 4u * g, blk);
-            let z = zero_points4(slot, n0 + 4u * g, blk);
-#for r in #{ROW_ITEMS}
-#ifdef INT8
-            acc[#{r}u * #{CG}u + g] += (s * sa#{r}) * (dot_q[#{r}u * #{CG}u + g] - z * sum_a[#{r}]);
+            let j = 4u * g;
+            dot_q[#{r}u * #{CG}u + g] += vec4<f32>(dot8(x#{r}, q[j]), dot8(x#{r}, q[j + 1u]), dot8(x#{r}, q[j + 2u]), dot8(x#{r}, q[j + 3u]));
+        }
+#endfor
+    }
+#ifdef Q_SHARED
+    let sa = array<f32, 1>(shared_sa[blk]);  // ROWS 1
 #else
-            acc[#{r}u * #{CG}u + g] += s * (dot_q[#{r}u * #{CG}u + g] - z * sum_a[#{r}]);
+#ifdef INT8
+    let sa = row_scales(blk, m0);
+#endif
+#endif
+    for (var g = 0u; g < #{CG}u; g++) {
+        let s = scales4(slot, n0 + 4u * g, blk);
+#ifdef A_SUMS
+        let z = zero_points4(slot, n0 + 4u * g, blk);
+#endif
+#for r in #{ROW_ITEMS}
+#ifdef A_SUMS
+        let sums#{r} = dot_q[#{r}u * #{CG}u + g] - z * sum_a[#{r}];
+#else
+        let sums#{r} = dot_q[#{r}u * #{CG}u + g];
+#endif
+#ifdef INT8
+        (*acc)[#{r}u * #{CG}u + g] += (s * sa[#{r}]) * sums#{r};
+#else
+        (*acc)[#{r}u * #{CG}u + g] += s * sums#{r};
 #endif
 #endfor
-        }
+    }
+}
+
+// This thread's sums (see add_block) over blocks t, t + SPLIT, ... in order, whatever the tile.
+fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
+    var acc = array<vec4<f32>, CELLS>();
+#ifndef SPREAD_A
+    if (n0 >= slot_n(slot)) {
+        return acc;  // (with SPREAD_A every lane loads rows of a for the others: columns past N are computed too)
+    }
+#endif
+    for (var blk = t; blk < #{NB}; blk += #{SPLIT}u) {
+        add_block(slot, n0, m0, blk, &acc);
     }
     return acc;
 }
@@ -250,9 +255,15 @@ fn main(
 #ifdef SHARED_A
     @builtin(subgroup_invocation_id) sid: u32,
 #endif
+#ifdef SPREAD_A
+    @builtin(subgroup_size) lanes: u32,
+#endif
 ) {
 #ifdef SHARED_A
     subgroup_lane = sid;
+#endif
+#ifdef SPREAD_A
+    subgroup_lanes = lanes;
 #endif
     // x (and y, when the runtime splits a long x) count column groups over all slots; z counts row groups
     let group = wid.x + wid.y * nwg.x;

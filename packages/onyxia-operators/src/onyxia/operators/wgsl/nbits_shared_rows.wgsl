@@ -1,6 +1,6 @@
 #define_import_path onyxia::nbits_shared_rows
 // MatMulNBits' reads of a and a_scales for the rows its workgroup shares (matmul_nbits.wgsl's defs: SHARED_A, INT8,
-// Q_SHARED, MP). With SHARED_A lane 0 of each subgroup loads them and subgroupBroadcast hands them to the other
+// Q_SHARED, SPREAD_A, ROWS, MP, dim M). With SHARED_A lane 0 of each subgroup loads them and subgroupBroadcast hands them to the other
 // lanes: lavapipe runs every storage load lane by lane, whatever the address, so 8 lanes loading one value cost 8
 // loads, and an elected load and a broadcast about one. main sets subgroup_lane.
 #import onyxia::nbits_activations
@@ -20,21 +20,61 @@ fn a_shared(m: u32, k0: u32) -> Eight {
 #endif
 }
 
+#ifdef SPREAD_A
+var<private> subgroup_lanes: u32;  // the subgroup's size (SPREAD_A)
+
+// Row m0 + l (of the ROWS rows at m0), elements k0 .. k0 + 7, loaded by lane l % ROWS for the whole subgroup.
+fn spread_row(m0: u32, k0: u32, lanes: u32) -> Eight {
+    return a_eight(min(m0 + subgroup_lane % lanes, #{M} - 1u), k0);
+}
+
+// Rows m0 .. m0 + ROWS - 1 (ROWS 4 or 8), elements k0 .. k0 + 7: lane l of the subgroup loads row l % ROWS (with
+// 4-lane subgroups and ROWS 8, two rounds of 4) and subgroupBroadcast hands every row to every lane: one load per
+// lane where a_shared's costs a load per row, lane by lane. Every lane of the subgroup must call it.
+fn a_rows(m0: u32, k0: u32) -> array<Eight, #{ROWS}> {
+    var x: array<Eight, #{ROWS}>;
+#if ROWS == 8
+    if (subgroup_lanes < 8u) {
+        let low = spread_row(m0, k0, 4u);
+        let high = spread_row(m0 + 4u, k0, 4u);
+#for l in 0 1 2 3
+        x[#{l}] = Eight(subgroupBroadcast(low.lo, #{l}u), subgroupBroadcast(low.hi, #{l}u));
+        x[#{l} + 4] = Eight(subgroupBroadcast(high.lo, #{l}u), subgroupBroadcast(high.hi, #{l}u));
+#endfor
+        return x;
+    }
+#endif
+    let mine = spread_row(m0, k0, #{ROWS}u);
+#for l in #{ROW_ITEMS}
+    x[#{l}] = Eight(subgroupBroadcast(mine.lo, #{l}u), subgroupBroadcast(mine.hi, #{l}u));
+#endfor
+    return x;
+}
+#endif
+
 #ifdef INT8
 #ifndef Q_SHARED
-// Row m's int8 scale in block blk (block-major, 4 rows to a vec4, M padded to 4; rows past M read the padding
-// or the next block, and are never stored), the same for every thread of the workgroup.
-fn row_scale(blk: u32, m: u32) -> f32 {
-    let i = blk * #{MP} + m;
+// The int8 scales of rows m0 .. m0 + ROWS - 1 in block blk (block-major, 4 rows to a vec4, M padded to 4, m0 a
+// multiple of 4 when ROWS > 1; rows past M read the padding or the next block, and are never stored), the same for
+// every thread of the workgroup.
+fn row_scales(blk: u32, m0: u32) -> array<f32, #{ROWS}> {
+    var scales: array<f32, #{ROWS}>;
+    let i = blk * #{MP} + m0;
+    for (var j = 0u; j < (#{ROWS}u + 3u) / 4u; j++) {
 #ifdef SHARED_A
-    var v = vec4<f32>(0.0);
-    if (subgroup_lane == 0u) {
-        v = a_scales[i / 4u];
-    }
-    return subgroupBroadcast(v, 0u)[i % 4u];
+        var v = vec4<f32>(0.0);
+        if (subgroup_lane == 0u) {
+            v = a_scales[i / 4u + j];
+        }
+        v = subgroupBroadcast(v, 0u);
 #else
-    return a_scales[i / 4u][i % 4u];
+        let v = a_scales[i / 4u + j];
 #endif
+        for (var r = 4u * j; r < min(4u * j + 4u, #{ROWS}u); r++) {
+            scales[r] = v[(i + r) % 4u];  // ROWS 1: row m0 anywhere in its vec4
+        }
+    }
+    return scales;
 }
 #endif
 #endif
