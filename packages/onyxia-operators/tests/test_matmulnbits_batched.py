@@ -20,7 +20,7 @@ from onyxia.core.adapter_facts import force_variants
 from onyxia.operators.matmul.variants import FAMILY
 
 K, N = 160, 72  # 5 blocks of 32; N past one 64-column panel, not a multiple of a thread's 8 columns
-CASES = {
+CASES: dict[str, dict[str, Any]] = {
     # accuracy_level 4 (int8 activations, the genai int4 models), zero point 8: no sums of a
     "int8": dict(level=4, zero_points="none", dtype=np.float32, bias=False),
     # level 0 (f32 sums), per-column zero points and a bias, f16 activations
