@@ -9,10 +9,11 @@ MatMulTransB(a, w) is ``a @ swapaxes(w, -1, -2)`` with `w` read in place, as [N,
 whose transpose is too big to fold and would otherwise run on every step.
 
 Three shaders serve it. A float `b` that is a compile-time weight [K, N] is planned by MatMulGroup's
-(`plan_weight_products`, a group of one) in column panels, which a decode step streams linearly. A
-one-row product by a transposed `b` (the tied lm head on every decode step) runs matmul_rows.wgsl, which
-walks b's rows in place. Everything else (runtime operands, batches, integers, prefill by a transposed
-`b`) runs matmul.wgsl's register blocks.
+(`plan_weight_products`, a group of one) in column panels, which a decode step streams linearly. A float
+product by a transposed, batch-free `b` (the tied lm head) runs matmul_rows.wgsl, which walks b's rows in place,
+for the M its tiles cover (`covering_tiles`: one row, or on lavapipe with subgroups every M, the rows of a batched
+decode step sharing each load of b). Everything else (runtime operands, batches, integers, larger M by a
+transposed `b`) runs matmul.wgsl's register blocks, which sum each output in matmul_rows.wgsl's order.
 
 A batch-free `b` over the storage-binding limit (a 671 MB embedding used as the lm head) is split
 into row ranges, one dispatch each (`PlanCtx.chunks`): ranges of K for a plain `b` [K, N], whose
@@ -41,8 +42,8 @@ from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, type_defs
 from onyxia.operators.matmul.matmul_group import plan_weight_products
-from onyxia.operators.matmul.tiles import Tile, at_most
-from onyxia.operators.matmul.variants import labelled, planned_tiles, shared_a_defs, tile_for
+from onyxia.operators.matmul.tiles import Tile
+from onyxia.operators.matmul.variants import covering_tiles, labelled, planned_tiles, shared_a_defs
 from onyxia.operators.matmul.weights import panels_fit
 from onyxia.operators.typesets import FLOATS, require_dtype
 
@@ -108,15 +109,16 @@ class MatMulOp:
             k, n = weight
             plan_weight_products(ctx, ops.m, k, [n])
             return
-        decode = at_most(ops.m, 1) if _rows_kernel(ctx, ops, self.trans_b) else 0
+        # the M matmul_rows.wgsl covers (1, 0, or 1 at run time for the M within its tiles) and its tiles
+        rows, covered = covering_tiles("matmul_rows", ops.m) if _rows_kernel(ctx, ops, self.trans_b) else ([], 0)
         for index, part in enumerate(_parts(ctx, ops, self.trans_b)):
             if 0 in (part.n, ops.m, dims_product(ops.batch)):
                 return  # an empty output (a zero K still writes zeros, so only M, N or batch count)
-            if decode != 0:
-                _dispatch_rows(ctx, part, ops.k, decode)
-            if decode != 1:
+            for tile, share in rows:
+                _dispatch_rows(ctx, ops, part, tile, share)
+            if covered != 1:
                 for tile, share in planned_tiles("matmul", ops.m):  # a symbolic M: each M range its tile
-                    _dispatch_blocks(ctx, ops, part, index, self.trans_b, tile, share * (1 - decode))
+                    _dispatch_blocks(ctx, ops, part, index, self.trans_b, tile, share * (1 - covered))
 
 
 def _dispatch_blocks(
@@ -157,18 +159,25 @@ def _dispatch_blocks(
     ctx.dispatch(shader, [ctx.input(0), ctx.input_chunk(1, part.chunk)], [ctx.output(0)], groups)
 
 
-def _dispatch_rows(ctx: PlanCtx, part: _Part, k: SymbolicDim, share: SymbolicDim) -> None:
-    """One part (a range of b's rows) of a one-row MatMulTransB by matmul_rows.wgsl."""
-    tile = tile_for("matmul_rows", 1)
-    defs = {**type_defs(T=ctx.input_dtype(0)), "ROWS": tile.rows, "WG": tile.wg_x, **shared_a_defs()}
-    dims = {"K4": k // 4, "N": part.n, "Y_COL0": part.n0}
+def _dispatch_rows(ctx: PlanCtx, ops: _Operands, part: _Part, tile: Tile, share: SymbolicDim) -> None:
+    """One part (a range of b's rows) of a MatMulTransB by matmul_rows.wgsl in `tile`; `share` (0 or 1 at run
+    time) scales its workgroup count."""
+    defs = {
+        **type_defs(T=ctx.input_dtype(0)),
+        "ROWS": tile.rows,
+        "ROW_ITEMS": " ".join(str(i) for i in range(tile.rows)),
+        "COLS": tile.columns,
+        "WG": tile.wg_x,
+        **shared_a_defs(tile.rows),
+    }
+    dims = {"K4": ops.k // 4, "N": part.n, "Y_COL0": part.n0, "M": ops.m, "Y_ROW": ops.n}
     shader = ctx.compile_shader(labelled("matmul/matmul_rows"), _ROWS_SOURCE, defs, dims)
-    groups = ceil_div(part.n, tile.rows * tile.wg_x) * share
+    groups = (ceil_div(part.n, tile.columns_per_workgroup) * share, 1, ceil_div(ops.m, tile.rows))
     ctx.dispatch(shader, [ctx.input(0), ctx.input_chunk(1, part.chunk)], [ctx.output(0)], groups)
 
 
 def _rows_kernel(ctx: PlanCtx, ops: _Operands, trans_b: bool) -> bool:
-    """Whether matmul_rows.wgsl can take a one-row product: a float, batch-free b stored [N, K] in whole vec4s."""
+    """Whether matmul_rows.wgsl can take the product: a float, batch-free b stored [N, K] in whole vec4s."""
     k = ops.k
     return trans_b and ctx.input_dtype(0) in FLOATS and ops.batch == [1] and isinstance(k, int) and k > 0 and k % 4 == 0
 

@@ -131,7 +131,6 @@ def plan_weight_products(
     biases = [f"BIAS{s}" for s in range(len(ns))] if bias else []
     names = ["A", *(f"W{s}" for s in range(len(ns))), *biases, *(f"Y{s}" for s in range(outputs))]
     defs: dict[str, object] = {**type_defs(T=dtype, Y_T=dtype), **{f"BIND_{name}": i for i, name in enumerate(names)}}
-    defs |= shared_a_defs()
     defs["OTHER_SLOTS"] = " ".join(str(s) for s in range(1, len(ns)))  # the shader's `#for` list
     if panels:
         defs |= {"PANELS": True, "PANEL": panel_columns("matmul_group")}
@@ -153,7 +152,10 @@ def plan_weight_products(
         starts = {f"G{s}": sum(per_slot[:s]) for s in range(1, len(ns))}
         groups = per_slot[0] if activation is not None else sum(per_slot)
         shader = ctx.compile_shader(
-            labelled("matmul/matmul_group"), _SOURCE, {**defs, **tile.block_defs}, {**dims, **starts}
+            labelled("matmul/matmul_group"),
+            _SOURCE,
+            {**defs, **tile.block_defs, **shared_a_defs(tile.rows)},
+            dims | starts,
         )
         ctx.dispatch(shader, reads, writes, (groups * share, ceil_div(m, tile.rows_per_workgroup), 1))
 

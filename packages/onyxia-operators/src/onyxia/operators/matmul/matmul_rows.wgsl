@@ -1,17 +1,32 @@
-// MatMulTransB for one row of a (a decode step's GEMV; the tied lm head): y[Y_COL0 + n] = dot(a, b[n, :]) with b
-// stored [N, K] and read in place. Each invocation takes ROWS adjacent rows of b and walks them as vec4s, so the 8
-// invocations of a lavapipe SIMD row stream 8 * ROWS neighbouring rows, one contiguous block. Measured on lavapipe
-// against matmul.wgsl's 4-column blocks (32 rows per SIMD row, read per element): 1.3-1.4x faster at ROWS 2; 1 row
-// keeps too few loads in flight, 4 rows too many streams for the prefetchers.
-// Bindings: 0 in_a [K] (read, vec4s), 1 in_b [N, K] (read, vec4s; may be a range of b's rows), 2 out_y (write).
+// MatMulTransB for a few rows of a (decode steps' GEMVs, one row per stream; the tied lm head): y[m, Y_COL0 + n] =
+// dot(a[m, :], b[n, :]) with b stored [N, K] and read in place. Each invocation takes COLS adjacent rows of b and
+// walks them as vec4s, so the 8 invocations of a lavapipe SIMD row stream 8 * COLS neighbouring rows, one
+// contiguous block; it keeps the sums of ROWS rows of a, so every load of b serves them all (a decode step is
+// bound by reading b: 8 rows cost about 2x one, against 4.4x with matmul.wgsl's 4-row blocks). Measured on lavapipe
+// against matmul.wgsl's 4-column blocks at one row (32 rows per SIMD row, read per element): 1.3-1.4x faster at
+// COLS 2; 1 row of b keeps too few loads in flight, 4 too many streams for the prefetchers (with more rows of a,
+// 4 pay: each load of a serves more of b).
+// Each sum adds four k at a time as `acc + (a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w)`, matmul.wgsl's
+// order: whatever the tile (and matmul.wgsl for larger M), row m of y is bit-identical to the product of row m
+// alone, so a stream in a batch gets exactly the tokens it gets alone.
+// Bindings: 0 in_a [M, K] (read, vec4s), 1 in_b [N, K] (read, vec4s; may be a range of b's rows), 2 out_y [M, Y_ROW]
+//       (write).
 // Defs: T     f32 | f16 (storage type of a, b and y; the sums are f32); F16 flag with f16
-//       ROWS  rows of b per invocation
+//       ROWS  rows of a per invocation; ROW_ITEMS: 0 .. ROWS - 1 (`#for`: the row loops unrolled, so the sums
+//             stay in registers)
+//       COLS  rows of b per invocation
 //       WG    workgroup size
 //       SHARED_A  flag: lane 0 of each subgroup loads a (the same for every lane) and subgroupBroadcast hands it
 //             on (the `simd8_shared` variant, as matmul_group.wgsl: lavapipe loads lane by lane, so a's loads
-//             were a third of the kernel's at ROWS 2)
-// Dims: K4 (K / 4: rows of b are whole vec4s), N (rows of b this dispatch covers), Y_COL0 (y's first column).
-// Dispatch: ceil(N / (ROWS * WG)) workgroups; rows past N read row N - 1 and are not stored.
+//             were a third of the kernel's at COLS 2)
+//       SPREAD_A  flag (with SHARED_A; ROWS a multiple of 4): lane l of each subgroup loads row l % 4 of every 4
+//             rows and subgroupBroadcast hands each row to every lane: one load per lane per 4 rows, where
+//             SHARED_A's costs a load per row (8 rows: 265 ms against 375 for the lm head); QUADS: the first row
+//             of each 4, "0" or "0 4"
+// Dims: K4 (K / 4: rows of a and b are whole vec4s), N (rows of b this dispatch covers), Y_COL0 (y's first column),
+//       M (rows of a), Y_ROW (y's row length: b's rows in all dispatches).
+// Dispatch: (ceil(N / (COLS * WG)), 1, ceil(M / ROWS)) workgroups; rows of b past N read row N - 1, rows of a past
+// M read whatever WebGPU's bounds checks give; neither is stored.
 #ifdef F16
 enable f16;
 #endif
@@ -21,6 +36,7 @@ enable f16;
 @group(0) @binding(2) var<storage, read_write> out_y: array<#{T}>;
 
 const ROWS: u32 = #{ROWS}u;
+const COLS: u32 = #{COLS}u;
 var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SHARED_A)
 
 // a's vec4 k, the same for every lane.
@@ -36,6 +52,24 @@ fn a_at(k: u32) -> vec4<f32> {
 #endif
 }
 
+// vec4 k of rows m0 .. m0 + ROWS - 1 of a, the same for every lane.
+fn a_rows(m0: u32, k: u32) -> array<vec4<f32>, ROWS> {
+    var x: array<vec4<f32>, ROWS>;
+#ifdef SPREAD_A
+#for q in #{QUADS}
+    let mine#{q} = vec4<f32>(in_a[(m0 + #{q}u + subgroup_lane % 4u) * #{K4} + k]);
+#for l in 0 1 2 3
+    x[#{q} + #{l}] = subgroupBroadcast(mine#{q}, #{l}u);
+#endfor
+#endfor
+#else
+#for i in #{ROW_ITEMS}
+    x[#{i}] = a_at((m0 + #{i}u) * #{K4} + k);
+#endfor
+#endif
+    return x;
+}
+
 @compute @workgroup_size(#{WG})
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -48,22 +82,35 @@ fn main(
 #ifdef SHARED_A
     subgroup_lane = sid;
 #endif
-    // x (and y, when the runtime splits a long x) count workgroups
-    let row0 = ((wid.x + wid.y * nwg.x) * #{WG}u + lid) * ROWS;
-    var rows: array<u32, ROWS>;
-    for (var r = 0u; r < ROWS; r++) {
-        rows[r] = min(row0 + r, #{N} - 1u) * #{K4};
+    // x (and y, when the runtime splits a long x) count workgroups; z counts blocks of ROWS rows of a
+    let col0 = ((wid.x + wid.y * nwg.x) * #{WG}u + lid) * COLS;
+    let m0 = wid.z * ROWS;
+    var cols: array<u32, COLS>;
+    for (var c = 0u; c < COLS; c++) {
+        cols[c] = min(col0 + c, #{N} - 1u) * #{K4};
     }
-    var acc: array<vec4<f32>, ROWS>;
+#for i in #{ROW_ITEMS}
+    var acc#{i}: array<f32, COLS>;
+#endfor
     for (var k = 0u; k < #{K4}; k++) {
-        let a = a_at(k);
-        for (var r = 0u; r < ROWS; r++) {
-            acc[r] += a * vec4<f32>(in_b[rows[r] + k]);
+        var b: array<vec4<f32>, COLS>;
+        for (var c = 0u; c < COLS; c++) {
+            b[c] = vec4<f32>(in_b[cols[c] + k]);
+        }
+        let x = a_rows(m0, k);
+#for i in #{ROW_ITEMS}
+        for (var c = 0u; c < COLS; c++) {
+            acc#{i}[c] += x[#{i}].x * b[c].x + x[#{i}].y * b[c].y + x[#{i}].z * b[c].z + x[#{i}].w * b[c].w;
+        }
+#endfor
+    }
+#for i in #{ROW_ITEMS}
+    if (m0 + #{i}u < #{M}) {
+        for (var c = 0u; c < COLS; c++) {
+            if (col0 + c < #{N}) {
+                out_y[(m0 + #{i}u) * #{Y_ROW} + #{Y_COL0} + col0 + c] = #{T}(acc#{i}[c]);
+            }
         }
     }
-    for (var r = 0u; r < ROWS; r++) {
-        if (row0 + r < #{N}) {
-            out_y[#{Y_COL0} + row0 + r] = #{T}(dot(acc[r], vec4<f32>(1.0)));
-        }
-    }
+#endfor
 }

@@ -1,12 +1,19 @@
 """Every matmul kernel's tile shapes in one table, and the one rule that picks a tile by M.
 
 A tile is what one invocation and one workgroup of a product kernel cover: `rows` output rows by
-4 * `column_groups` columns per invocation, `wg_x` by `wg_y` invocations per workgroup, and `split`
-invocations sharing one column group (splitting K). Each kernel lists its tiles by increasing `max_m`,
-the largest static M (rows of the product) a tile serves; the last tile serves every larger M. The
-numbers were measured on lavapipe (the reasons stand beside each row); they are the ``simd8`` row of
-`onyxia.operators.matmul.variants`, whose other rows hold other devices' tiles (`tile_for` and
-`planned_tiles` there read the chosen row).
+`columns` * `column_groups` output columns per invocation, `wg_x` by `wg_y` invocations per workgroup, and
+`split` invocations sharing one column group (splitting K). Each kernel lists its tiles by increasing `max_m`,
+the largest static M (rows of the product) a tile serves; the last tile serves every larger M (matmul_rows'
+last may have a `max_m`: MatMulTransB then takes larger M to matmul.wgsl). The numbers were measured on
+lavapipe (the reasons stand beside each row); they are the ``simd8`` row of `onyxia.operators.matmul.variants`,
+whose other rows hold other devices' tiles (`tile_for` and `planned_tiles` there read the chosen row).
+
+A batched decode step (continuous batching: B streams, one token each) is a product with M = B. Decode is bound
+by reading the weights, so B rows should cost little more than one: the ``simd8_shared`` rows4 and rows8 tiles
+give every invocation all the rows, so each weight is loaded once per step and used for every row, and each lane
+of a subgroup loads one row of a for all of them (SPREAD_A). Every tile of a kernel sums each output in one
+order, so row r of a batch is bit-identical to the one-row product of that row alone: a stream served in a batch
+gets exactly the tokens it gets alone.
 
 A symbolic M is the sequence length: 1 on a decode step, the prompt's length on prefill. It plans every
 tile of the kernel (the decode tile, then those for larger M), and each tile outside the run's M gets
@@ -34,6 +41,7 @@ class Tile:
     column_groups: int = 1
     split: int = 1
     max_m: int | None = None  # the largest static M this tile serves; None: every M
+    columns: int = 4  # output columns per column group (matmul_rows.wgsl: rows of b, each a whole K)
 
     @property
     def workgroup_size(self) -> int:
@@ -45,7 +53,7 @@ class Tile:
 
     @property
     def columns_per_workgroup(self) -> int:
-        return 4 * self.column_groups * self.wg_x // self.split
+        return self.columns * self.column_groups * self.wg_x // self.split
 
     @property
     def block_defs(self) -> dict[str, int | str]:
@@ -72,8 +80,9 @@ TILES: dict[str, tuple[Tile, ...]] = {
     "matmul_group": (Tile("one_row", rows=1, wg_x=16, max_m=1), _FEW_ROWS, _MANY_ROWS),
     # GatedMatMul (matmul_group.wgsl with GATED): the same tiles here; its invocations keep two blocks of sums
     "matmul_gated": (Tile("one_row", rows=1, wg_x=16, max_m=1), _FEW_ROWS, _MANY_ROWS),
-    # matmul_rows.wgsl: one row of a times b stored [N, K], 2 rows of b per invocation
-    "matmul_rows": (Tile("rows", rows=2, wg_x=64),),
+    # matmul_rows.wgsl: one row of a times b stored [N, K], 2 rows of b per invocation; more rows of a go to
+    # matmul.wgsl here (without subgroups each lane would load every row of a itself)
+    "matmul_rows": (Tile("rows", rows=1, columns=2, wg_x=64, max_m=1),),
     # matmul_nbits.wgsl (K 640, N 2048): decode 0.25 ms; splitting K over threads costs more in barriers
     # than it gains (split 8: 2-3x slower); 8 columns per thread beat 4 by ~12% (each load of a serves more
     # columns); prefill at M = 37 takes 8 ms with 4 rows x 8 columns per thread, 20 ms with the decode
@@ -87,14 +96,26 @@ TILES: dict[str, tuple[Tile, ...]] = {
     "matmul_nbits_quantize": (Tile("quantize", rows=1, wg_x=64),),
 }
 
-# The ``simd8_shared`` variant's tiles (variants.py): lane 0 loads a and a subgroup broadcast shares it, so every
-# tile is one invocation high (each subgroup within one block of rows) and, a being cheap, taller blocks pay.
+# The ``simd8_shared`` variant's tiles (variants.py): lane 0 loads a and a subgroup broadcast shares it (one row),
+# or each lane loads one of 4 rows and broadcasts hand them round (SPREAD_A, tiles of 4 and 8 rows), so every tile
+# is one invocation high (each subgroup within one block of rows) and, a being cheap, taller blocks pay.
+# Gemma 3 270m's products (q/k/v, o, gate/up, down; process CPU ms of the four, lavapipe): one row 4.0, the
+# former 4-row x 64 tile 6.0 at M 2-4 and 11.1 at M 8; rows4 4.9 at M 2-4, rows8 6.3 at M 8, 12 at M 16 and 88
+# at M 128 (the former 16-row x 32 tile: 21 at M 16, 127 at M 128; a 16-row tile gained only past M 32).
+_SPREAD_ROWS = (Tile("rows4", rows=4, wg_x=16, max_m=4), Tile("rows8", rows=8, wg_x=16))
 SHARED_TILES: dict[str, tuple[Tile, ...]] = {
     **TILES,
-    # 16 x 32 beat 8 x 32 by ~10% and 8 x 64 by ~25% (M 128, K 640, N 2048; K 2048, N 640); 12 rows fell between
-    "matmul_group": (TILES["matmul_group"][0], _FEW_ROWS, Tile("many_rows", rows=16, wg_x=32)),
-    # two blocks of sums per invocation (gate and up): 8 rows beat 12 and 16 by ~15%
-    "matmul_gated": (TILES["matmul_gated"][0], _FEW_ROWS, Tile("many_rows", rows=8, wg_x=32)),
+    "matmul_group": (TILES["matmul_group"][0], *_SPREAD_ROWS),
+    # two blocks of sums per invocation (gate and up), the same tiles
+    "matmul_gated": (TILES["matmul_gated"][0], *_SPREAD_ROWS),
+    # the tied lm head (262144 x 640 f32) per step, process CPU ms: 1 row 125; 8 rows 550 by matmul.wgsl, 265 by
+    # rows8 (4 rows of b per invocation: 2 left a's loads and broadcasts a larger share, 310; 8 strained the
+    # prefetchers, 280); prefill by rows8 in blocks of 8 rows (M 16: 520 against 1150)
+    "matmul_rows": (
+        TILES["matmul_rows"][0],
+        Tile("rows4", rows=4, columns=4, wg_x=64, max_m=4),
+        Tile("rows8", rows=8, columns=4, wg_x=64),
+    ),
     "matmul_nbits": (TILES["matmul_nbits"][0], Tile("prefill", rows=8, wg_x=64, column_groups=2)),
 }
 
@@ -103,7 +124,7 @@ def narrowed(tile: Tile, n: int) -> Tile:
     """`tile` with no more invocations across than N columns need (a power of two, at least one 8-lane SIMD
     row): the 128-column shared tile on a 64-column product (magika's [6144, 257] x [257, 64]) left half its
     lanes on padding, 104 ms against 68 for the 64-column simd8 tile."""
-    lanes = max(8, 1 << (max(1, -(-n // (4 * tile.column_groups))) - 1).bit_length())
+    lanes = max(8, 1 << (max(1, -(-n // (tile.columns * tile.column_groups))) - 1).bit_length())
     return replace(tile, wg_x=lanes) if tile.split == 1 and lanes < tile.wg_x else tile
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "Needs",
     "Variant",
     "chosen_variant",
+    "covering_tiles",
     "labelled",
     "panel_columns",
     "planned_tiles",
@@ -103,7 +104,7 @@ _GPU_TILES: dict[str, tuple[Tile, ...]] = {
         Tile("few_rows", rows=4, wg_x=64, max_m=16),
         Tile("many_rows", rows=4, wg_x=16, wg_y=8),
     ),
-    "matmul_rows": (Tile("rows", rows=1, wg_x=128),),
+    "matmul_rows": (Tile("rows", rows=1, columns=1, wg_x=128, max_m=1),),
     "matmul_nbits": (
         Tile("decode", rows=1, wg_x=128, column_groups=1, split=8, max_m=1),
         Tile("prefill", rows=4, wg_x=64, column_groups=2),
@@ -113,7 +114,8 @@ _GPU_TILES: dict[str, tuple[Tile, ...]] = {
 _GPU_PANELS = {"matmul_group": 128, "matmul_nbits": 128}  # a warp's 32 lanes x 4 columns, one coalesced row
 
 VARIANTS: tuple[Variant, ...] = (
-    Variant("simd8_shared", Needs(cpu=True, subgroups=True), SHARED_TILES, PANELS, shared_a=True),
+    # min_subgroup 4: SPREAD_A tiles hand rows of a round by lanes 0 .. 3 of every subgroup
+    Variant("simd8_shared", Needs(cpu=True, subgroups=True, min_subgroup=4), SHARED_TILES, PANELS, shared_a=True),
     Variant("simd8", Needs(cpu=True), TILES, PANELS),
     Variant(
         "subgroup",
@@ -177,14 +179,31 @@ def planned_tiles(kernel: str, m: SymbolicDim) -> list[tuple[Tile, SymbolicDim]]
     return planned
 
 
+def covering_tiles(kernel: str, m: SymbolicDim) -> tuple[list[tuple[Tile, SymbolicDim]], SymbolicDim]:
+    """`planned_tiles` of a kernel whose last tile may stop at its `max_m` (matmul_rows: larger M go to another
+    kernel), and the share the tiles cover: 1, 0, or 1 at run time when m is at most the last tile's `max_m`."""
+    last = chosen_variant().tiles[kernel][-1].max_m
+    covered = 1 if last is None else at_most(m, last)
+    if isinstance(covered, int):
+        return (planned_tiles(kernel, m) if covered else []), covered
+    *planned, (tile, share) = planned_tiles(kernel, m)
+    return [*planned, (tile, share * covered)], covered
+
+
 def panel_columns(kernel: str) -> int:
     """Columns per weight panel of `kernel` ("matmul_group" or "matmul_nbits") in the chosen variant."""
     return chosen_variant().panels[kernel]
 
 
-def shared_a_defs() -> dict[str, bool]:
-    """The product shaders' SHARED_A flag when the chosen variant shares a's loads across a subgroup."""
-    return {"SHARED_A": True} if chosen_variant().shared_a else {}
+def shared_a_defs(rows: int = 1) -> dict[str, bool | str]:
+    """The product shaders' SHARED_A flag when the chosen variant shares a's loads across a subgroup; with `rows`
+    rows of a per invocation, a multiple of 4, also SPREAD_A (each lane loads one row of every 4 for the whole
+    subgroup) and QUADS, the first row of each 4 (matmul_group.wgsl and matmul_rows.wgsl)."""
+    if not chosen_variant().shared_a:
+        return {}
+    if rows % 4:
+        return {"SHARED_A": True}
+    return {"SHARED_A": True, "SPREAD_A": True, "QUADS": " ".join(str(q) for q in range(0, rows, 4))}
 
 
 def labelled(label: str) -> str:
