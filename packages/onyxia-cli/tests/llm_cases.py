@@ -51,14 +51,17 @@ FIXTURES = [
     *(Fixture(f"{family}-tiny-genai/int4", None, "expected_acc0.json", 1e-4, 0) for family in FAMILIES),
     # int4 at accuracy level 4: Onyxia's int8 activation rounding is not bit-exact with MLAS on every prompt
     # (onnxruntime 1.32 here reproduces these files exactly). Measured prefill drift at the top-5 logits: qwen2
-    # 0.014, gemma2 0.048 (soft-capping), llama 0.058 (the 100-token 'long'), phi3/mistral < 1e-2; ids still
-    # equal except llama 'long' (a 0.05 margin at step 2) and qwen3 'short' (a 0.02 margin at step 21)
+    # 0.014, gemma2 0.048 (soft-capping), llama 0.058 (the 100-token 'long'), phi3/mistral < 1e-2. Ids equal
+    # for gemma2 and mistral; the rest flip a near-tie once any float sum upstream is reordered (an int8
+    # rounding then moves): llama 'long' (a 0.05 margin at step 2), qwen3 'short' (0.02 at step 21), and
+    # since issue 26's decode attention (a kv head's query heads in one workgroup, the head size split over
+    # lane quads) qwen2 'long' (0.007 at step 19) and phi3 'longrope_edge' (0.063 at step 6). Their acc0
+    # twins above compare every id.
+    *(Fixture(f"{family}-tiny-genai/int4", None, "expected.json", 6e-2) for family in ("gemma2", "mistral")),
     *(
-        Fixture(f"{family}-tiny-genai/int4", None, "expected.json", 6e-2)
-        for family in ("qwen2", "phi3", "gemma2", "mistral")
+        Fixture(f"{family}-tiny-genai/int4", None, "expected.json", 6e-2, greedy=False)
+        for family in ("qwen2", "phi3", "qwen3", "llama")
     ),
-    Fixture("qwen3-tiny-genai/int4", None, "expected.json", 6e-2, greedy=False),
-    Fixture("llama-tiny-genai/int4", None, "expected.json", 6e-2, greedy=False),
 ]
 
 

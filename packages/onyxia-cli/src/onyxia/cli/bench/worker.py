@@ -185,7 +185,7 @@ def _runner(spec: dict[str, Any]) -> Runner:
             spec.get("profile_steps", 4),
             spec.get("lm_head", "exact"),
             stream_prompts=spec.get("stream_prompts"),
-            decode_tokens=spec["decode_tokens"],
+            decode_tokens=spec.get("decode_tokens", 0),  # only batched runs (stream_prompts) decode here
         )
     raise EngineUnavailable(f"unknown engine {engine!r}")
 
