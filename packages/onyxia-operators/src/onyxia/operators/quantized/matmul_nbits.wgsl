@@ -95,8 +95,7 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
 #ifdef A_SUMS
     var sum_a = array<f32, #{ROWS}>();
 #endif
-    for (var i = 0u; i < #{WPB}; i++) {  // a constant trip count: the compiler unrolls it, so the sums stay in registers
-        let w = blk * #{WPB} + i;
+    for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
         var q: array<Eight, COLUMNS>;
         for (var g = 0u; g < #{CG}u; g++) {
             let words = b_words(slot, n0 + 4u * g, w);

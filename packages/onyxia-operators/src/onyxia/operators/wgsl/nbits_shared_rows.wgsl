@@ -1,8 +1,9 @@
 #define_import_path onyxia::nbits_shared_rows
 // MatMulNBits' reads of a and a_scales for the rows its workgroup shares (matmul_nbits.wgsl's defs: SHARED_A, INT8,
-// Q_SHARED, SPREAD_A, ROWS, MP, dim M). With SHARED_A lane 0 of each subgroup loads them and subgroupBroadcast hands them to the other
-// lanes: lavapipe runs every storage load lane by lane, whatever the address, so 8 lanes loading one value cost 8
-// loads, and an elected load and a broadcast about one. main sets subgroup_lane.
+// Q_SHARED, SPREAD_A, ROWS, ROW_ITEMS, MP, dim M). With SHARED_A lane 0 of each subgroup loads them and
+// subgroupBroadcast hands them to the other lanes: lavapipe runs every storage load lane by lane, whatever the
+// address, so 8 lanes loading one value cost 8 loads, and an elected load and a broadcast about one. With SPREAD_A
+// each lane loads a different row (`a_rows`). main sets subgroup_lane (and subgroup_lanes with SPREAD_A).
 #import onyxia::nbits_activations
 
 var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SHARED_A)
