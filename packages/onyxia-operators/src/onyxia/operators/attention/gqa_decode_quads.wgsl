@@ -22,7 +22,9 @@
 //       as gqa_decode_append.wgsl; WORKGROUP_SIZE (a multiple of 4), HEAD_SPLIT (workgroups per kv head), HEADS
 //       (GROUP / HEAD_SPLIT) and HEAD_ITEMS (0 .. HEADS - 1), DQ4 (HEAD_SIZE / 16) and DQ4_ITEMS (0 .. DQ4 - 1).
 // Dims: SEQ, KV_ROWS, PAST_ROWS, MAX_POS with ROTARY, as gqa_decode_append.wgsl.
-// Dispatch: (1, KV_HEADS * HEAD_SPLIT, batch) for a one-token step, (0, ...) otherwise. Subgroups of at least 4 lanes.
+// Dispatch: (1, KV_HEADS * HEAD_SPLIT, batch) for a one-token step, (0, ...) otherwise. Needs subgroups of at least
+// 4 lanes numbered in local invocation order (invocations 4 q .. 4 q + 3 are lanes of one subgroup, as on lavapipe
+// and GPUs for a one-dimensional workgroup), so a quad's shuffles stay within it.
 #ifdef F16
 enable f16;
 #endif
