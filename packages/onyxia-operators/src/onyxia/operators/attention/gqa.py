@@ -12,7 +12,8 @@ kernel imports. Packed QKV (key and value empty) is read from the query buffer w
 stride and column offsets `Heads` gives (static defs), so it costs no extra dispatch.
 
 Two steps: gqa_cache writes the extended cache (kept past rows + new rows, keys rotated), then
-attention reads it: a rows kernel for prompts, a workgroup-per-head kernel for one-token steps. Over an
+attention reads it: gqa_prefill's kernel for prompts (the rows kernel where its shape does not apply), a
+workgroup-per-head kernel for one-token steps. Over an
 in-place cache a one-token step is one step: the append runs inside the decode kernel (gqa_decode_append).
 The LLM session's resident cache (gqa_resident: onnxruntime's past_present_share_buffer, each batch row in
 its own slot) is in place for any batch and kv heads, through the same kernels with one def more.
@@ -49,6 +50,7 @@ from onyxia.operators.attention.gqa_inputs import (
     reject_unsupported,
     rotary_dim,
 )
+from onyxia.operators.attention.gqa_prefill import plan_prefill
 from onyxia.operators.attention.gqa_resident import check_share_buffer, resident_cache, shares_buffer, slot_binding
 from onyxia.operators.int64_checks import checked_defs
 from onyxia.operators.layout import node_literal, type_defs
@@ -143,7 +145,10 @@ def _plan_rows(
     decode: SymbolicDim,
     errors: ErrorSlotUse | None,
 ) -> None:
-    """The rows kernel, for steps of more than one token (none when the step is statically one token)."""
+    """The prompt kernel (gqa_prefill), or where its shape does not apply the rows kernel, for steps of more
+    than one token (none when the step is statically one token)."""
+    if plan_prefill(ctx, layout, defs, names, reads, dims, 1 - decode, errors):
+        return
     rows_groups = ceil_div(layout.seq, _ROWS_WORKGROUP) * (1 - decode)
     if rows_groups != 0:
         rows_defs = {**defs, **binding_defs(names), "WORKGROUP_SIZE": _ROWS_WORKGROUP}
