@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import FileResponse, Response
 
 from onyxia.cli.llm.session import LlmSession
+from onyxia.cli.serve.embeddings import embedding_cards
 from onyxia.cli.serve.engine import Engine
 from onyxia.cli.serve.errors import ApiError
 from onyxia.cli.serve.jobs import TextDelta
@@ -133,7 +134,7 @@ def _reason(reason: str) -> FinishReason:
 @router.get("/v1/models")
 async def models(request: Request) -> ModelList:
     state = _state(request)
-    return ModelList(data=[ModelCard(id=state.model, created=state.created)])
+    return ModelList(data=[ModelCard(id=state.model, created=state.created), *embedding_cards(request)])
 
 
 @router.get("/health")
