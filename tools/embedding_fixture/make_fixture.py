@@ -163,7 +163,7 @@ def _hidden_states(out: Path, texts: list[str]) -> tuple[np.ndarray, np.ndarray]
     tok = Tokenizer.from_file(str(out / "tokenizer.json"))
     encodings = [tok.encode(t).ids for t in texts]
     longest = max(len(ids) for ids in encodings)
-    pad = tok.token_to_id("[PAD]")
+    pad = tok.token_to_id("[PAD]") or 0
     ids = np.array([e + [pad] * (longest - len(e)) for e in encodings], dtype=np.int64)
     mask = np.array([[1] * len(e) + [0] * (longest - len(e)) for e in encodings], dtype=np.int64)
     session = onnxruntime.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
