@@ -79,12 +79,16 @@ class Fixture:
     pooling: str
     normalize: bool
     matryoshka: tuple[int, ...] = ()  # config.json's `matryoshka_dimensions` (vLLM's key): truncatable sizes
+    shape: tuple[int, int, int, int] = (2, 32, 4, 64)  # layers, hidden, heads, intermediate
 
 
 FIXTURES = (
     Fixture("minilm-mean-tiny", "mean", normalize=True, matryoshka=(8, 16)),
     Fixture("bert-cls-tiny", "cls", normalize=False),
 )
+# `--bench`: all-MiniLM-L6-v2's encoder shape (6 layers, 384 wide, 12 heads) for tools/embedding_fixture/bench.py;
+# too big for the repository: 43 MB (its vocabulary is this script's 186 pieces, not 30,522, so about half of MiniLM)
+BENCH = Fixture("minilm-l6-shape", "mean", normalize=True, shape=(6, 384, 12, 1536))
 
 
 def _tokenizer() -> BertTokenizerFast:
@@ -118,15 +122,16 @@ def _tokenizer() -> BertTokenizerFast:
 
 
 def _checkpoint(work: Path, fixture: Fixture) -> Path:
-    """A seeded random BERT (MiniLM-L6's layout, shrunk: 2 layers, hidden 32, 4 heads) saved with its tokenizer."""
+    """A seeded random BERT (MiniLM-L6's layout, shrunk by default: 2 layers, hidden 32, 4 heads) saved with its
+    tokenizer."""
     tokenizer = _tokenizer()
     extra = {"matryoshka_dimensions": list(fixture.matryoshka)} if fixture.matryoshka else {}
     config = BertConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
+        num_hidden_layers=fixture.shape[0],
+        hidden_size=fixture.shape[1],
+        num_attention_heads=fixture.shape[2],
+        intermediate_size=fixture.shape[3],
         max_position_embeddings=MAX_SEQ_LENGTH,
         initializer_range=0.2,  # wider than 0.02 so attention is not near uniform and tokens differ
         **extra,
@@ -224,11 +229,13 @@ def build(fixture: Fixture, root: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: make_fixture.py OUT_ROOT  (e.g. packages/onyxia-cli/tests/data)", file=sys.stderr)
+    bench = "--bench" in argv
+    paths = [a for a in argv if a != "--bench"]
+    if len(paths) != 1:
+        print("usage: make_fixture.py [--bench] OUT_ROOT  (e.g. packages/onyxia-cli/tests/data)", file=sys.stderr)
         return 2
-    for fixture in FIXTURES:
-        build(fixture, Path(argv[0]))
+    for fixture in (BENCH,) if bench else FIXTURES:
+        build(fixture, Path(paths[0]))
     return 0
 
 
