@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -82,6 +83,23 @@ def test_dimensions_and_token_inputs(client: openai.OpenAI) -> None:
     single = client.embeddings.create(model=MEAN, input=texts(MEAN)[3], encoding_format="float")
     assert single.usage.prompt_tokens == token_counts(MEAN)[3]
     assert_same_vectors(_vectors(single), expected(MEAN)[3:4], "one string")
+
+
+def test_embeddings_while_a_chat_answer_streams(client: openai.OpenAI) -> None:
+    """Two models, two runtimes, two threads: neither answer changes while the other model runs."""
+    question = [{"role": "user", "content": "Tell me a fortune"}]
+
+    def chat() -> str:
+        answer = client.chat.completions.create(model=MODEL, messages=question, max_tokens=24, temperature=0)  # type: ignore[arg-type]
+        return answer.choices[0].message.content or ""
+
+    with ThreadPoolExecutor(1) as pool:
+        during = pool.submit(chat)
+        for _ in range(4):
+            answer = client.embeddings.create(model=MEAN, input=texts(MEAN))
+            assert_same_vectors(_vectors(answer), expected(MEAN), "embeddings during a chat answer")
+        concurrent = during.result(timeout=120)
+    assert concurrent == chat()
 
 
 def test_models_lists_the_chat_and_the_embedding_model(client: openai.OpenAI) -> None:
