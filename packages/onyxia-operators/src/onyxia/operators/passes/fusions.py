@@ -18,6 +18,7 @@ from onyxia.operators.attention.onnx_attention_fusions import (
 )
 from onyxia.operators.elementwise.activation_fusions import ACTIVATION_FUSIONS
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
+from onyxia.operators.elementwise.involutions import INVOLUTIONS
 from onyxia.operators.gather_scatter.fusions import GATHER_FUSIONS
 from onyxia.operators.matmul.bias_fusions import FOLD_ADD_INTO_MATMUL
 from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, FUSE_SILU_GATE, GROUP_MATMULS
@@ -60,6 +61,7 @@ __all__ = [
     "FuseRmsNormRotaryPair",
     "FuseRotateHalf",
     "GroupMatMuls",
+    "SimplifyElementwise",
 ]
 
 _RESIDUAL = tuple(r for r in NORMALIZATION_FUSIONS if r.name.startswith("fuse_add_into_"))
@@ -71,6 +73,14 @@ class CancelTransposes(RewritePass):
 
     name = "CancelTransposes"
     rules = (BYPASS_LOWERED_IDENTITY, *TRANSPOSE_FUSIONS, *GATHER_FUSIONS)
+
+
+class SimplifyElementwise(RewritePass):
+    """Elementwise ops that undo each other removed (Not, BitwiseNot or Neg applied twice), before a fusion
+    takes them into a kernel."""
+
+    name = "SimplifyElementwise"
+    rules = INVOLUTIONS
 
 
 class FoldTransposeIntoMatMul(RewritePass):
