@@ -92,3 +92,13 @@ def test_the_catalog_counts_every_registration() -> None:
     catalog = operator_catalog(registry)
     assert {(r.domain, r.op_type) for r in catalog.supported} == set(registry.op_types())
     assert BLOCKS["ops-total"] == str(len(registry.op_types()))
+
+
+def test_conformance_figures_are_the_suites_own() -> None:
+    path = ROOT / "packages" / "onyxia-operators" / "tests" / "conformance" / "expected.py"
+    spec = importlib.util.spec_from_file_location("conformance_expected", path)
+    assert spec is not None and spec.loader is not None
+    expected = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(expected)
+    assert BLOCKS["conformance-pass-floor"] == str(expected.UNBAKED_PASS_FLOOR)
+    assert BLOCKS["conformance-expected-failures"] == str(len(expected.EXPECTED))

@@ -14,6 +14,7 @@ regenerate it with the versions the project pins.
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from onyxia.operators import core_operator_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("ARCHITECTURE.md", "README.md", "docs")  # files, or folders whose *.md are read
+EXPECTED = ROOT / "packages/onyxia-operators/tests/conformance/expected.py"  # test data: read, not imported
 _BLOCK = re.compile(r"<!-- generated:([\w-]+) -->")
 
 
@@ -36,7 +38,22 @@ def blocks() -> dict[str, str]:
         "operators-missing": missing_table(catalog),
         "passes": pass_table(rows),
         **counts(catalog, rows),
+        **conformance_figures(),
     }
+
+
+def conformance_figures() -> dict[str, str]:
+    """The conformance suite's gates, as `conformance/expected.py` sets them: the unbaked pass floor and
+    how many selected cases are listed as known failures (measured figures come from its report)."""
+    values = {}
+    for node in ast.parse(EXPECTED.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, (ast.Constant, ast.Dict)):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if isinstance(target, ast.Name):
+                values[target.id] = node.value
+    floor, expected = values["UNBAKED_PASS_FLOOR"], values["EXPECTED"]
+    assert isinstance(floor, ast.Constant) and isinstance(expected, ast.Dict), EXPECTED
+    return {"conformance-pass-floor": str(floor.value), "conformance-expected-failures": str(len(expected.keys))}
 
 
 def pages() -> list[Path]:
