@@ -65,7 +65,9 @@ _PASS_THROUGH = {"Cast", "Div", "Mul", "Tanh", "Add", "Identity"}  # softcapping
 
 
 class SliceLogitsToLastPosition:
-    """With `batch` other than 1 the rows of one run may end at different positions (prompts of several
+    """The lm head computes the last position's logits only, not every prompt position's.
+
+    With `batch` other than 1 the rows of one run may end at different positions (prompts of several
     lengths prefilled together, right-padded): the head's input is then gathered at `LAST_ROWS`, one flat
     row index per batch row (b * sequence + its last position), fed by the session."""
 
@@ -104,6 +106,8 @@ _SLICE = {"starts": [-1], "ends": [2**31 - 1], "axes": [-2]}
 
 
 class AddNextToken:
+    """A SampleToken node after the logits, so a decode step reads back one token id, not the logits."""
+
     name = "AddNextToken"
     stage = Stage.RESOLUTION
 
