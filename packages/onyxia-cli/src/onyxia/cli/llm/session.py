@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
-from onyxia.cli.llm.generation_passes import NEXT_TOKEN, SAMPLING
+from onyxia.cli.llm.constraints import Constraint
+from onyxia.cli.llm.generation_passes import ALLOWED_TOKENS, NEXT_TOKEN, SAMPLING
 from onyxia.cli.llm.generation_stats import GenerationStats, SessionBusyError, Turn
 from onyxia.cli.llm.model_dir import ModelDirectory
 from onyxia.cli.llm.pipelined import can_pipeline, pipelined_decode
@@ -74,6 +75,7 @@ class LlmSession:
         self.pipelined = True  # decode submits step N+1 before reading step N's token (llm/pipelined.py)
         self._token_carried = False
         self._sampling = bytes(12)  # SampleToken's params as last written: zeros (greedy) at load
+        self._masked = False  # whether the resident allowed-token masks hold a zero bit (all ones at load)
         # A list turns profiling on: each run's `RunProfile` (`Runtime(profiling=True)`) is appended to it
         self.profiles: list[RunProfile] | None = None
         self._turn = Turn()  # held by the generation in progress (see generate_ids)
@@ -151,17 +153,24 @@ class LlmSession:
         max_new_tokens: int,
         params: SamplingParams = GREEDY,
         stop: Sequence[int] = (),
+        constraint: Constraint | None = None,
     ) -> Iterator[int]:
-        """Token ids as they are produced; the prompt is appended to whatever the cache holds.
+        """Token ids as they are produced; the prompt is appended to whatever the cache holds. With a
+        `constraint` every id keeps the text on it (`llm/constrained_generate.py`).
 
         One generation at a time per session: the cache is one conversation's. Starting another
         (a second generator, another thread) while this one is open raises `SessionBusyError`;
         closing or finishing the generator frees the session."""
         with self._turn.hold("generate()"):
-            yield from self._generate_ids(prompt_ids, max_new_tokens, params, stop)
+            yield from self._generate_ids(prompt_ids, max_new_tokens, params, stop, constraint)
 
     def _generate_ids(
-        self, prompt_ids: Sequence[int], max_new_tokens: int, params: SamplingParams, stop: Sequence[int]
+        self,
+        prompt_ids: Sequence[int],
+        max_new_tokens: int,
+        params: SamplingParams,
+        stop: Sequence[int],
+        constraint: Constraint | None = None,
     ) -> Iterator[int]:
         import time
 
@@ -177,6 +186,11 @@ class LlmSession:
                 f"max_length {self.max_length}; start a new conversation or raise max_length"
             )
         self.stats = GenerationStats(prompt_tokens=len(prompt))
+        if constraint is not None:
+            from onyxia.cli.llm.constrained_generate import constrained_ids
+
+            yield from constrained_ids(self, prompt, max_new_tokens, params, stop, constraint)
+            return
         rng = np.random.default_rng(params.seed)
         if on_gpu(params) and max_new_tokens and can_pipeline(self):
             yield from pipelined_decode(self, prompt, max_new_tokens, stop, lambda: gpu_params(params, rng))
@@ -203,19 +217,27 @@ class LlmSession:
         repetition_penalty: float = 1.0,
         seed: int | None = None,
         stop: Sequence[int] | None = None,
+        constraint: Constraint | None = None,
     ) -> Iterator[str]:
-        """Text pieces as they are produced (stops at the model's EOS ids unless `stop` says otherwise)."""
+        """Text pieces as they are produced (stops at the model's EOS ids unless `stop` says otherwise); with a
+        `constraint` (`Constraint.json_schema(...)`, `.regex(...)`, ...) the text matches it."""
         ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         params = SamplingParams(temperature, top_k, top_p, repetition_penalty, seed)
         stops = self.model_dir.eos_token_ids if stop is None else list(stop)
-        yield from self.stream_text(ids, max_new_tokens, params, stops, [])
+        yield from self.stream_text(ids, max_new_tokens, params, stops, [], constraint)
 
     def stream_text(
-        self, ids: Sequence[int], max_new_tokens: int, params: SamplingParams, stops: Sequence[int], tokens: list[int]
+        self,
+        ids: Sequence[int],
+        max_new_tokens: int,
+        params: SamplingParams,
+        stops: Sequence[int],
+        tokens: list[int],
+        constraint: Constraint | None = None,
     ) -> Iterator[str]:
         """Decoded text as tokens arrive (stop tokens not shown); every sampled id is appended to `tokens`."""
         stream = self.tokenizer.stream()
-        for token in self.generate_ids(ids, max_new_tokens, params, stops):
+        for token in self.generate_ids(ids, max_new_tokens, params, stops, constraint):
             tokens.append(token)
             if token in stops:
                 break
@@ -228,13 +250,14 @@ class LlmSession:
         max_new_tokens: int = 128,
         params: SamplingParams | Sequence[SamplingParams] = GREEDY,
         stop: Sequence[int] | None = None,
+        constraint: Constraint | Sequence[Constraint | None] | None = None,
     ) -> list[list[int]]:
         """Each prompt's new token ids (a stop id included), generated together over the session's slots
         (`llm/batch.py`); prompts past the slot count wait for a free slot. For streaming, cancelling and
         arrivals over time, step a `batch()` and add `Stream`s to it."""
         from onyxia.cli.llm.batch import generate_batch
 
-        return generate_batch(self, prompts, max_new_tokens, params, stop)
+        return generate_batch(self, prompts, max_new_tokens, params, stop, constraint)
 
     def batch(self) -> Batch:
         """A continuous batch over this session's slots; step it from one thread (`llm/batch.py`)."""
@@ -267,6 +290,16 @@ class LlmSession:
         if (data := values.tobytes()) != self._sampling:
             self.executor.write_input(SAMPLING, values)
             self._sampling = data
+
+    def set_allowed(self, masks: np.ndarray | None) -> None:
+        """Queue SampleToken's allowed-token masks for the next run (int32 [rows, ceil(V / 32)], llguidance's
+        layout); None: every id allowed, written only when a constrained run left other bits."""
+        if masks is None and not self._masked:
+            return
+        if masks is None:
+            masks = np.full((self.slots, self.executor.compiled.tensor_by_name(ALLOWED_TOKENS).dims[-1]), -1, np.int32)
+        self.executor.write_input(ALLOWED_TOKENS, masks)
+        self._masked = not bool((masks == -1).all())
 
     def _forward(self, ids: list[int], outputs: list[str]) -> dict[str, np.ndarray]:
         return self._submit(self._token_ids(ids), outputs).read()
