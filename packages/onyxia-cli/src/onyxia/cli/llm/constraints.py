@@ -58,7 +58,7 @@ class Constraint:
     def json_schema(cls, schema: dict[str, Any], strict: bool = True) -> Constraint:
         if not isinstance(schema, dict):
             raise InputError(f"json_schema: the schema is a {type(schema).__name__}; expected a JSON object")
-        return cls("json_schema", json.dumps(schema)  # key order kept: llguidance writes properties in it, strict)
+        return cls("json_schema", json.dumps(schema), strict)  # key order kept: llguidance writes properties in it
 
     @classmethod
     def regex(cls, pattern: str) -> Constraint:
