@@ -163,11 +163,6 @@ class GrammarMatcher:
             self._check(f"forced tokens {forced}")
         return forced
 
-    def rollback(self, count: int) -> None:
-        """Forget the last `count` consumed ids (the slot's cache is rewound alongside)."""
-        if count and not self._matcher.rollback(count):
-            self._check(f"rolling back {count} tokens")
-
     @property
     def complete(self) -> bool:
         """The grammar accepts and allows nothing more (a closed JSON object, a whole regex match)."""
