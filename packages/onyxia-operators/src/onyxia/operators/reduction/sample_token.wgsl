@@ -60,7 +60,7 @@ fn first_maximum(lid: u32, row: u32, base: u32, first: u32, last: u32) -> u32 {
     var best_j = NONE;
     for (var j = first; j < last; j++) {
         let v = f32(logits[base + j]);
-        if (allowed(row, j) && (best_j == NONE || v > best)) {
+        if ((best_j == NONE || v > best) && allowed(row, j)) {  // the mask read only for a new best
             best = v;
             best_j = j;
         }
