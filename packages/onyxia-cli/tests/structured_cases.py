@@ -5,7 +5,7 @@ small model writes "0.0000..." until max_tokens)."""
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -15,7 +15,7 @@ __all__ = ["CASES", "DEMO_DIR", "PROMPTS", "SCHEMAS"]
 DEMO_DIR = "fortune-gemma3"
 
 
-class Mood(str, Enum):
+class Mood(StrEnum):
     happy = "happy"
     sad = "sad"
     wise = "wise"

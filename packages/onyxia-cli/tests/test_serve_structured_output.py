@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import openai
-from openai.lib._pydantic import to_strict_json_schema
 import pytest
+from openai.lib._pydantic import to_strict_json_schema
 from pydantic import BaseModel
 from serve_cases import running
 from structured_cases import CASES, DEMO_DIR, Person

@@ -123,6 +123,7 @@ def build_session(
         executor.write_input(SAMPLING, np.zeros(3, np.float32))  # resident from here on; greedy until set
     if ALLOWED_TOKENS in executor.input_names:  # resident: every id allowed until a constrained row writes it
         words = executor.compiled.tensor_by_name(ALLOWED_TOKENS).dims[-1]
+        assert isinstance(words, int), "AddNextToken adds the mask for a static vocabulary only"
         executor.write_input(ALLOWED_TOKENS, np.full((slots, words), -1, np.int32))
     adapter = str(runtime.adapter_info.get("device") or runtime.adapter_info.get("description") or "unknown")
     session = cls(found, tokenizer, executor, signature, limit, aliased, adapter, prefill_chunk=chunk, slots=slots)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
-from onyxia.cli.llm.constraints import Constraint
+from onyxia.cli.llm.constraints import Constraint, mask_words
 from onyxia.cli.llm.generation_passes import ALLOWED_TOKENS, NEXT_TOKEN, SAMPLING
 from onyxia.cli.llm.generation_stats import GenerationStats, SessionBusyError, Turn
 from onyxia.cli.llm.model_dir import ModelDirectory
@@ -297,7 +297,7 @@ class LlmSession:
         if masks is None and not self._masked:
             return
         if masks is None:
-            masks = np.full((self.slots, self.executor.compiled.tensor_by_name(ALLOWED_TOKENS).dims[-1]), -1, np.int32)
+            masks = np.full((self.slots, mask_words(self.vocab_size or 0)), -1, np.int32)
         self.executor.write_input(ALLOWED_TOKENS, masks)
         self._masked = not bool((masks == -1).all())
 

@@ -17,6 +17,7 @@ the field, found here, before the request is queued (never a generation that can
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from onyxia.cli.llm.constraints import Constraint, grammar_tokenizer
@@ -32,7 +33,7 @@ __all__ = ["request_constraint"]
 
 def request_constraint(session: LlmSession, body: ChatCompletionRequest | CompletionRequest) -> Constraint | None:
     """The body's constraint, checked against the model's tokenizer; None for plain text."""
-    asked = [(param, build) for param, build in _asked(body)]
+    asked = _asked(body)
     if len(asked) > 1:
         names = ", ".join(param for param, _ in asked)
         raise ApiError(400, f"{names} are given together; a request takes one output constraint", param=asked[1][0])
@@ -47,19 +48,26 @@ def request_constraint(session: LlmSession, body: ChatCompletionRequest | Comple
     return constraint
 
 
-def _asked(body: ChatCompletionRequest | CompletionRequest) -> list[tuple[str, Any]]:
-    found: list[tuple[str, Any]] = []
-    form = body.response_format
+def _asked(body: ChatCompletionRequest | CompletionRequest) -> list[tuple[str, Callable[[], Constraint]]]:
+    """(field, how to build its constraint) for each constraint field the body sets, in the table's order."""
+    found: list[tuple[str, Callable[[], Constraint]]] = []
+    form, schema, regex, choice, grammar = (
+        body.response_format,
+        body.guided_json,
+        body.guided_regex,
+        body.guided_choice,
+        body.guided_grammar,
+    )
     if form is not None and form.type != "text":
         found.append(("response_format", lambda: _response_format(body)))
-    if body.guided_json is not None:
-        found.append(("guided_json", lambda: Constraint.json_schema(_schema(body.guided_json, "guided_json"))))
-    if body.guided_regex is not None:
-        found.append(("guided_regex", lambda: Constraint.regex(body.guided_regex)))
-    if body.guided_choice is not None:
-        found.append(("guided_choice", lambda: Constraint.choice(body.guided_choice)))
-    if body.guided_grammar is not None:
-        found.append(("guided_grammar", lambda: Constraint.lark(body.guided_grammar)))
+    if schema is not None:
+        found.append(("guided_json", lambda: Constraint.json_schema(_schema(schema, "guided_json"))))
+    if regex is not None:
+        found.append(("guided_regex", lambda: Constraint.regex(regex)))
+    if choice is not None:
+        found.append(("guided_choice", lambda: Constraint.choice(choice)))
+    if grammar is not None:
+        found.append(("guided_grammar", lambda: Constraint.lark(grammar)))
     return found
 
 
@@ -76,7 +84,7 @@ def _response_format(body: ChatCompletionRequest | CompletionRequest) -> Constra
     return Constraint.json_schema(_schema(form.json_schema.schema_, "json_schema.schema"), strict)
 
 
-def _schema(value: dict[str, Any] | str, where: str) -> dict[str, Any]:
+def _schema(value: dict[str, object] | str, where: str) -> dict[str, Any]:
     if isinstance(value, str):
         try:
             value = json.loads(value)

@@ -44,9 +44,37 @@ fn order_key(v: f32) -> u32 {
     return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
 }
 
-// Whether id j of logits row `row` may be drawn (always, without MASKED)
+// Whether the row's mask has a zero bit: an unconstrained row (all ones, what the LLM session leaves resident)
+// then reads W words once instead of a word per id in every pass (+1.3x of the sampler at 262k ids otherwise)
+var<private> row_masked: bool = false;
+var<workgroup> masked_bits: atomic<u32>;
+
+fn read_row_masked(lid: u32, row: u32) {
+#ifdef MASKED
+    if (lid == 0u) {
+        atomicStore(&masked_bits, 0u);
+    }
+    workgroupBarrier();
+    let base = (row / #{ROWS_PER_MASK}) * #{MASK_WORDS};
+    var zeros = 0u;
+    for (var w = lid; w < #{MASK_WORDS}; w += #{WORKGROUP_SIZE}u) {
+        zeros |= ~mask[base + w];
+    }
+    if (zeros != 0u) {
+        atomicOr(&masked_bits, 1u);
+    }
+    workgroupBarrier();
+    row_masked = atomicLoad(&masked_bits) != 0u;
+    workgroupBarrier();
+#endif
+}
+
+// Whether id j of logits row `row` may be drawn (always, without MASKED or when the row's mask is all ones)
 fn allowed(row: u32, j: u32) -> bool {
 #ifdef MASKED
+    if (!row_masked) {
+        return true;
+    }
     let word = mask[(row / #{ROWS_PER_MASK}) * #{MASK_WORDS} + j / 32u];
     return ((word >> (j % 32u)) & 1u) != 0u;
 #else
@@ -147,6 +175,7 @@ fn main(
     let chunk = (#{V} + #{WORKGROUP_SIZE}u - 1u) / #{WORKGROUP_SIZE}u;
     let first = min(lid * chunk, #{V});
     let last = min(first + chunk, #{V});
+    read_row_masked(lid, row);
     let top = first_maximum(lid, row, base, first, last);
     if (top == NONE) {  // uniform (workgroup memory): a mask that allows nothing
         if (lid == 0u) {
