@@ -50,7 +50,7 @@ def decode_steps(steps: int) -> None:
     from pydantic import BaseModel, Field
 
     from onyxia.cli.llm import LlmSession
-    from onyxia.cli.llm.constrained_rows import allowed_masks
+    from onyxia.cli.llm.constrained_rows import allowed_masks, set_allowed
     from onyxia.cli.llm.constraints import Constraint, GrammarMatcher, grammar_tokenizer
     from onyxia.cli.llm.generation_passes import NEXT_TOKEN
 
@@ -74,7 +74,7 @@ def decode_steps(steps: int) -> None:
     def plain() -> None:
         if llm.position > 500:  # the cache's end: back to the prompt (both sides see the same lengths)
             llm.rewind(start_position)
-        llm.set_allowed(None)
+        set_allowed(llm, None)
         llm._forward(token, [NEXT_TOKEN])
 
     mask_s: list[float] = []
@@ -84,7 +84,7 @@ def decode_steps(steps: int) -> None:
         start = time.perf_counter()
         masks = allowed_masks(llm, [matcher])
         middle = time.perf_counter()
-        llm.set_allowed(masks)
+        set_allowed(llm, masks)
         mask_s.append(middle - start)
         upload_s.append(time.perf_counter() - middle)
         llm._forward(token, [NEXT_TOKEN])

@@ -97,6 +97,11 @@ def test_unconstrained_decoding_is_unchanged_after_a_constrained_one(llm: LlmSes
     before = llm.generate_batch([prompt, prompt], 20, stop=[])
     llm.generate_batch([prompt, prompt], 20, stop=[], constraint=[CHOICE, REGEX])
     assert llm.generate_batch([prompt, prompt], 20, stop=[]) == before
+    llm.reset()
+    alone = list(llm.generate_ids(prompt, 20))  # slot 0's pipelined decode, after a batch left masks resident
+    llm.generate_batch([prompt], 20, stop=[], constraint=CHOICE)
+    llm.reset()
+    assert list(llm.generate_ids(prompt, 20)) == alone
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onyxia.cli.llm.batch_stream import Stream
-from onyxia.cli.llm.constrained_rows import allowed_masks, attach_matcher, masked_logits
+from onyxia.cli.llm.constrained_rows import allowed_masks, attach_matcher, masked_logits, set_allowed
 from onyxia.cli.llm.constraints import Constraint
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
 from onyxia.cli.llm.pipelined import can_pipeline
@@ -238,7 +238,7 @@ class Batch:
             draws = [gpu_params(s.params, s.rng) if on_gpu(s.params) else _GREEDY_ROW for s in streams]
             session.set_sampling(np.stack(draws))
             self._masks = allowed_masks(session, [s.matcher for s in streams])
-            session.set_allowed(self._masks)
+            set_allowed(session, self._masks)
         count = 1 if ids is None else len(ids[0])
         feeds, dims = step_feeds(sig, rows, ids, count, session.step_dims, lengths)
         session.executor.update_dimensions(dims)

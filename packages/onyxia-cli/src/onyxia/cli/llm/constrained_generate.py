@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onyxia.cli.llm.batch_stream import Stream
-from onyxia.cli.llm.constrained_rows import allowed_masks, attach_matcher, masked_logits
+from onyxia.cli.llm.constrained_rows import allowed_masks, attach_matcher, masked_logits, set_allowed
 from onyxia.cli.llm.constraints import Constraint
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
 from onyxia.cli.llm.sampling import SamplingParams, gpu_params, on_gpu, sample_token
@@ -43,7 +43,7 @@ def constrained_ids(
     try:
         while True:
             masks = allowed_masks(session, [stream.matcher])
-            session.set_allowed(masks)
+            set_allowed(session, masks)
             token = _draw(session, ids, params, stream.rng, masks)
             if len(stream.tokens) == 0:
                 session.stats.prefill_seconds = time.perf_counter() - start
@@ -59,7 +59,7 @@ def constrained_ids(
             assert stream.last is not None
             ids, stream.feed = [stream.last, *stream.feed], []
     finally:
-        session.set_allowed(None)
+        set_allowed(session, None)
 
 
 def _draw(

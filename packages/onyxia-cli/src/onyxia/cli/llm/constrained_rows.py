@@ -1,8 +1,8 @@
 """The host side of constrained rows in one run: their masks, built before it is submitted, and the same mask on
 the host for a row that samples there (top-p, repetition penalty).
 
-A run whose rows are all unconstrained leaves the resident mask all ones (`LlmSession.set_allowed` skips the
-write when it already is), so unconstrained decoding uploads nothing more. A constrained run writes one
+A run whose rows are all unconstrained leaves the resident mask all ones (`set_allowed` skips the write when it
+already is), so unconstrained decoding uploads nothing more. A constrained run writes one
 [rows, ceil(V / 32)] int32 array (512 bytes a row for a 4k vocabulary, 19 KB for Qwen's 152k); its
 unconstrained rows get all ones.
 """
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from onyxia.cli.llm.batch_stream import Stream
     from onyxia.cli.llm.session import LlmSession
 
-__all__ = ["allowed_masks", "attach_matcher", "masked_logits"]
+__all__ = ["allowed_masks", "attach_matcher", "masked_logits", "set_allowed"]
 
 
 def attach_matcher(session: LlmSession, stream: Stream) -> None:
@@ -54,3 +54,14 @@ def masked_logits(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """`logits` (one row) with every id the mask disallows at -inf, for the host sampler."""
     bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[: logits.size].astype(bool)
     return np.where(bits, logits.astype(np.float32), -np.inf)
+
+
+def set_allowed(session: LlmSession, masks: np.ndarray | None) -> None:
+    """Queue SampleToken's allowed-token masks for the session's next run (int32 [rows, ceil(V / 32)]); None:
+    every id allowed, written only when a constrained run left other bits (`session.masked`)."""
+    if masks is None and not session.masked:
+        return
+    if masks is None:
+        masks = np.full((session.slots, mask_words(session.vocab_size or 0)), -1, np.int32)
+    session.executor.write_input(ALLOWED_TOKENS, masks)
+    session.masked = not bool((masks == -1).all())

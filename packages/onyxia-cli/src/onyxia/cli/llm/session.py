@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
-from onyxia.cli.llm.constraints import Constraint, mask_words
-from onyxia.cli.llm.generation_passes import ALLOWED_TOKENS, NEXT_TOKEN, SAMPLING
+from onyxia.cli.llm.constrained_rows import set_allowed
+from onyxia.cli.llm.constraints import Constraint
+from onyxia.cli.llm.generation_passes import NEXT_TOKEN, SAMPLING
 from onyxia.cli.llm.generation_stats import GenerationStats, SessionBusyError, Turn
 from onyxia.cli.llm.model_dir import ModelDirectory
 from onyxia.cli.llm.pipelined import can_pipeline, pipelined_decode
@@ -75,7 +76,7 @@ class LlmSession:
         self.pipelined = True  # decode submits step N+1 before reading step N's token (llm/pipelined.py)
         self._token_carried = False
         self._sampling = bytes(12)  # SampleToken's params as last written: zeros (greedy) at load
-        self._masked = False  # whether the resident allowed-token masks hold a zero bit (all ones at load)
+        self.masked = False  # whether the resident allowed-token masks hold a zero bit (`constrained_rows`)
         # A list turns profiling on: each run's `RunProfile` (`Runtime(profiling=True)`) is appended to it
         self.profiles: list[RunProfile] | None = None
         self._turn = Turn()  # held by the generation in progress (see generate_ids)
@@ -186,6 +187,7 @@ class LlmSession:
                 f"max_length {self.max_length}; start a new conversation or raise max_length"
             )
         self.stats = GenerationStats(prompt_tokens=len(prompt))
+        set_allowed(self, None)  # a constrained batch's last run may have left its masks resident
         if constraint is not None:
             from onyxia.cli.llm.constrained_generate import constrained_ids
 
@@ -290,16 +292,6 @@ class LlmSession:
         if (data := values.tobytes()) != self._sampling:
             self.executor.write_input(SAMPLING, values)
             self._sampling = data
-
-    def set_allowed(self, masks: np.ndarray | None) -> None:
-        """Queue SampleToken's allowed-token masks for the next run (int32 [rows, ceil(V / 32)], llguidance's
-        layout); None: every id allowed, written only when a constrained run left other bits."""
-        if masks is None and not self._masked:
-            return
-        if masks is None:
-            masks = np.full((self.slots, mask_words(self.vocab_size or 0)), -1, np.int32)
-        self.executor.write_input(ALLOWED_TOKENS, masks)
-        self._masked = not bool((masks == -1).all())
 
     def _forward(self, ids: list[int], outputs: list[str]) -> dict[str, np.ndarray]:
         return self._submit(self._token_ids(ids), outputs).read()
