@@ -142,3 +142,40 @@ def test_generate_command_takes_a_schema_a_regex_or_a_grammar(cli: Callable[...,
     assert result.code == 0 and re.fullmatch(r"Life isLife is [a-z]{1,12}\.", result.out.splitlines()[0]), result.out
     bad = cli(*common, "--regex", "(")
     assert bad.code == 2 and bad.out == "" and "llguidance rejects it" in bad.err and "Traceback" not in bad.err
+
+
+def test_forced_feeds_and_gpu_masks_equal_a_host_reference_one_token_a_step(llm: LlmSession) -> None:
+    """The reference: llguidance's own matcher and `apply_token_bitmask_inplace` on logits read back, each
+    token (forced ones too) fed in a step of its own. Equal ids mean the GPU applied the same mask and a forced
+    run of several tokens left the cache as feeding them one by one does."""
+    import llguidance
+    from llguidance.numpy import allocate_token_bitmask, apply_token_bitmask_inplace, fill_next_token_bitmask
+
+    from onyxia.cli.llm.constraints import grammar_tokenizer
+
+    prompt, stops, budget = _ids(llm, "Write a book"), chat_stop_ids(llm), 60
+    llm.reset()
+    ids = list(llm.generate_ids(prompt, budget, stop=stops, constraint=BOOK))
+    assert llm.stats.forced_tokens > 0
+    tokenizer = grammar_tokenizer(llm)
+    matcher = llguidance.LLMatcher(tokenizer, BOOK.check(tokenizer))
+    llm.reset()
+    logits, reference = llm.next_token_logits(prompt), []
+    while True:
+        mask = allocate_token_bitmask(1, logits.size)
+        fill_next_token_bitmask(matcher, mask)
+        row = logits[None].copy()
+        apply_token_bitmask_inplace(row, mask)
+        token = int(row.argmax())
+        reference.append(token)
+        if token in stops or len(reference) == budget:
+            break
+        assert matcher.consume_token(token)
+        forced = matcher.compute_ff_tokens()[: budget - len(reference)]
+        assert matcher.consume_tokens(forced)
+        reference += forced
+        if matcher.is_stopped() or len(reference) == budget:
+            break
+        for fed in [token, *forced]:
+            logits = llm.next_token_logits([fed])
+    assert ids == reference
