@@ -18,7 +18,7 @@ from structured_cases import DEMO_DIR, Book, Person
 
 from onyxia.cli.llm import LlmSession, SamplingParams
 from onyxia.cli.llm.chat import chat_stop_ids
-from onyxia.cli.llm.constraints import Constraint
+from onyxia.cli.llm.constraints import Constraint, lark_json
 from onyxia.core import InputError
 
 BOOK = Constraint.json_schema(to_strict_json_schema(Book))
@@ -179,3 +179,29 @@ def test_forced_feeds_and_gpu_masks_equal_a_host_reference_one_token_a_step(llm:
         for fed in [token, *forced]:
             logits = llm.next_token_logits([fed])
     assert ids == reference
+
+
+def test_a_lark_grammar_embedding_a_schema(llm: LlmSession) -> None:
+    """What tool calling sends: a tag around a JSON schema (`lark_json`). The tag, the keys and the constant
+    are forced; only the argument's value is drawn."""
+    call = {
+        "type": "object",
+        "properties": {
+            "name": {"const": "get_weather"},
+            "arguments": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 10}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
+    grammar = Constraint.lark(f'start: "<tool_call>" call "</tool_call>"\ncall: {lark_json(call)}\n')
+    llm.reset()
+    text = "".join(llm.generate(_ids(llm, "Weather?"), 80, constraint=grammar, stop=chat_stop_ids(llm)))
+    assert text.startswith("<tool_call>") and text.endswith("</tool_call>"), text
+    parsed = json.loads(text.removeprefix("<tool_call>").removesuffix("</tool_call>"))
+    assert parsed["name"] == "get_weather" and len(parsed["arguments"]["city"]) <= 10
+    assert llm.stats.forced_tokens > llm.stats.new_tokens / 2

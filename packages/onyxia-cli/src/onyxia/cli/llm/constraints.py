@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from onyxia.cli.llm.session import LlmSession
 
-__all__ = ["Constraint", "GrammarMatcher", "grammar_tokenizer", "mask_words"]
+__all__ = ["Constraint", "GrammarMatcher", "grammar_tokenizer", "lark_json", "mask_words"]
 
 Kind = Literal["json_object", "json_schema", "regex", "choice", "lark"]
 _JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
@@ -74,7 +74,8 @@ class Constraint:
 
     @classmethod
     def lark(cls, grammar: str) -> Constraint:
-        """A Lark grammar in llguidance's dialect (``start:`` rule; ``%json{...}`` embeds a JSON schema)."""
+        """A Lark grammar in llguidance's dialect (``start:`` rule; ``%json{...}`` embeds a JSON schema: write it
+        with `lark_json(schema)` to get the same compact JSON as `json_schema`)."""
         if not isinstance(grammar, str) or not grammar.strip():
             raise InputError(f"lark: the grammar is {grammar!r}; expected a non-empty string")
         return cls("lark", grammar)
@@ -106,6 +107,12 @@ class Constraint:
         if failed:
             raise InputError(f"{self.kind}: llguidance rejects it: {messages[0].strip()}")
         return grammar
+
+
+def lark_json(schema: dict[str, Any]) -> str:
+    """``%json{...}`` for a Lark grammar: `schema` compiled as `Constraint.json_schema` compiles it (no free
+    whitespace; llguidance's %json default allows it, and a small model then never closes the object)."""
+    return "%json" + json.dumps({**schema, "x-guidance": {**_JSON_OPTIONS, **schema.get("x-guidance", {})}})
 
 
 def mask_words(vocab: int) -> int:
