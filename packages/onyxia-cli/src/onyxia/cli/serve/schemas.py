@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ChatChoice",
@@ -30,8 +30,10 @@ __all__ = [
     "ErrorDetail",
     "FinishReason",
     "ModelCard",
+    "JsonSchemaFormat",
     "ModelList",
     "PromptTokensDetails",
+    "ResponseFormat",
     "StreamOptions",
     "Usage",
 ]
@@ -60,6 +62,20 @@ class ChatMessage(_Request):
     name: str | None = None
 
 
+class JsonSchemaFormat(_Request):
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, object] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Request):
+    """OpenAI's `response_format` (`serve/response_format.py` turns it into a grammar)."""
+
+    type: str
+    json_schema: JsonSchemaFormat | None = None
+
+
 class _Sampling(_Request):
     """Fields both endpoints share. None means "the server's default" (`onyxia serve` flags)."""
 
@@ -79,6 +95,11 @@ class _Sampling(_Request):
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     logprobs: bool | int | None = None
+    response_format: ResponseFormat | None = None
+    guided_json: dict[str, object] | str | None = None  # extension (vLLM's names): one constraint at most
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
 
 
 class ChatCompletionRequest(_Sampling):
