@@ -289,21 +289,21 @@ def readme_table(data: Data, docs: str = "docs") -> str:
         ],
         [
             f"[Serving]({docs}/serving/index.md), {serve['model']}, {many['clients']} clients",
-            f"{many['decode_tok_s']} tok/s ({_ratio(many['decode_tok_s'], one['decode_tok_s'])} of 1 client)",
+            f"{many['decode_tok_s']} tok/s ({_ratio(many['decode_tok_s'], one['decode_tok_s'])} vs 1 client)",
             "-",
             serve["date"],
         ],
         [
             f"[Real models]({docs}/models/real-models.md), run time (median of {SUMMARIES['real_models.count'](data)})",
             f"{SUMMARIES['real_models.median_ratio'](data):.0f}x ORT CPU's",
-            "ORT CPU = 1x",
+            "CPU EP: 1x",
             max(e["date"] for e in data["real_models"]["runs"]),
         ],
         [
             f"[Packaged models]({docs}/models/packaged.md), run time (median of "
             f"{SUMMARIES['packaged_models.count'](data)})",
             f"{SUMMARIES['packaged_models.median_ratio'](data):.0f}x ORT CPU's",
-            "ORT CPU = 1x",
+            "CPU EP: 1x",
             max(e["date"] for e in data["packaged_models"]["runs"]),
         ],
         [
