@@ -45,7 +45,7 @@ def test_a_rerun_replaces_it_with_the_json_reports_figures(
 ) -> None:
     _, report, figures = recorded
     runs = json.loads(figures.read_text())["runs"]
-    assert [r["id"] for r in runs] == ["someone-else", "gemma3-tiny-onnx-community-q4-p8"]
+    assert [r["id"] for r in runs] == ["someone-else", "gemma3-tiny-onnx-community-q4-p8"]  # replaced in place
     engine, measured = runs[1]["precisions"]["q4"]["engines"]["onyxia"], report["precisions"]["q4"]["engines"]["onyxia"]
     assert engine["status"] == "ok"
     for key in ("decode_tok_s", "prefill_s", "ttft_s", "load_compile_s"):

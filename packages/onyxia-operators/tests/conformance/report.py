@@ -108,7 +108,8 @@ def record(path: Path, rows: list[dict[str, object]], command: str) -> None:
         "per_op": dict(sorted(per_op.items())),
     }
     doc = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"runs": []}
-    doc["runs"] = [r for r in doc["runs"] if r["id"] != entry["id"]] + [entry]
+    runs = [entry if r["id"] == entry["id"] else r for r in doc["runs"]]
+    doc["runs"] = runs if entry in runs else [*runs, entry]
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 

@@ -68,8 +68,8 @@ def run_entry(doc: dict[str, Any], command: str, date: datetime.date | None = No
 def record_run(path: Path, entry: dict[str, Any]) -> None:
     """Replace the run of `entry`'s id in the figures file at `path` (created when missing), keep the rest."""
     doc = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"runs": []}
-    runs = [run for run in doc["runs"] if run["id"] != entry["id"]]
-    doc["runs"] = [*runs, entry]
+    runs = [entry if run["id"] == entry["id"] else run for run in doc["runs"]]
+    doc["runs"] = runs if entry in runs else [*runs, entry]  # in place, a new one last
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     temporary.replace(path)  # readers never see half a file
