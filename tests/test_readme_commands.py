@@ -94,6 +94,41 @@ def test_python_blocks_parse_and_their_onyxia_imports_exist() -> None:
                 assert (ROOT / node.value).exists(), f"{node.value} is not in the checkout"
 
 
+# Blocks that need something the checkout alone does not give: a running server (the serve tests use the
+# real openai client), a third-party package (tests/packaged_models runs rapidocr through onyxia.ort).
+NEEDS_MORE = ("openai", "rapidocr_onnxruntime")
+
+
+def _runnable_blocks() -> list[str]:
+    runnable = []
+    for body in _blocks("python"):
+        modules = {
+            name.split(".")[0]
+            for node in ast.walk(ast.parse(body))
+            for name in (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+        }
+        if not modules & set(NEEDS_MORE):
+            runnable.append(body)
+    return runnable
+
+
+def test_three_python_blocks_run_as_written() -> None:
+    assert len(_runnable_blocks()) == 3, "onyxia.ort, LlmSession and the load/compile/run flow"
+
+
+@pytest.mark.parametrize("body", _runnable_blocks(), ids=lambda body: body.splitlines()[-1][:40])
+def test_python_block_runs(body: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(ROOT)  # the blocks name files of the checkout relative to its root
+    exec(compile(body, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.strip(), "each block prints what it computed"
+
+
 def test_relative_links_point_at_files() -> None:
     links = [target for target in re.findall(r"\]\(([^)#\s]+)", README) if "://" not in target]
     assert links
