@@ -2,8 +2,8 @@
 
 The docs' tables, plots and the README's results table are rendered from those files
 (docs/hooks/figures_tables.py); each entry carries its id (the model or pipeline), the date, the command
-that measured it and the machine. Recording replaces the entries of the same ids where they stand and keeps the rest, so a
-report run on a few names (`report.py NAME ...`) updates just those rows.
+that measured it and the machine. Recording replaces the entries of the same ids where they stand and
+keeps the rest, so a report run on a few names (`report.py NAME ...`) updates just those rows.
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def bench_layouts(data: Data) -> str:
         entries += pair
         g, d = (e["precisions"]["fp32"] for e in pair)
         go, do = g["engines"]["onyxia"], d["engines"]["onyxia"]
-        steps = f"{go['dispatches_per_step']} ({g['dispatches_per_layer']}) / {do['dispatches_per_step']} ({d['dispatches_per_layer']})"
+        steps = " / ".join(f"{o['dispatches_per_step']} ({p['dispatches_per_layer']})" for o, p in ((go, g), (do, d)))
         gpu = [f"{e['gpu_ms_lm_head']} / {e['gpu_ms_layers']}" for e in (go, do)]
         rows.append(
             [
