@@ -93,6 +93,9 @@ def _bench_rows(entry: dict[str, Any], label: Callable[[str], str]) -> list[list
         decode = [_cell(x, "decode_tok_s") for x in (on, cpu, web)]
         ratios = [_ratio(on.get("decode_tok_s"), peer.get("decode_tok_s")) for peer in (cpu, web)]
         dispatches, ids = str(part.get("dispatches_per_layer", "-")), part.get("greedy_ids_equal_ort_cpu", "-")
+        extra = [f"{part['dispatches_per_step']} per step"] if "dispatches_per_step" in part else []
+        extra += [part["dispatches_note"]] if "dispatches_note" in part else []
+        dispatches += f" ({'; '.join(extra)})" if extra else ""
         rows.append([label(precision), *decode, *ratios, prefill, dispatches, bound, ids])
     return rows
 
@@ -109,6 +112,7 @@ _BENCH_TAIL = [
 def bench_run(data: Data, run_id: str) -> str:
     entry = run(data, "bench", run_id)
     notes = [f"{n}: {e['measured']['note']} (`{e['measured']['command']}`)" for n, e in _engines_measured(entry)]
+    notes += [entry["note"]] if "note" in entry else []
     source = _source([entry]) + "".join(f" {note}." for note in dict.fromkeys(notes))
     return _table(["precision", *_BENCH_HEADER, *_BENCH_TAIL], _bench_rows(entry, str), source)
 
