@@ -39,7 +39,8 @@ def expected_readme(text: str) -> str:
     tables = _tables()
     head, rest = text.split(BEGIN)
     _, tail = rest.split(END)
-    return head + BEGIN + tables.readme_table(tables.load()) + END + tail  # type: ignore[attr-defined]
+    table: str = tables.readme_table(tables.load())  # type: ignore[attr-defined]
+    return head + BEGIN + table + END + tail
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,9 +49,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         kind, key = match.group(1), match.group(2)
         try:
             if kind == "table":
-                return render_table(data, key)
+                return str(render_table(data, key))
             if kind == "figure":
-                return figure(data, key)
+                return str(figure(data, key))
             if key not in PLOTS:
                 raise KeyError(f"no plot {key!r}")
             return f"![{key}]({posixpath.relpath(f'figures/{key}.svg', here or '.')})"

@@ -37,7 +37,7 @@ def load(folder: Path = DATA) -> Data:
 def run(data: Data, dataset: str, run_id: str) -> dict[str, Any]:
     for entry in data[dataset]["runs"]:
         if entry["id"] == run_id:
-            return entry
+            return dict(entry)
     raise KeyError(f"docs/data/{dataset}.json has no run {run_id!r}")
 
 
@@ -125,7 +125,7 @@ def _engines_measured(entry: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
 
 def bench_families(data: Data) -> str:
     entries = [run(data, "bench", i) for i in FAMILY_RUNS]
-    rows = [row for e in entries for row in _bench_rows(e, lambda p, e=e: f"{e['family']} {p}")]
+    rows = [row for e in entries for row in _bench_rows(e, f"{e['family']} {{}}".format)]
     return _table(["model", *_BENCH_HEADER, *_BENCH_TAIL], rows, _source(entries))
 
 
@@ -246,7 +246,7 @@ def conformance_ops(data: Data) -> str:
 
 
 def _median_ratio(entries: list[dict[str, Any]], mine: str, peer: str) -> float:
-    return statistics.median(e[mine] / e[peer] for e in entries)
+    return float(statistics.median(e[mine] / e[peer] for e in entries))
 
 
 SUMMARIES: dict[str, Callable[[Data], Any]] = {
