@@ -40,6 +40,7 @@ nox.options.sessions = [
     "e2e",
     "packaged_models",
     "rayserve",
+    "docs",
 ]
 
 ROOT = Path(__file__).parent.resolve()
@@ -405,3 +406,16 @@ def rayserve(session: nox.Session) -> None:
     session.install("-r", str(folder / "requirements.txt"))
     _check_installed(session, "onyxia-cli[test]")
     _pytest(session, folder)
+
+
+# ----- session: the docs site (appended; self-contained; in the default list: about half a minute with the install)
+@nox.session
+def docs(session: nox.Session) -> None:
+    """mkdocs build --strict of mkdocs.yml into site/ (a broken link, reference or figure marker fails).
+
+    Installs docs/requirements.txt only: mkdocstrings' griffe reads the six packages' sources without importing
+    them, and the hook in docs/hooks/ draws the figures from docs/data/*.json with matplotlib.
+    `nox -s docs -- --site-dir DIR` passes options through."""
+    session.install("-r", str(ROOT / "docs" / "requirements.txt"))
+    with session.chdir(ROOT):
+        session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})

@@ -2,7 +2,7 @@
 
 The files and their `.npz` records come from `tools/real_models` (torchvision, optimum and a torch
 TTS upsampler, seeded random weights, onnxruntime 1.32's outputs on fixed inputs). Shared by
-`test_e2e_real_models.py` (correctness, readbacks) and `real_models_report.py` (the README table).
+`test_e2e_real_models.py` (correctness, readbacks) and `real_models_report.py` (docs/models/real-models.md).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ __all__ = [
 
 DATA = Path(__file__).resolve().parent / "data" / "real_models"
 
-# Ops the README table names: the ones that shape data-dependent plans or control flow.
+# Ops the docs' table names: the ones that shape data-dependent plans or control flow.
 NOTABLE_OPS = ("If", "Loop", "NonZero", "NonMaxSuppression", "TopK", "Range", "Resize", "CumSum", "Attention")
 
 # float32 outputs: |onyxia - ort| <= RTOL * |ort| + ATOL_SCALE * max|ort| per output. Measured on

@@ -12,6 +12,7 @@ p50/p95 time to first token (queue wait included) with p95's ratio to the 1-clie
     python tools/serve_bench.py [MODEL_DIR] [--precision P] [--max-length N] [--parallel 8] [--lm-head exact]
                                 [--max-tokens 64] [--requests 2] [--clients 1,4,8]
     python tools/serve_bench.py --synth qwen2 [--layout genai] ...   # `onyxia bench`'s full-size q4 model
+    python tools/serve_bench.py --synth gemma3 ... --record docs/data/serving.json   # also into the docs' figures
 
 Without MODEL_DIR it serves the built-in demo, as `onyxia serve` does. `--synth ARCH` serves the synthetic
 full-size 4-bit (MatMulNBits, q4) model `onyxia bench --arch ARCH` measures (gemma3: the 270m shape as
@@ -22,8 +23,13 @@ cache on first use (`python -m onyxia.cli.bench --arch ARCH --precision q4 [--ou
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import os
+import shlex
 import socket
 import statistics
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -124,6 +130,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--requests", type=int, default=2, help="requests per client per round")
     parser.add_argument("--clients", default="1,4,8", help="comma-separated concurrency levels")
+    parser.add_argument("--record", type=Path, default=None, help="write the rows into this docs figures file")
     args = parser.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
     if args.parallel < 1:
@@ -180,6 +187,31 @@ def main() -> None:
             f"| {r.clients} | {r.rate:.2f} | {r.decode_rate:.2f} | {decode_ratio} | {r.p50 * 1000:.0f} "
             f"| {r.p95 * 1000:.0f} | {ttft_ratio} |"
         )
+    if args.record is not None:
+        name = args.synth or session.model_dir.root.name
+        _record(args.record, f"{name}-{precision or 'default'}-parallel{session.slots}", session, args, rows)
+
+
+def _record(path: Path, run_id: str, session: object, args: argparse.Namespace, rows: list[Row]) -> None:
+    """Replace the run `run_id` in the docs' figures file (docs/data/serving.json) with these rows."""
+    entry = {
+        "id": run_id,
+        "model": f"{session.model_dir.root.name} ({session.model_dir.model_path.name})",  # type: ignore[attr-defined]
+        "date": datetime.date.today().isoformat(),
+        "command": shlex.join(["python", *sys.argv]),
+        "machine": f"{session.adapter}, {os.cpu_count()} CPUs",  # type: ignore[attr-defined]
+        "parallel": session.slots,  # type: ignore[attr-defined]
+        "max_tokens": args.max_tokens,
+        "rows": [
+            {"clients": r.clients, "decode_tok_s": round(r.decode_rate, 2), "ttft_p50_ms": round(r.p50 * 1000)}
+            | {"ttft_p95_ms": round(r.p95 * 1000), "completion_tok_s": round(r.rate, 2)}
+            for r in rows
+        ],
+    }
+    doc = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"runs": []}
+    runs = [entry if run["id"] == run_id else run for run in doc["runs"]]
+    doc["runs"] = runs if entry in runs else [*runs, entry]  # in place, a new one last
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Fail if any module but `onyxia/core/settings.py` reads an ``ONYXIA_*`` environment variable.
 
-Every switch is a typed field of `onyxia.core.settings` (README, Settings), so a new
+Every switch is a typed field of `onyxia.core.settings` (docs/settings.md), so a new
 ``os.environ.get("ONYXIA_X")`` elsewhere would be a setting with no type, no default in one place
 and no row in the table. This walks every ``.py`` under the given folders (default: packages/*/src)
 with `ast` and reports ``file:line`` for

@@ -1,6 +1,6 @@
 """Run one packaged model in Onyxia and in onnxruntime on the same inputs, and compare them.
 
-Shared by `test_packaged_models.py` (correctness) and `report.py` (the README table). The model
+Shared by `test_packaged_models.py` (correctness) and `report.py` (the docs' table, docs/models/packaged.md). The model
 file is located inside the installed package (see `locate`); nothing is downloaded.
 """
 
@@ -39,7 +39,7 @@ __all__ = [
     "run_onyxia",
 ]
 
-# Ops the README table names: control flow, recurrent, resampling, data-dependent and quantized ones.
+# Ops the docs' table names: control flow, recurrent, resampling, data-dependent and quantized ones.
 NOTABLE_OPS = (
     *("If", "Loop", "LSTM", "GRU", "Resize", "ConvTranspose", "NonZero", "TopK", "STFT", "Einsum"),
     *("ConvInteger", "DynamicQuantizeLSTM", "DynamicQuantizeLinear"),

@@ -1,6 +1,6 @@
 """The packaged pipelines: one row per package and public call, run on onnxruntime and on Onyxia.
 
-A row names the call as a user writes it (the README's column), the function that sets it up
+A row names the call as a user writes it (the docs' column, docs/guide/ort.md), the function that sets it up
 (`pipeline_calls.py`), how its result becomes plain data (strings, ints, bools, floats, lists and
 dicts: what `compare` reads), and a bound for each float field. Strings, labels, ints and bools are
 compared exactly; a float field absent from `tols` must be equal too. Each bound is written next to
@@ -24,7 +24,7 @@ Data = Any  # JSON data: str, int, float, bool, None, lists and dicts of them
 class Pipeline:
     name: str
     distribution: str  # pip name, pinned in requirements*.txt
-    call: str  # the public call, as the README shows it
+    call: str  # the public call, as the docs show it
     prepare: Callable[[], Callable[[], Any]]  # imports the package (after the swap), returns the call
     normalise: Callable[[Any], Mapping[str, Data]]  # the call's result as named fields of plain data
     tols: Mapping[str, float] = field(default_factory=dict)  # absolute bound per float field

@@ -1,18 +1,23 @@
 """Run the selected ONNX node cases through Onyxia: a per-op table, the failures, both pass rates.
 
     python packages/onyxia-operators/tests/conformance/report.py [--op OPNAME] [--json out.json]
+                                                                 [--record docs/data/conformance.json]
 
 The table and the failure list are the baked mode's (inputs Onyxia needs at compile time frozen into
 initializers); the unbaked mode (every graph input fed at run time, as `onnx.backend.test` does) is
 summarised after them, its failures grouped by cause: the op and the input it needs at compile time.
 
-Informational: it exits 0 whatever the results; `test_conformance.py` is the gate.
+Informational: it exits 0 whatever the results; `test_conformance.py` is the gate. `--record PATH` (a full
+run only) writes both pass counts and the per-op counts, dated and with this command, as the run
+"node-cases" of the docs' figures file (the docs' conformance table is rendered from it).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import shlex
 import sys
 import time
 from collections import Counter, defaultdict
@@ -41,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--op", help="only the cases testing this op (e.g. Add)")
     parser.add_argument("--json", type=Path, help="also write every case's outcome to this file")
+    parser.add_argument("--record", type=Path, help="write the pass counts into the docs' figures file (full run)")
     args = parser.parse_args(argv)
+    if args.record and args.op:
+        parser.error("--record needs a full run: drop --op")
 
     start = time.perf_counter()
     cases = selected_cases(args.op)
@@ -58,23 +66,51 @@ def main(argv: list[str] | None = None) -> int:
     _print_problems(results)
     _print_unbaked(results, unbaked)
     print(f"\n{len(results)} cases in {elapsed:.1f} s (collection included)")
+    rows = [
+        {
+            "case": c.name,
+            "op": c.op,
+            "storable": c.storable,
+            "status": o.status,
+            "detail": o.detail,
+            "baked": list(o.baked),
+            "expected": EXPECTED.get(c.name),
+            "unbaked_status": unbaked[c.name].status,
+            "unbaked_detail": unbaked[c.name].detail,
+            "seconds": round(t, 3),
+        }
+        for c, o, t in results
+    ]
     if args.json:
-        rows = [
-            {
-                "case": c.name,
-                "op": c.op,
-                "status": o.status,
-                "detail": o.detail,
-                "baked": list(o.baked),
-                "expected": EXPECTED.get(c.name),
-                "unbaked_status": unbaked[c.name].status,
-                "unbaked_detail": unbaked[c.name].detail,
-                "seconds": round(t, 3),
-            }
-            for c, o, t in results
-        ]
         args.json.write_text(json.dumps(rows, indent=1))
+    if args.record:
+        record(args.record, rows, shlex.join(["python", "packages/onyxia-operators/tests/conformance/report.py"]))
     return 0
+
+
+def record(path: Path, rows: list[dict[str, object]], command: str) -> None:
+    """Replace the run "node-cases" in `path` (docs/data/conformance.json) with these rows' counts."""
+    storable = [r for r in rows if r["storable"]]
+    per_op: dict[str, dict[str, int]] = defaultdict(lambda: {"storable": 0, "baked_passed": 0, "unbaked_passed": 0})
+    for r in storable:
+        counts = per_op[str(r["op"])]
+        counts["storable"] += 1
+        counts["baked_passed"] += r["status"] == PASSED
+        counts["unbaked_passed"] += r["unbaked_status"] == PASSED
+    entry = {
+        "id": "node-cases",
+        "date": datetime.date.today().isoformat(),
+        "command": command,
+        "machine": "lavapipe",
+        "storable": len(storable),
+        "baked_passed": sum(c["baked_passed"] for c in per_op.values()),
+        "unbaked_passed": sum(c["unbaked_passed"] for c in per_op.values()),
+        "per_op": dict(sorted(per_op.items())),
+    }
+    doc = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"runs": []}
+    runs = [entry if r["id"] == entry["id"] else r for r in doc["runs"]]
+    doc["runs"] = runs if entry in runs else [*runs, entry]
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 
 def _print_table(results: list[tuple[Case, Outcome, float]]) -> None:

@@ -4,7 +4,7 @@ An elementwise chain is the shape where a fusion that rescans its region goes qu
 3,000-node chain once took minutes), so it is the benchmark for "every pass is near-linear".
 `measure` compiles chains of the given lengths with any registry (the caller's: this package never
 imports the operators); ``python -m onyxia.cli.bench.compile_scaling`` prints the table the
-README shows, and the compiler's tests assert the growth stays linear.
+docs show (docs/reference/passes.md), and the compiler's tests assert the growth stays linear.
 """
 
 from __future__ import annotations

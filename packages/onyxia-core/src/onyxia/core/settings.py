@@ -1,6 +1,6 @@
 """`Settings`: every ``ONYXIA_*`` environment variable, read once, in one typed place.
 
-Each field names its variable, its type, its default and its meaning (the README's table is checked
+Each field names its variable, its type, its default and its meaning (docs/settings.md's table is checked
 against `SETTINGS_DOC`). The environment is parsed the first time `settings()` is called; code
 changes a value for a block with `override(check=True)` (a context variable, so threads and tests do
 not leak into each other) or for the rest of the process with `configure(debug=1)`. The CLI's
@@ -108,7 +108,7 @@ class Settings:
 SETTINGS_DOC: tuple[tuple[str, str, str, str], ...] = tuple(
     (f.metadata["env"], f.name, repr(f.default), f.metadata["meaning"]) for f in dataclasses.fields(Settings)
 )
-"""(variable, field, default, meaning) per setting: the README's table."""
+"""(variable, field, default, meaning) per setting: docs/settings.md's table."""
 
 
 def _parse(f: dataclasses.Field[Any], text: str) -> Any:

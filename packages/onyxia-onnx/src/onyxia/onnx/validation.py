@@ -1,7 +1,7 @@
 """Validation at load: every node against its operator schema, before anything is compiled.
 
-The rule it enforces: Onyxia accepts no model that onnxruntime rejects (the README lists the few deliberate
-differences). onnxruntime checks, at session creation, the IR and opset versions, each node's input/output
+The rule it enforces: Onyxia accepts no model that onnxruntime rejects (the few deliberate differences are
+listed in docs/reference/conformance.md). onnxruntime checks, at session creation, the IR and opset versions, each node's input/output
 counts and attribute names and types, type constraints, declared output dtypes, and the ops' shape inference; a
 model failing any of these ran here before, with undefined results. So this checks the same things, with onnx's
 own schemas (`check_node` per node, then strict type and shape inference on a copy without weights, so loading a

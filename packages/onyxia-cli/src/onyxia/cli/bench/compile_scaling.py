@@ -1,5 +1,5 @@
 """``python -m onyxia.cli.bench.compile_scaling [N ...]``: compile elementwise chains of N nodes (default
-1k, 3k, 10k) with the built-in operators and print the per-pass times (the README's table)."""
+1k, 3k, 10k) with the built-in operators and print the per-pass times (the table in docs/reference/passes.md)."""
 
 from __future__ import annotations
 

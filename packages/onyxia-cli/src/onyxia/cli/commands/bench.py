@@ -7,7 +7,8 @@ Same model file, same prompt, each engine in its own process: decode tok/s, pref
 token, load+compile time, host peak RSS, GPU buffer bytes, and Onyxia / peer ratios; then the decode bound
 (bytes read per step over the measured copy bandwidth) and, with ``--profile``, Onyxia's top ops by GPU
 time. ``--batch N[,M...]`` also measures Onyxia's aggregate decode tok/s with N streams decoding together
-(a session with N slots; onnxruntime stays single-stream). ``--json OUT`` writes everything. Exit status 1 when an engine failed (an unavailable one is reported,
+(a session with N slots; onnxruntime stays single-stream). ``--json OUT`` writes everything; ``--record PATH``
+puts the run into the docs' figures file (docs/data/bench.json), replacing the run of the same settings. Exit status 1 when an engine failed (an unavailable one is reported,
 not a failure).
 """
 
@@ -15,6 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
+from pathlib import Path
 
 from rich.console import Console
 
@@ -52,6 +56,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--precision", choices=sorted(_PRECISIONS), default="both")
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma list from {', '.join(ENGINES)}")
     parser.add_argument("--json", type=writable_file, default=None, metavar="OUT", help="write every figure as JSON")
+    parser.add_argument(
+        "--record",
+        type=writable_file,
+        default=None,
+        metavar="PATH",
+        help="add the run to the docs' figures file (docs/data/bench.json), replacing one of the same settings",
+    )
     parser.add_argument("--profile", action="store_true", help="also profile Onyxia's decode step per op")
     parser.add_argument(
         "--lm-head", choices=LM_HEADS, default="exact", help="Onyxia's lm head weight precision (default exact)"
@@ -101,6 +112,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         with atomic_output(args.json) as temporary:
             temporary.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         console.print(f"[dim]wrote {args.json}[/]")
+    if args.record is not None:
+        from onyxia.cli.bench.record import record_run, run_entry
+
+        record_run(Path(args.record), run_entry(doc, shlex.join(["onyxia", *sys.argv[1:]])))
+        console.print(f"[dim]recorded in {args.record}[/]")
     failed = [e for part in doc["precisions"].values() for e in part["engines"].values() if e["status"] == "failed"]
     return 1 if failed else 0
 

@@ -2,7 +2,7 @@
 
 `conv_shape` reads what the variant table (`conv_variants`) decides on; `plan_tiled` packs the weights,
 writes the defs and dispatches the chosen kernel. The GEMM kernels read W pre-packed at load (`packed_weights`):
-[G][CG * KD * KH * KW][MGQ * 4] with the channels past MG zero (MGQ: the group's channels over 4, rounded up to
+`[G][CG * KD * KH * KW][MGQ * 4]` with the channels past MG zero (MGQ: the group's channels over 4, rounded up to
 whole lanes), so each lane reads its 4 * VPL output channels of a tap as VPL adjacent vec4s (a pixel-lane row's
 lanes each all MGQ of them: VPL = MGQ). The packing is lazy (it runs when the runtime uploads the constant), and
 the graph's W is not uploaded unless another node binds it.
@@ -120,8 +120,8 @@ def conv_shape(ctx: PlanCtx, window: Window, cg: int, mg: int, transpose: bool, 
 
 
 def packed_weights(ctx: PlanCtx, epilogue: ConvEpilogue, group: int, taps: int, mg: int, columns: int) -> BufferRef:
-    """W ([M, CG, k...], `taps` = CG * k... per output channel) as [G][taps][columns] (see the module docstring);
-    an integer conv's as [G][taps][columns / 4] u32 words, a channel quad's 4 bytes in each."""
+    """W ([M, CG, k...], `taps` = CG * k... per output channel) as `[G][taps][columns]` (see the module docstring);
+    an integer conv's as `[G][taps][columns / 4]` u32 words, a channel quad's 4 bytes in each."""
     tensor = ctx.input_tensor(epilogue.weight)
     source = _known(ctx, epilogue.weight)
     integer = epilogue.weight_zero_point is not None
