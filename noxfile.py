@@ -49,7 +49,7 @@ PROJECTS = {f"onyxia-{p}": ROOT / "packages" / f"onyxia-{p}" for p in PACKAGES} 
     "onyxia-example-ops": ROOT / "examples" / "onyxia-example-ops"
 }
 WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
-LINT_PATHS = ("packages", "tests", "examples", "noxfile.py")
+LINT_PATHS = ("packages", "tests", "examples", "tools", "docs/hooks", "noxfile.py")
 SRC_LINE_BUDGET = 54_000  # non-blank lines of .py and .wgsl under the six src/ folders (~17k after issue 5, ~22k with the rewrite engine, load validation, run-time checks and the families, ~25k with the optimum fusions, the 8-bit and bnb4 ops and the over-limit weights, ~28k with issue 10's run-time shapes; ~34k with control flow (If/Loop subplans), onyxia serve, pipelined decode and the decode fusions, and issue 16's recurrent, signal and elementwise-math families; ~37k with issue 16's quantized (QLinear*, ConvInteger) and transformer (contrib lowering) families, conv GEMM kernels and Einsum; ~43k with issue 24's onyxia.ort facade, compiled-plan cache and `onyxia compare`, and issue 25's ONNX Attention/RotaryEmbedding and dynamo-layout fusions; ~46k with issue 26's batched decode; up to 54k for issue 27's grammar-constrained decoding, tool calls, logprobs and embeddings and issue 28's `onyxia ops`, API checks and versioned plugin protocol)
 MODULE_LINE_LIMIT = 500  # docs/style.md, "Module size": split a module at 500 lines (reported, not fatal)
 
