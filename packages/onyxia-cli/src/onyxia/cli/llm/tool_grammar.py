@@ -40,7 +40,7 @@ def tool_grammar(
     lines = [_calls_rule(syntax, many, token_id), f"call: {' | '.join(names)}"]
     for rule, (name, parameters) in zip(names, tools.items(), strict=True):
         opening = json.dumps(f'{{"name": {json.dumps(name)}, "{syntax.arguments_key}": ')
-        lines.append(f'{rule}: {opening} {rule}_arguments "}}"')
+        lines.append(f'{rule}: {opening} {rule}_arguments{_id_field(syntax)} "}}"')
         lines.append(f"{rule}_arguments: %json {json.dumps(_styled(parameters))}")
     return "\n".join(lines) + "\n"
 
@@ -55,6 +55,13 @@ def _calls_rule(syntax: ToolSyntax, many: bool, token_id: Callable[[str], int | 
     if not many:
         return f"start: {block}"
     return f'start: block ("\\n" block)*\nblock: {block}'
+
+
+def _id_field(syntax: ToolSyntax) -> str:
+    """Mistral's template writes each call's id into the call object: the model may write one too."""
+    if syntax.id_length is None:
+        return ""
+    return f' (", \\"id\\": \\"" /[A-Za-z0-9]{{{syntax.id_length}}}/ "\\"")?'
 
 
 def _marker(text: str, token_id: Callable[[str], int | None]) -> str:

@@ -26,6 +26,7 @@ class GenerationRequest:
     params: SamplingParams
     stop_ids: frozenset[int]
     stop_strings: tuple[str, ...] = ()
+    keep_special: frozenset[int] = frozenset()  # special tokens whose text the answer keeps (tool-call markers)
 
 
 @dataclass(frozen=True)

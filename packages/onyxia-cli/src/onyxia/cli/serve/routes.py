@@ -8,7 +8,7 @@ served, and clients often send a name of their own choosing.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import APIRouter, Request
@@ -68,6 +68,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Cha
     plan = tool_plan(state.session, body)  # tools: checked (400s) before anything runs
     prompt = chat_prompt(state.session, body)
     job = generation_request(state.session, body, prompt, state.defaults, state.chat_stops)
+    job = replace(job, keep_special=plan.markers) if plan else job
     forced(plan)  # "required" / named: the grammar (refused while the constraint engine is missing)
     stream, ident = EventStream(state.engine, job), new_id("chatcmpl")
     if body.stream:

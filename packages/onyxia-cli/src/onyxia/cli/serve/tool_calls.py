@@ -46,6 +46,7 @@ class ToolPlan:
     tools: dict[str, dict[str, Any]]  # name -> parameters schema, for those the choice allows
     parallel: bool
     grammar: str | None  # "required" / named: the calls the answer must consist of
+    markers: frozenset[int] = frozenset()  # marker tokens flagged special, which decoding would drop
 
     def new_id(self) -> str:
         if self.syntax.id_length is not None:  # the template checks the ids (Mistral: 9 letters and digits)
@@ -81,8 +82,11 @@ def tool_plan(session: LlmSession, body: ChatCompletionRequest) -> ToolPlan | No
     if choice == "none":
         return None
     parallel = body.parallel_tool_calls is not False
+    tokenizer = session.tokenizer
+    ids = (tokenizer.token_id(marker) for marker in syntax.marker_texts())
+    markers = frozenset(t for t in ids if t is not None and tokenizer.special_text(t) is not None)
     if choice is None or choice == "auto":
-        return ToolPlan(syntax, tools, parallel, None)
+        return ToolPlan(syntax, tools, parallel, None, markers)
     if choice != "required":
         assert not isinstance(choice, str)
         if choice.type != "function":
@@ -95,8 +99,8 @@ def tool_plan(session: LlmSession, body: ChatCompletionRequest) -> ToolPlan | No
                 param="tool_choice.function.name",
             )
         tools = {name: tools[name]}
-    grammar = tool_grammar(syntax, tools, parallel=parallel, token_id=session.tokenizer.token_id)
-    return ToolPlan(syntax, tools, parallel, grammar)
+    grammar = tool_grammar(syntax, tools, parallel=parallel, token_id=tokenizer.token_id)
+    return ToolPlan(syntax, tools, parallel, grammar, markers)
 
 
 def _checked_tools(body: ChatCompletionRequest) -> dict[str, dict[str, Any]]:
