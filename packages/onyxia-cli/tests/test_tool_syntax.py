@@ -96,3 +96,24 @@ def test_check_parameters_names_what_llguidance_rejects() -> None:
     assert check_parameters(WEATHER) is None
     assert "objec" in str(check_parameters({"type": "objec"}))
     assert "/nowhere" in str(check_parameters({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}))
+
+
+def _cell(text: str) -> str:
+    """A markdown table cell's code span (4 backticks where the code holds backticks), `(none)` as ""."""
+    text = text.strip().replace("\\|", "|")
+    fence = "````" if text.startswith("````") else "`"
+    return "" if text == "(none)" else text[len(fence) : -len(fence)].strip()
+
+
+def test_the_docs_table_is_the_code_table() -> None:
+    docs = DATA.parents[3] / "docs" / "serving" / "tools.md"
+    section = docs.read_text().split("## Call syntax per family")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| families")]
+    documented = []
+    for line in rows:
+        cells = [c for c in line.replace("\\|", "\0").split("|")[1:-1]]
+        families, start, end, key, block = (c.replace("\0", "\\|") for c in cells[:5])
+        documented.append(
+            (tuple(families.strip().split(", ")), _cell(start), _cell(end), _cell(key), block.strip() == "a JSON list")
+        )
+    assert documented == [(s.families, s.start, s.end, s.arguments_key, s.listed) for s in TOOL_SYNTAXES]
