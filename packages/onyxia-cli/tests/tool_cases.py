@@ -42,16 +42,17 @@ TEMPLATES = {
     "gemma2": "gemma",
 }
 
-# small schemas: the fixtures' context is 512 tokens and their tiny vocabularies spell JSON a few
-# characters per token; bounded values, so that a forced call of a random-weight model ends
+# small schemas: the fixtures' context is 512 tokens, their tiny vocabularies spell JSON a few characters a
+# token, and Llama's template prints tools with indent 4 (hence no `"type": "object"`, which is implied);
+# bounded values and no extra keys, so that a forced call of a random-weight model ends
 WEATHER: dict[str, Any] = {
-    "type": "object",
     "properties": {"city": {"enum": ["Paris", "Rome"]}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
     "required": ["city", "days"],
+    "additionalProperties": False,
 }
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}},
-    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}, "additionalProperties": False}}},
 ]
 
 

@@ -72,7 +72,9 @@ def _marker(text: str, token_id: Callable[[str], int | None]) -> str:
 
 
 def _styled(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    return {**parameters, "x-guidance": JSON_STYLE}
+    """The arguments are an object even where the schema leaves `type` out (JSON schema would then
+    admit any value, and a forced call could carry a number)."""
+    return {"type": "object", **parameters, "x-guidance": JSON_STYLE}
 
 
 def check_parameters(parameters: Mapping[str, Any]) -> str | None:
