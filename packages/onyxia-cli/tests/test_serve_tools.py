@@ -147,6 +147,8 @@ BAD = [
     ("a name twice", {"tools": [_tool("f"), _tool("f")]}, "tools.1.function.name"),
     ("unknown field", {"tools": TOOLS, "functions": []}, "functions"),
     ("unknown field in a tool", {"tools": [_tool(returns="x")]}, "tools.0.function.returns"),
+    ("unknown field in a named choice",
+     {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_time"}, "why": 1}}, "tool_choice.why"),
     ("store true", {"store": True}, "store"),
 ]  # fmt: skip
 BAD_MESSAGES: list[tuple[str, list[dict[str, Any]], str]] = [
