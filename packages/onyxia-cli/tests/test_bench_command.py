@@ -4,6 +4,7 @@ cannot run reported with a reason instead of failing the run."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,3 +130,24 @@ def test_every_figure_has_a_label() -> None:
 
 def _unavailable(cache: Path) -> Path:
     raise worker.EngineUnavailable("no venv in this test")
+
+
+def test_worker_says_how_to_get_a_missing_onnxruntime(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` raises ImportError
+    assert worker.main([json.dumps({"engine": "ort-cpu", "precision": "fp32", "model_path": "unused.onnx"})]) == 0
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert result["status"] == "unavailable"
+    assert "pip install 'onyxia-cli[bench]'" in result["reason"] and sys.executable in result["reason"]
+
+
+def test_uv_is_found_beside_the_interpreter_when_not_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`.venv/bin/onyxia bench` without an activated venv: PATH lacks .venv/bin, where .ci/setup put uv."""
+    monkeypatch.setattr(runners.shutil, "which", lambda name: None)
+    monkeypatch.setattr(runners.sys, "executable", str(tmp_path / "python"))
+    assert runners.find_uv() is None
+    uv = tmp_path / "uv"
+    uv.write_text("#!/bin/sh\n")
+    uv.chmod(0o755)
+    assert runners.find_uv() == str(uv)

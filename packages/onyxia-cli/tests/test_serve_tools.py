@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 from serve_cases import reference, running, tiny_session
-from tool_cases import TEMPLATES, TOOLS, tool_session
+from tool_cases import TEMPLATES, TOOLS, WEATHER, tool_session
 
 from onyxia.cli.serve import create_app
 
@@ -106,6 +106,48 @@ def test_a_call_and_its_result_are_fed_back_through_the_template(served: tuple[A
         len(calls),
     )
     assert _without_ids(_streamed(client, **request)) == _without_ids(_whole(answer))
+
+
+def _valid_calls(calls: list[dict[str, Any]]) -> None:
+    import jsonschema  # type: ignore[import-untyped]
+
+    assert calls
+    for call in calls:
+        assert call["name"] == "get_weather" and call["id"]
+        jsonschema.validate(json.loads(call["arguments"]), WEATHER)
+
+
+def test_required_round_trip(served: tuple[Any, Any]) -> None:
+    """A forced call parses and validates however gibberish the model; its result goes back; an answer."""
+    app, client = served
+    request = {"model": "m", "messages": ASK, "tools": WEATHER_TOOL, "temperature": 0, "max_tokens": 120}
+    answer = client.chat.completions.create(**request, tool_choice="required", parallel_tool_calls=False)
+    content, calls, reason = _whole(answer)
+    assert reason == "tool_calls" and len(calls) == 1 and not content
+    _valid_calls(calls)
+    streamed = _streamed(client, **request, tool_choice="required", parallel_tool_calls=False)
+    assert _without_ids(streamed) == _without_ids((content, calls, reason))
+    message = answer.choices[0].message  # fed back as the SDK returned it, as agent code does
+    results = [{"role": "tool", "tool_call_id": c.id, "content": "sunny"} for c in message.tool_calls or []]
+    final = client.chat.completions.create(**{**request, "messages": [*ASK, message, *results], "max_tokens": 8})
+    turn = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.loads(c["arguments"])}}
+            for c in calls]  # fmt: skip
+    fed: list[dict[str, Any]] = [*ASK, {"role": "assistant", "content": "", "tool_calls": turn}]
+    fed.append({**results[0], "name": "get_weather"})
+    assert final.usage.prompt_tokens == len(_ids(app, fed))
+    assert final.choices[0].finish_reason in ("stop", "length", "tool_calls")
+
+
+def test_a_named_choice_is_a_call_the_parser_reads(served: tuple[Any, Any]) -> None:
+    """The model's own output holds the call (forced by the grammar of the named function): parsed into
+    tool_calls, whole and streamed, parallel calls where the family allows them."""
+    app, client = served
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    request = {"model": "m", "messages": ASK, "tools": WEATHER_TOOL, "temperature": 0, "max_tokens": 120}
+    whole = _whole(client.chat.completions.create(**request, tool_choice=named))
+    assert whole[2] == "tool_calls" and not whole[0]  # greedy: gemma2's answer holds two calls
+    _valid_calls(whole[1])
+    assert _without_ids(_streamed(client, **request, tool_choice=named)) == _without_ids(whole)
 
 
 def _plan(app: Any, request: dict[str, Any]) -> Any:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from oracle import check_op
 
+from onyxia.core import DataType
 from onyxia.operators.elementwise import BINARY, UNARY, VARIADIC
 from onyxia.operators.typesets import BOOL, FLOATS
 
@@ -71,14 +72,20 @@ def test_where_broadcasts_three_inputs(shapes: tuple) -> None:
 
 
 def _unary_dtypes(op: str) -> list[np.dtype]:
+    """The dtypes a row is tested in, its main one first: float32 where the row takes it, else its first
+    integer type; float16 and int32 as well where it takes them; and for an integer-only row the 8- and
+    16-bit types it takes, whose values live widened in 32 bits on the GPU and must stay masked."""
     row = UNARY[op]
     if row.dtypes == BOOL:
         return [np.dtype(np.bool_)]
-    out = [np.dtype(np.float32)]
-    if row.dtypes & FLOATS and op not in ("Erf", "Softplus", "Celu"):  # onnxruntime: float-only Celu
+    takes = {np.dtype(t.numpy) for t in row.dtypes}
+    out = [np.dtype(d) for d in (np.float32, np.int32, np.int64, np.uint32) if np.dtype(d) in takes][:1]
+    if DataType.FLOAT16 in row.dtypes and op not in ("Erf", "Softplus", "Celu"):  # onnxruntime: float-only Celu
         out.append(np.dtype(np.float16))
-    if any(t.numpy == np.int32 for t in row.dtypes):
+    if np.dtype(np.int32) in takes and np.dtype(np.int32) not in out:
         out.append(np.dtype(np.int32))
+    if not row.dtypes & FLOATS:
+        out += [np.dtype(d) for d in (np.uint8, np.int8, np.uint16) if np.dtype(d) in takes]
     return out
 
 
@@ -87,8 +94,18 @@ UNARY_CASES = [
     for op in sorted(UNARY)
     if op != "Clip"
     for dtype in _unary_dtypes(op)
-    for shape in ([(3, 4), (), (0, 2), (2, 1, 2, 1, 2, 3)] if dtype == np.float32 else [(5, 7)])
+    for shape in ([(3, 4), (), (0, 2), (2, 1, 2, 1, 2, 3)] if dtype == _unary_dtypes(op)[0] else [(5, 7)])
 ]
+
+
+def test_integer_only_rows_are_tested_in_integer_dtypes() -> None:
+    """A row without float dtypes (BitwiseNot) gets integer cases only, its widened 8/16-bit types included."""
+    integer_only = [op for op in UNARY if UNARY[op].dtypes and not UNARY[op].dtypes & (FLOATS | BOOL)]
+    assert integer_only, "the family has an integer-only row"
+    for op in integer_only:
+        dtypes = {d for case_op, d, _ in UNARY_CASES if case_op == op}
+        assert dtypes and all(np.issubdtype(d, np.integer) for d in dtypes), (op, dtypes)
+        assert np.dtype(np.uint8) in dtypes, op
 
 
 @pytest.mark.parametrize(("op", "dtype", "shape"), UNARY_CASES, ids=str)

@@ -109,3 +109,86 @@ def test_params_of_the_wrong_shape_name_the_node() -> None:
     )
     with pytest.raises(OnyxiaError, match=r"params \(input 1\).*expected \[3\]"):
         compile_model(model)
+
+
+# ----- the allowed-token bitmask (grammar-constrained decoding) -------------------------------------------
+def _packed(allowed: np.ndarray, words: int) -> np.ndarray:
+    """llguidance's layout: bit j % 32 of int32 word j / 32 allows id j."""
+    bits = np.zeros((allowed.shape[0], words * 32), bool)
+    bits[:, : allowed.shape[1]] = allowed
+    packed = np.packbits(bits.reshape(allowed.shape[0], words, 32)[:, :, ::-1], axis=-1)  # big-endian bytes
+    return packed.view(">u4").astype(np.uint32).view(np.int32).reshape(allowed.shape[0], words)
+
+
+def _masked(logits: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """The reference: disallowed logits set to -inf (as `llguidance.numpy.apply_token_bitmask_inplace` does)."""
+    return np.where(allowed[:, None, :], logits, -np.inf).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def masked_batch() -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    """Four batch rows of a 1,000-id vocabulary padded to 1,027 logits (a padded head: the words cover the
+    padding, whose ids are never allowed); row 3 allows every id, as an unconstrained row does."""
+    vocab = 1_027
+    logits = (RNG.standard_normal((4, 1, vocab)) * 2).astype(np.float32)
+    allowed = RNG.random((4, vocab)) < 0.05
+    allowed[:, 1_000:] = False
+    allowed[0, :] = False
+    allowed[0, [5, 600, 999]] = True  # a choice among three ids
+    allowed[3, :] = True
+    mask = _packed(allowed, (vocab + 31) // 32)
+    params = np.zeros((4, 3), np.float32)
+    model = make_model("SampleToken", {"logits": logits, "params": params, "mask": mask}, domain="com.onyxia")
+    return runtime().load_model(compile_model(model)), logits, allowed, mask
+
+
+def test_packing_matches_llguidance() -> None:
+    from llguidance.numpy import apply_token_bitmask_inplace
+
+    logits = RNG.standard_normal((2, 70)).astype(np.float32)
+    allowed = RNG.random((2, 70)) < 0.5
+    theirs = logits.copy()
+    apply_token_bitmask_inplace(theirs, _packed(allowed, 3))
+    np.testing.assert_array_equal(theirs, _masked(logits[:, None, :], allowed)[:, 0])
+
+
+def test_greedy_draws_the_argmax_of_the_masked_logits(masked_batch: tuple[Any, ...]) -> None:
+    executor, logits, allowed, mask = masked_batch
+    params = np.zeros((4, 3), np.float32)
+    ids = executor.run({"logits": logits, "params": params, "mask": mask})["y0"].reshape(-1)
+    np.testing.assert_array_equal(ids, np.argmax(_masked(logits, allowed), axis=-1).reshape(-1))
+    assert ids[3] == np.argmax(logits[3])  # all ones: as unmasked
+
+
+@pytest.mark.parametrize(("temperature", "top_k"), [(1.0, 0), (0.8, 4)])
+def test_draws_follow_the_masked_inverse_cdf(masked_batch: tuple[Any, ...], temperature: float, top_k: int) -> None:
+    """Every row at u in the middle of each kept token's interval of the masked distribution: the drawn id is
+    that token (top-k ranks only allowed ids), and no disallowed id is ever drawn."""
+    executor, logits, allowed, mask = masked_batch
+    reference = _masked(logits, allowed)
+    for row in range(4):
+        kept, spans = _intervals(reference[row, 0], temperature, top_k)
+        assert allowed[row, kept].all()
+        for token, (start, end) in list(zip(kept, spans))[:6]:
+            if end - start < 1e-4:
+                continue
+            params = np.tile(np.array([temperature, top_k, 0.0], np.float32), (4, 1))
+            params[row, 2] = (start + end) / 2
+            ids = executor.run({"logits": logits, "params": params, "mask": mask})["y0"].reshape(-1)
+            assert ids[row] == token, f"row {row}: u in token {token}'s interval [{start}, {end}) drew {ids[row]}"
+            assert all(allowed[b, ids[b]] for b in range(4))
+
+
+def test_a_mask_that_allows_nothing_gives_minus_one(masked_batch: tuple[Any, ...]) -> None:
+    executor, logits, _, mask = masked_batch
+    empty = mask.copy()
+    empty[1] = 0
+    ids = executor.run({"logits": logits, "params": np.zeros((4, 3), np.float32), "mask": empty})["y0"].reshape(-1)
+    assert ids[1] == -1
+
+
+def test_a_mask_of_the_wrong_width_names_the_node() -> None:
+    inputs = {"logits": np.zeros((1, 1, 64), np.float32), "params": np.zeros(3, np.float32)}
+    model = make_model("SampleToken", {**inputs, "mask": np.zeros((1, 3), np.int32)}, domain="com.onyxia")
+    with pytest.raises(OnyxiaError, match=r"mask \(input 2\).*expected \[1, 2\]"):
+        compile_model(model)

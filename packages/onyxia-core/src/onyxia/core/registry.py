@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from onyxia.core.errors import OnyxiaError
 from onyxia.core.operator import Operator
@@ -34,6 +34,7 @@ __all__ = [
     "FamilyTable",
     "OperatorRegistry",
     "Pass",
+    "Registration",
     "Stage",
     "VersionedKey",
     "merge_families",
@@ -74,6 +75,16 @@ class Pass(Protocol):
     def run(self, graph: IrGraph, registry: OperatorRegistry) -> bool:
         """Edit `graph` in place; return True when anything changed."""
         ...
+
+
+class Registration(NamedTuple):
+    """One registered operator and the opsets it serves (`until` inclusive; None: open-ended)."""
+
+    domain: str  # "" for ai.onnx
+    op_type: str
+    since: int
+    until: int | None
+    operator: Operator
 
 
 @dataclass(frozen=True)
@@ -122,6 +133,11 @@ class OperatorRegistry:
     def op_types(self) -> list[tuple[str, str]]:
         """Every registered (domain, op_type), sorted."""
         return sorted(self._entries)
+
+    def registrations(self) -> list[Registration]:
+        """Every registration, sorted by domain, op type and first opset: what ``onyxia ops`` lists."""
+        rows = [Registration(d, op, e.since, e.until, e.operator) for (d, op), es in self._entries.items() for e in es]
+        return sorted(rows, key=lambda r: (r.domain, r.op_type, r.since))
 
     def discover(self) -> OperatorRegistry:
         """Call every ``onyxia.operators`` entry point with this registry."""

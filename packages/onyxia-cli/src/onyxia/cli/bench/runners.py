@@ -2,8 +2,8 @@
 
 Onyxia and onnxruntime's CPU EP run under this interpreter. onnxruntime's WebGPU EP comes from the
 `onnxruntime-webgpu` package, which also provides the `onnxruntime` module and so gets its own venv
-(created with uv on first use under the bench cache, `venv-ort-webgpu`). An engine that cannot run (no
-uv, no package, no device) comes back as {"status": "unavailable", "reason": ...}, never as an exception.
+(created on first use under the bench cache, `venv-ort-webgpu`, with uv from PATH or beside this
+interpreter). An engine that cannot run (no uv, no package, no device) comes back as {"status": "unavailable", "reason": ...}, never as an exception.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from onyxia.cli.bench import worker
 
-__all__ = ["ENGINES", "WEBGPU_PACKAGES", "run_engine", "webgpu_python"]
+__all__ = ["ENGINES", "WEBGPU_PACKAGES", "find_uv", "run_engine", "webgpu_python"]
 
 ENGINES = ("onyxia", "ort-cpu", "ort-webgpu")
 WEBGPU_PACKAGES = ("onnxruntime-webgpu", "numpy")
@@ -56,15 +56,27 @@ def webgpu_python(cache: Path) -> Path:
     probe = "import onnxruntime, numpy; print(onnxruntime.__version__)"
     if python.is_file() and _succeeds([str(python), "-c", probe]):
         return python
-    uv = shutil.which("uv")
+    uv = find_uv()
     if uv is None:
-        raise worker.EngineUnavailable("`uv` is not on PATH; it creates the onnxruntime-webgpu venv")
+        raise worker.EngineUnavailable(
+            "no `uv` on PATH or beside this Python; it creates the onnxruntime-webgpu venv (`pip install uv`)"
+        )
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     _install([uv, "venv", "--allow-existing", "--python", version, str(venv)], "creating the venv")
     _install([uv, "pip", "install", "--python", str(python), *WEBGPU_PACKAGES], "installing onnxruntime-webgpu")
     if not _succeeds([str(python), "-c", probe]):
         raise worker.EngineUnavailable(f"onnxruntime-webgpu installed in {venv} but not importable")
     return python
+
+
+def find_uv() -> str | None:
+    """uv on PATH, else the one installed beside this interpreter: `.venv/bin/onyxia bench` run without
+    activating the venv (as the README does) still finds the uv that `.ci/setup` put in `.venv/bin`."""
+    found = shutil.which("uv")
+    if found is not None:
+        return found
+    beside = Path(sys.executable).parent / "uv"
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
 
 
 def _install(command: list[str], what: str) -> None:

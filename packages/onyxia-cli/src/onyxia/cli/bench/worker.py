@@ -106,7 +106,10 @@ class OrtRunner:
         try:
             import onnxruntime as ort
         except ImportError as e:
-            raise EngineUnavailable(f"onnxruntime is not importable: {e}") from e
+            raise EngineUnavailable(
+                f"onnxruntime is not importable ({e}); install it into {sys.executable}'s environment with"
+                " `pip install 'onyxia-cli[bench]'` (the .venv of `bash .ci/setup` has it)"
+            ) from e
         if self.provider not in ort.get_available_providers():
             raise EngineUnavailable(f"onnxruntime {ort.__version__} has no {self.provider}")
         started = time.perf_counter()

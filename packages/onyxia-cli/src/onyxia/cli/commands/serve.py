@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+from pathlib import Path
 
 from rich.console import Console
 
@@ -46,6 +47,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=None,
         help="prompt tokens a newcomer prefills per step while the others decode (default: the session's, 256)",
     )
+    parser.add_argument(
+        "--embedding-model",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also serve this sentence-transformers ONNX directory on /v1/embeddings",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -65,7 +73,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
     errors = stderr_console()
     session = open_session(args, errors)
     defaults = Defaults(sampling_from(args), args.max_new_tokens)
-    app = create_app(session=session, defaults=defaults, max_queue=args.max_queue, api_key=args.api_key)
-    errors.print(f"[dim]serving {app.state.onyxia.model} on http://{args.host}:{args.port} (Ctrl-C stops)[/]")
+    app = create_app(
+        session=session,
+        defaults=defaults,
+        max_queue=args.max_queue,
+        api_key=args.api_key,
+        embedding_model=args.embedding_model,
+    )
+    served = app.state.onyxia.model + (f" and {args.embedding_model.name}" if args.embedding_model else "")
+    errors.print(f"[dim]serving {served} on http://{args.host}:{args.port} (Ctrl-C stops)[/]")
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onyxia.cli.llm.batch_stream import Stream
+from onyxia.cli.llm.constrained_rows import allowed_masks, attach_matcher, masked_logits, set_allowed
+from onyxia.cli.llm.constraints import Constraint
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
 from onyxia.cli.llm.pipelined import can_pipeline
 from onyxia.cli.llm.sampling import SamplingParams, gpu_params, on_gpu, sample_token
@@ -62,6 +64,7 @@ class Batch:
         self.steps = 0  # decode steps run
         self.last_batch_size = 0  # rows of the last decode step
         self._ahead: tuple[list[Stream], PendingRun] | None = None  # a decode run submitted, its tokens unread
+        self._masks: np.ndarray | None = None  # the allowed-token masks of the last sampling run (None: all ones)
         can_pipeline(session)  # sets up the token carry now: a run only carries what was set up before it ran
 
     # ----- what callers use --------------------------------------------------------------------
@@ -80,6 +83,7 @@ class Batch:
                 f"generate(): {len(stream.prompt)} prompt + {n} new tokens exceed max_length {session.max_length} "
                 "(per sequence); shorten the prompt or raise max_length"
             )
+        attach_matcher(session, stream)
         self.waiting.append(stream)
         return stream
 
@@ -96,7 +100,9 @@ class Batch:
                 prefilling = [s for s in self.running if s.fed < len(s.prompt)]
                 if prefilling:
                     self._prefill(self._prefill_group(prefilling))
-                decoding = [s for s in self.running if s.last is not None]
+                for stream in [s for s in self.running if s.feed and not s.done]:
+                    self._feed_forced(stream)
+                decoding = [s for s in self.running if s.last is not None and not s.feed]
                 if decoding:
                     rows = self._group(decoding)
                     fed = [[s.last] for s in rows if s.last is not None]
@@ -144,7 +150,7 @@ class Batch:
     def _carries(self, rows: list[Stream]) -> bool:
         """Whether the next decode step can run ahead on these rows: the same rows (all alive, each the only
         one decoding besides them), nobody to admit or prefill, every draw on the GPU."""
-        alive = all(not s.done and not s.cancelled and on_gpu(s.params) for s in rows)
+        alive = all(not s.done and not s.cancelled and on_gpu(s.params) and s.matcher is None for s in rows)
         others = len(self.running) != len(rows) or (self.waiting and self.slots.free)
         return alive and not others and can_pipeline(self.session)
 
@@ -185,6 +191,16 @@ class Batch:
             if stream.done:
                 self.slots.release(stream)
 
+    def _feed_forced(self, stream: Stream) -> None:
+        """Feed a constrained stream's drawn id and the ids its grammar forced after it in one run of its own
+        (rows of one decode step feed one id each), and draw the next."""
+        assert stream.last is not None
+        ids, stream.feed, stream.last = [stream.last, *stream.feed], [], None
+        (token,) = self._tokens([stream], self._submit([stream], [ids]))
+        stream.deliver(token)
+        if stream.done:
+            self.slots.release(stream)
+
     def _decode(self) -> None:
         """Read the decode run in flight, having submitted the next one first when the rows carry over."""
         assert self._ahead is not None
@@ -221,6 +237,8 @@ class Batch:
         if sample:
             draws = [gpu_params(s.params, s.rng) if on_gpu(s.params) else _GREEDY_ROW for s in streams]
             session.set_sampling(np.stack(draws))
+            self._masks = allowed_masks(session, [s.matcher for s in streams])
+            set_allowed(session, self._masks)
         count = 1 if ids is None else len(ids[0])
         feeds, dims = step_feeds(sig, rows, ids, count, session.step_dims, lengths)
         session.executor.update_dimensions(dims)
@@ -238,6 +256,8 @@ class Batch:
         if sig.logits not in result:
             return drawn
         logits = result[sig.logits].reshape(len(streams), -1)
+        if self._masks is not None:  # the rows the host samples see the mask the GPU applied to the others
+            logits = np.stack([masked_logits(row, mask) for row, mask in zip(logits, self._masks)])
         return [
             drawn[b] if on_gpu(s.params) else sample_token(logits[b], s.params, self.slots.history(s.slot or 0), s.rng)
             for b, s in enumerate(streams)
@@ -250,16 +270,22 @@ def generate_batch(
     max_new_tokens: int,
     params: SamplingParams | Sequence[SamplingParams],
     stop: Sequence[int] | None,
+    constraint: Constraint | Sequence[Constraint | None] | None = None,
 ) -> list[list[int]]:
     """`LlmSession.generate_batch`: one stream per prompt, stepped until all finish."""
     many = list(params) if isinstance(params, Sequence) else [params] * len(prompts)
-    if len(many) != len(prompts):
-        raise InputError(f"generate_batch(): {len(prompts)} prompts but {len(many)} sampling params")
+    grammars = list(constraint) if isinstance(constraint, Sequence) else [constraint] * len(prompts)
+    if len(many) != len(prompts) or len(grammars) != len(prompts):
+        raise InputError(
+            f"generate_batch(): {len(prompts)} prompts but {len(many)} sampling params and {len(grammars)} constraints"
+        )
     stops = session.model_dir.eos_token_ids if stop is None else list(stop)
     batch = Batch(session)
     streams = [
-        batch.add(Stream(session.tokenizer.encode(p) if isinstance(p, str) else p, max_new_tokens, sp, stops))
-        for p, sp in zip(prompts, many)
+        batch.add(
+            Stream(session.tokenizer.encode(p) if isinstance(p, str) else p, max_new_tokens, sp, stops, constraint=c)
+        )
+        for p, sp, c in zip(prompts, many, grammars)
     ]
     batch.run()
     return [s.tokens for s in streams]

@@ -3,6 +3,11 @@
 A stream crosses threads: the caller makes it and may `cancel()` it or read `tokens` from anywhere; only the
 thread stepping its `Batch` feeds and samples it. `on_token` runs on that thread for every sampled id (a
 stop id included), before the stream is marked finished, so a server can forward each token as it comes.
+
+A stream with a `constraint` (`llm/constraints.py`) follows it with a `GrammarMatcher` (the batch builds it
+when the stream is added): each drawn id is consumed, the ids the grammar then forces are delivered at once
+(`forced` counts them; the batch feeds them with the drawn id in one run, `feed`), and once the grammar is
+complete the stream finishes with "stop" without drawing an end-of-sequence id.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from onyxia.cli.llm.constraints import Constraint, GrammarMatcher
 from onyxia.cli.llm.sampling import SamplingParams
 
 __all__ = ["Stream"]
@@ -28,6 +34,7 @@ class Stream:
         params: SamplingParams = GREEDY,
         stop: Sequence[int] = (),
         on_token: Callable[[int], None] | None = None,
+        constraint: Constraint | None = None,
     ) -> None:
         self.prompt = list(prompt)
         self.max_new_tokens = max_new_tokens
@@ -44,6 +51,10 @@ class Stream:
         self.rng = np.random.default_rng(params.seed)  # one per stream: its draws do not depend on the others
         self.fed = 0  # prompt tokens in the cache
         self.last: int | None = None  # the sampled token not fed yet (the next decode step feeds it)
+        self.constraint = constraint
+        self.matcher: GrammarMatcher | None = None  # set when added to a batch (checked there)
+        self.feed: list[int] = []  # forced ids to feed after `last`, in the same run
+        self.forced = 0  # tokens the grammar forced (delivered without being drawn)
         self._cancelled = threading.Event()
         self._done = threading.Event()
 
@@ -76,6 +87,22 @@ class Stream:
         """Record a sampled id: it ends the stream (a stop id, the last token asked for) or waits to be fed."""
         if self.first_token_at is None:
             self.first_token_at = time.perf_counter()
+        if not self._record(token):
+            return
+        self.last = token
+        if self.matcher is None:
+            return
+        forced = self.matcher.advance(token)[: self.max_new_tokens - len(self.tokens)]
+        for forced_id in forced:
+            self.forced += 1
+            if not self._record(forced_id):
+                return
+        self.feed = forced
+        if self.matcher.complete:
+            self.finish("stop")
+
+    def _record(self, token: int) -> bool:
+        """Append a produced id; whether the stream goes on after it."""
         self.tokens.append(token)
         if self.on_token is not None:
             self.on_token(token)
@@ -83,11 +110,11 @@ class Stream:
             self.finish("stop")
         elif len(self.tokens) >= self.max_new_tokens:
             self.finish("length")
-        else:
-            self.last = token
+        return not self.done
 
     def finish(self, reason: str) -> None:
         self.finish_reason = reason
         self.finished_at = time.perf_counter()
         self.last = None
+        self.feed = []
         self._done.set()

@@ -8,7 +8,9 @@ statistics and ``onyxia compile --generation --dump-dir`` like every other pass:
   of the model: 262144 x 640 for Gemma 3 270m) runs on the last position only;
 - `AddNextToken`: decoding reads back one token id, drawn on the GPU by com.onyxia SampleToken from the
   logits and the `SAMPLING` input (temperature, top_k, u; all 0 is ArgMax), so greedy and top-k sampling
-  steps alike can feed the next step without the host;
+  steps alike can feed the next step without the host; where the logits' width is static, SampleToken also
+  reads `ALLOWED_TOKENS` (int32 [batch, ceil(V / 32)], resident, all ones until a grammar-constrained row
+  writes its llguidance mask: `onyxia.cli.llm.constraints`);
 - `ResidentKvCache` (`resident_cache`): every cache is one resident buffer [slots, kv heads, capacity,
   head size] that present.N.* shares with past_key_values.N.*, so a step writes only its new rows, for
   every family, and one run's rows may belong to any slots (`resident` lists the pairs after the compile);
@@ -47,6 +49,7 @@ __all__ = [
     "LAST_ROWS",
     "NEXT_TOKEN",
     "SAMPLING",
+    "ALLOWED_TOKENS",
     "AddNextToken",
     "ResidentKvCache",
     "SliceLogitsToLastPosition",
@@ -58,6 +61,7 @@ log = logging.getLogger(__name__)
 
 NEXT_TOKEN = "next_token"
 SAMPLING = "onyxia/sampling"  # float [3]: temperature (0: greedy), top_k (0: off), u in [0, 1)
+ALLOWED_TOKENS = "onyxia/allowed_tokens"  # int32 [batch, ceil(V / 32)]: bit j % 32 of word j / 32 allows id j
 _LAST_POSITION = "onyxia/last_position"
 LAST_ROWS = "onyxia/last_rows"  # int64 [batch, 1]: each batch row's last position, as a row of [batch * sequence]
 _HEAD_OPS = {("", "MatMul"), ("com.microsoft", "MatMulNBits"), ("", "Gemm"), ("com.microsoft", "DynamicQuantizeMatMul")}
@@ -65,7 +69,9 @@ _PASS_THROUGH = {"Cast", "Div", "Mul", "Tanh", "Add", "Identity"}  # softcapping
 
 
 class SliceLogitsToLastPosition:
-    """With `batch` other than 1 the rows of one run may end at different positions (prompts of several
+    """The lm head computes the last position's logits only, not every prompt position's.
+
+    With `batch` other than 1 the rows of one run may end at different positions (prompts of several
     lengths prefilled together, right-padded): the head's input is then gathered at `LAST_ROWS`, one flat
     row index per batch row (b * sequence + its last position), fed by the session."""
 
@@ -104,6 +110,8 @@ _SLICE = {"starts": [-1], "ends": [2**31 - 1], "axes": [-2]}
 
 
 class AddNextToken:
+    """A SampleToken node after the logits, so a decode step reads back one token id, not the logits."""
+
     name = "AddNextToken"
     stage = Stage.RESOLUTION
 
@@ -120,7 +128,13 @@ class AddNextToken:
         shape = shape_of((3,)) if self.batch == 1 else shape_of((self.batch, 3))
         params = graph.add_tensor(SAMPLING, DataType.FLOAT, shape, TensorKind.INPUT)
         token = graph.add_tensor(NEXT_TOKEN, DataType.INT64, Absent())
-        graph.add_node("SampleToken", [logits.id, params.id], [token], domain=ONYXIA_DOMAIN, name="onyxia/next_token")
+        inputs = [logits.id, params.id]
+        vocab = logits.shape.dims[-1] if not isinstance(logits.shape, Absent) and logits.shape.dims else None
+        if isinstance(vocab, int):  # the mask's width is fixed at compile time: a static vocabulary only
+            words = (vocab + 31) // 32
+            mask = graph.add_tensor(ALLOWED_TOKENS, DataType.INT32, shape_of((self.batch, words)), TensorKind.INPUT)
+            inputs.append(mask.id)
+        graph.add_node("SampleToken", inputs, [token], domain=ONYXIA_DOMAIN, name="onyxia/next_token")
         graph.mark_output(token)
         return True
 

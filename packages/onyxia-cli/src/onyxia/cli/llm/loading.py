@@ -15,7 +15,7 @@ import numpy as np
 
 from onyxia.cli.llm.cache_memory import check_cache_memory
 from onyxia.cli.llm.families import describe_architecture, family_of
-from onyxia.cli.llm.generation_passes import SAMPLING, generation_passes
+from onyxia.cli.llm.generation_passes import ALLOWED_TOKENS, SAMPLING, generation_passes
 from onyxia.cli.llm.lm_head_precision import check_lm_head
 from onyxia.cli.llm.model_dir import ModelDirectory, resolve_model_dir
 from onyxia.cli.llm.resident_cache import ResidentKvCache, shared_buffer_dims
@@ -121,6 +121,10 @@ def build_session(
             executor.write_input(pair.past, np.zeros(dims, pair.dtype.numpy))
     if SAMPLING in executor.input_names:
         executor.write_input(SAMPLING, np.zeros(3, np.float32))  # resident from here on; greedy until set
+    if ALLOWED_TOKENS in executor.input_names:  # resident: every id allowed until a constrained row writes it
+        words = executor.compiled.tensor_by_name(ALLOWED_TOKENS).dims[-1]
+        assert isinstance(words, int), "AddNextToken adds the mask for a static vocabulary only"
+        executor.write_input(ALLOWED_TOKENS, np.full((slots, words), -1, np.int32))
     adapter = str(runtime.adapter_info.get("device") or runtime.adapter_info.get("description") or "unknown")
     session = cls(found, tokenizer, executor, signature, limit, aliased, adapter, prefill_chunk=chunk, slots=slots)
     progress("warming up")

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
+from onyxia.cli.llm.constrained_rows import set_allowed
+from onyxia.cli.llm.constraints import Constraint
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN, SAMPLING
 from onyxia.cli.llm.generation_stats import GenerationStats, SessionBusyError, Turn
 from onyxia.cli.llm.model_dir import ModelDirectory
@@ -74,6 +76,7 @@ class LlmSession:
         self.pipelined = True  # decode submits step N+1 before reading step N's token (llm/pipelined.py)
         self._token_carried = False
         self._sampling = bytes(12)  # SampleToken's params as last written: zeros (greedy) at load
+        self.masked = False  # whether the resident allowed-token masks hold a zero bit (`constrained_rows`)
         # A list turns profiling on: each run's `RunProfile` (`Runtime(profiling=True)`) is appended to it
         self.profiles: list[RunProfile] | None = None
         self._turn = Turn()  # held by the generation in progress (see generate_ids)
@@ -151,17 +154,24 @@ class LlmSession:
         max_new_tokens: int,
         params: SamplingParams = GREEDY,
         stop: Sequence[int] = (),
+        constraint: Constraint | None = None,
     ) -> Iterator[int]:
-        """Token ids as they are produced; the prompt is appended to whatever the cache holds.
+        """Token ids as they are produced; the prompt is appended to whatever the cache holds. With a
+        `constraint` every id keeps the text on it (`llm/constrained_generate.py`).
 
         One generation at a time per session: the cache is one conversation's. Starting another
         (a second generator, another thread) while this one is open raises `SessionBusyError`;
         closing or finishing the generator frees the session."""
         with self._turn.hold("generate()"):
-            yield from self._generate_ids(prompt_ids, max_new_tokens, params, stop)
+            yield from self._generate_ids(prompt_ids, max_new_tokens, params, stop, constraint)
 
     def _generate_ids(
-        self, prompt_ids: Sequence[int], max_new_tokens: int, params: SamplingParams, stop: Sequence[int]
+        self,
+        prompt_ids: Sequence[int],
+        max_new_tokens: int,
+        params: SamplingParams,
+        stop: Sequence[int],
+        constraint: Constraint | None = None,
     ) -> Iterator[int]:
         import time
 
@@ -177,6 +187,12 @@ class LlmSession:
                 f"max_length {self.max_length}; start a new conversation or raise max_length"
             )
         self.stats = GenerationStats(prompt_tokens=len(prompt))
+        set_allowed(self, None)  # a constrained batch's last run may have left its masks resident
+        if constraint is not None:
+            from onyxia.cli.llm.constrained_generate import constrained_ids
+
+            yield from constrained_ids(self, prompt, max_new_tokens, params, stop, constraint)
+            return
         rng = np.random.default_rng(params.seed)
         if on_gpu(params) and max_new_tokens and can_pipeline(self):
             yield from pipelined_decode(self, prompt, max_new_tokens, stop, lambda: gpu_params(params, rng))
@@ -203,19 +219,27 @@ class LlmSession:
         repetition_penalty: float = 1.0,
         seed: int | None = None,
         stop: Sequence[int] | None = None,
+        constraint: Constraint | None = None,
     ) -> Iterator[str]:
-        """Text pieces as they are produced (stops at the model's EOS ids unless `stop` says otherwise)."""
+        """Text pieces as they are produced (stops at the model's EOS ids unless `stop` says otherwise); with a
+        `constraint` (`Constraint.json_schema(...)`, `.regex(...)`, ...) the text matches it."""
         ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         params = SamplingParams(temperature, top_k, top_p, repetition_penalty, seed)
         stops = self.model_dir.eos_token_ids if stop is None else list(stop)
-        yield from self.stream_text(ids, max_new_tokens, params, stops, [])
+        yield from self.stream_text(ids, max_new_tokens, params, stops, [], constraint)
 
     def stream_text(
-        self, ids: Sequence[int], max_new_tokens: int, params: SamplingParams, stops: Sequence[int], tokens: list[int]
+        self,
+        ids: Sequence[int],
+        max_new_tokens: int,
+        params: SamplingParams,
+        stops: Sequence[int],
+        tokens: list[int],
+        constraint: Constraint | None = None,
     ) -> Iterator[str]:
         """Decoded text as tokens arrive (stop tokens not shown); every sampled id is appended to `tokens`."""
         stream = self.tokenizer.stream()
-        for token in self.generate_ids(ids, max_new_tokens, params, stops):
+        for token in self.generate_ids(ids, max_new_tokens, params, stops, constraint):
             tokens.append(token)
             if token in stops:
                 break
@@ -228,13 +252,14 @@ class LlmSession:
         max_new_tokens: int = 128,
         params: SamplingParams | Sequence[SamplingParams] = GREEDY,
         stop: Sequence[int] | None = None,
+        constraint: Constraint | Sequence[Constraint | None] | None = None,
     ) -> list[list[int]]:
         """Each prompt's new token ids (a stop id included), generated together over the session's slots
         (`llm/batch.py`); prompts past the slot count wait for a free slot. For streaming, cancelling and
         arrivals over time, step a `batch()` and add `Stream`s to it."""
         from onyxia.cli.llm.batch import generate_batch
 
-        return generate_batch(self, prompts, max_new_tokens, params, stop)
+        return generate_batch(self, prompts, max_new_tokens, params, stop, constraint)
 
     def batch(self) -> Batch:
         """A continuous batch over this session's slots; step it from one thread (`llm/batch.py`)."""

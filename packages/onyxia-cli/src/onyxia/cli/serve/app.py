@@ -20,8 +20,10 @@ from fastapi.staticfiles import StaticFiles
 
 from onyxia.cli.commands.llm_options import DEMO_MODEL_DIR, sampling_from
 from onyxia.cli.commands.serve import DEFAULT_PARALLEL
+from onyxia.cli.embeddings import EmbeddingModel
 from onyxia.cli.llm.chat import chat_stop_ids
 from onyxia.cli.llm.session import LlmSession
+from onyxia.cli.serve.embeddings import embeddings_router, install_embeddings
 from onyxia.cli.serve.engine import Engine
 from onyxia.cli.serve.errors import install_error_handlers
 from onyxia.cli.serve.metrics import Metrics
@@ -46,12 +48,16 @@ def create_app(
     session: LlmSession | None = None,
     model_name: str | None = None,
     parallel: int = DEFAULT_PARALLEL,
+    embedding_model: EmbeddingModel | str | Path | None = None,
 ) -> FastAPI:
     """`model_dir` None serves the built-in demo (as `onyxia generate` does). `session` serves a session
     already loaded instead (the app then owns it: nothing else may generate on it while it serves).
     `defaults` fill the sampling fields a request leaves out; by default the ones `onyxia generate`
     uses (greedy, or the demo's temperature 0.8 and top-k 40). `parallel` is the number of sequences decoded
-    together when the app loads the model (`onyxia serve --parallel`); a given `session` has its own slots."""
+    together when the app loads the model (`onyxia serve --parallel`); a given `session` has its own slots.
+    `embedding_model` (a loaded model or its directory) answers /v1/embeddings beside the chat model."""
+    if isinstance(embedding_model, (str, Path)):  # before the chat model: a bad directory fails fast
+        embedding_model = EmbeddingModel.from_pretrained(embedding_model)
     if session is None:
         session = _load(model_dir, precision, max_length, parallel)
     elif model_dir is None:  # defaults as for the directory the session was loaded from
@@ -79,11 +85,16 @@ def create_app(
     )
     install_error_handlers(app)
     app.include_router(router)
+    install_embeddings(app, embedding_model, None, app.state.onyxia.created)
     if STATIC_DIR.is_dir():  # the page's own files (scripts, styles), if it has any beside index.html
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     if api_key:
         app.add_middleware(ApiKeyCheck, api_key=api_key)
-    app.add_middleware(CountRequests, metrics=metrics, endpoints={r.path for r in router.routes if hasattr(r, "path")})
+    app.add_middleware(
+        CountRequests,
+        metrics=metrics,
+        endpoints={r.path for r in [*router.routes, *embeddings_router.routes] if hasattr(r, "path")},
+    )
     return app
 
 

@@ -29,7 +29,12 @@ class JobStream:
         self._decoder = tokenizer.stream()
         self._stops = StopStrings(request.stop_strings)
         self.stream = Stream(
-            request.prompt, request.max_tokens, request.params, sorted(request.stop_ids), on_token=self._token
+            request.prompt,
+            request.max_tokens,
+            request.params,
+            sorted(request.stop_ids),
+            on_token=self._token,
+            constraint=request.constraint,
         )
 
     def _token(self, token: int) -> None:

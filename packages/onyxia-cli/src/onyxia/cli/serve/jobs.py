@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from onyxia.cli.llm.constraints import Constraint
 from onyxia.cli.llm.sampling import SamplingParams
 
 __all__ = ["Event", "Failed", "Finished", "GenerationRequest", "Job", "TextDelta"]
@@ -27,6 +28,7 @@ class GenerationRequest:
     stop_ids: frozenset[int]
     stop_strings: tuple[str, ...] = ()
     keep_special: frozenset[int] = frozenset()  # special tokens whose text the answer keeps (tool-call markers)
+    constraint: Constraint | None = None  # response_format / guided_*: checked against the model already
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from onyxia.cli.llm.sampling import SamplingParams
 from onyxia.cli.llm.session import LlmSession
 from onyxia.cli.serve.errors import ApiError
 from onyxia.cli.serve.jobs import GenerationRequest
+from onyxia.cli.serve.response_format import request_constraint
 from onyxia.cli.serve.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
 from onyxia.cli.serve.tool_calls import template_message
 from onyxia.core import ModelLoadError
@@ -115,12 +116,14 @@ def generation_request(
     _check_ids(session, ids, "stop")
     params = _sampling(body, defaults.params)
     params.validate()  # an InputError: 400
+    constraint = request_constraint(session, body)  # a 400 naming the field, before anything is queued
     return GenerationRequest(
         prompt=prompt,
         max_tokens=room if limit is None else min(limit, room),
         params=params,
         stop_ids=frozenset(ids) | frozenset(() if body.ignore_eos else eos),
         stop_strings=tuple(strings),
+        constraint=constraint,
     )
 
 

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import FileResponse, Response
 
 from onyxia.cli.llm.session import LlmSession
+from onyxia.cli.serve.embeddings import embedding_cards
 from onyxia.cli.serve.engine import Engine
 from onyxia.cli.serve.errors import ApiError
 from onyxia.cli.serve.jobs import TextDelta
@@ -68,8 +69,13 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Cha
     plan = tool_plan(state.session, body)  # tools: checked (400s) before anything runs
     prompt = chat_prompt(state.session, body)
     job = generation_request(state.session, body, prompt, state.defaults, state.chat_stops)
-    job = replace(job, keep_special=plan.markers) if plan else job
-    forced(plan)  # "required" / named: the grammar (refused while the constraint engine is missing)
+    constraint = forced(plan, state.session)  # "required" / named: the calls' grammar
+    if constraint is not None and job.constraint is not None:
+        raise ApiError(
+            400, "tool_choice forces a call; it cannot be combined with an output constraint", param="tool_choice"
+        )
+    if plan:
+        job = replace(job, keep_special=plan.markers, constraint=constraint or job.constraint)
     stream, ident = EventStream(state.engine, job), new_id("chatcmpl")
     if body.stream:
         usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -150,7 +156,7 @@ def _reason(reason: str) -> FinishReason:
 @router.get("/v1/models")
 async def models(request: Request) -> ModelList:
     state = _state(request)
-    return ModelList(data=[ModelCard(id=state.model, created=state.created)])
+    return ModelList(data=[ModelCard(id=state.model, created=state.created), *embedding_cards(request)])
 
 
 @router.get("/health")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from onyxia.cli.serve.tool_schemas import ToolCall, ToolCallDelta, ToolChoice, ToolDefinition
 
@@ -36,8 +36,10 @@ __all__ = [
     "ErrorDetail",
     "FinishReason",
     "ModelCard",
+    "JsonSchemaFormat",
     "ModelList",
     "PromptTokensDetails",
+    "ResponseFormat",
     "StreamOptions",
     "Usage",
 ]
@@ -71,6 +73,20 @@ class ChatMessage(_Request):
     tool_call_id: str | None = None  # a tool turn: the call it answers
 
 
+class JsonSchemaFormat(_Request):
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, object] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Request):
+    """OpenAI's `response_format` (`serve/response_format.py` turns it into a grammar)."""
+
+    type: str
+    json_schema: JsonSchemaFormat | None = None
+
+
 class _Sampling(_Request):
     """Fields both endpoints share. None means "the server's default" (`onyxia serve` flags)."""
 
@@ -93,6 +109,11 @@ class _Sampling(_Request):
     user: str | None = None  # accepted: an opaque id of the end user (OpenAI's abuse monitoring); not used
     metadata: dict[str, str] | None = None  # accepted: tags of a stored completion; nothing is stored
     store: bool | None = None  # accepted when false: this server stores no completions (true is a 400)
+    response_format: ResponseFormat | None = None
+    guided_json: dict[str, object] | str | None = None  # extension (vLLM's names): one constraint at most
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
 
 
 class ChatCompletionRequest(_Sampling):

@@ -16,7 +16,6 @@ Every refusal is a 400 naming the field (`tools.0.function.parameters`, `tool_ch
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import secrets
@@ -24,6 +23,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
+from onyxia.cli.llm.constraints import Constraint, grammar_tokenizer
 from onyxia.cli.llm.families import FAMILIES, family_of
 from onyxia.cli.llm.session import LlmSession
 from onyxia.cli.llm.tool_grammar import check_parameters, tool_grammar
@@ -31,6 +31,7 @@ from onyxia.cli.llm.tool_syntax import ToolSyntax, parse_tool_calls, tool_syntax
 from onyxia.cli.serve.errors import ApiError
 from onyxia.cli.serve.schemas import ChatCompletionRequest, ChatMessage
 from onyxia.cli.serve.tool_schemas import FunctionCall, ToolCall
+from onyxia.core import InputError
 
 __all__ = ["ToolPlan", "forced", "template_message", "tool_plan"]
 
@@ -188,20 +189,14 @@ def _arguments(text: str, param: str) -> dict[str, Any]:
     return value
 
 
-def forced(plan: ToolPlan | None) -> object | None:
-    """The constraint that makes the answer the plan's calls ("required" or a named function), None for
-    free text. Without the constraint engine the request cannot be honoured, so it is refused before any
-    generation rather than answered with calls that may not parse."""
+def forced(plan: ToolPlan | None, session: LlmSession) -> Constraint | None:
+    """The constraint that makes the answer the plan's calls ("required" or a named function), checked
+    against the model's tokenizer before anything is queued; None for free text."""
     if plan is None or plan.grammar is None:
         return None
+    constraint = Constraint.lark(plan.grammar)
     try:
-        constraints = importlib.import_module("onyxia.cli.llm.constraints")
-    except ImportError:
-        raise ApiError(
-            400,
-            "tool_choice 'required' or a named function needs grammar-constrained decoding "
-            "(onyxia.cli.llm.constraints), which this build of onyxia lacks; use tool_choice 'auto'",
-            param="tool_choice",
-        ) from None
-    constraint: object = constraints.Constraint.lark(plan.grammar)
+        constraint.check(grammar_tokenizer(session))
+    except InputError as e:
+        raise ApiError(400, f"tool_choice: the call grammar is refused: {e}", param="tool_choice") from None
     return constraint

@@ -31,7 +31,9 @@ _FillRule = Callable[[IrGraph, IrNode, set[int]], Iterator[ValueFill]]  # graph,
 
 
 class RecordValueChecksPass:
-    """INFERENCE stage, after shape inference; keeps the checks of its latest run in `checks`."""
+    """Record what shape rules assumed about run-time values, for the runtime to check when it binds them.
+
+    INFERENCE stage, after shape inference; keeps the checks of its latest run in `checks`."""
 
     name = "RecordValueChecks"
     stage = Stage.INFERENCE

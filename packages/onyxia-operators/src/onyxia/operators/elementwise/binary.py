@@ -24,6 +24,7 @@ from onyxia.core import (
     is_symbolic_value,
 )
 from onyxia.operators.elementwise.broadcast import emit_broadcast
+from onyxia.operators.elementwise.widened import narrowed
 from onyxia.operators.family import named_rows
 from onyxia.operators.int64_checks import CARRIED, checked_binary
 from onyxia.operators.typesets import ALL_GPU, BOOL, FLOATS, INTS, NUMERIC, SIGNED, UNSIGNED_INTS, require_dtype
@@ -68,8 +69,9 @@ class BinaryElementwiseOp:
         return {}
 
     def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
+        """The row's expression for input `dtype`; an 8/16-bit result narrowed to its width (`widened`)."""
         expr = self.int_expr if self.int_expr is not None and dtype not in FLOATS else self.expr
-        return expr.format(T=dtype.wgsl)
+        return expr.format(T=dtype.wgsl) if self.bool_output else narrowed(expr.format(T=dtype.wgsl), dtype)
 
     def plan(self, ctx: PlanCtx) -> None:
         value_dtype = ctx.input_dtype(self.arity - 2 if self.arity == 3 else 0)

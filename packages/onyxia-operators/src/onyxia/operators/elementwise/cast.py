@@ -36,6 +36,7 @@ from onyxia.core.nibbles import to_4bit
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.cast_4bit import emit_cast_4bit, value_dtype
 from onyxia.operators.elementwise.unary import emit_unary
+from onyxia.operators.elementwise.widened import narrowed
 from onyxia.operators.family import named_rows
 from onyxia.operators.int64_checks import checked_cast
 from onyxia.operators.typesets import ALL_GPU, require_dtype
@@ -44,20 +45,12 @@ __all__ = ["CAST", "CastOp", "conversion"]
 
 _HOST_TYPES = ALL_GPU | PACKED_4BIT
 
-# 8/16-bit integers are stored in 32 bits: keep only the low bits (sign-extended for signed types).
-_NARROW: dict[DataType, str] = {
-    DataType.INT8: "(({e}) << 24u) >> 24u",
-    DataType.INT16: "(({e}) << 16u) >> 16u",
-    DataType.UINT8: "({e}) & 0xFFu",
-    DataType.UINT16: "({e}) & 0xFFFFu",
-}
-
 
 def conversion(x: DataType, y: DataType) -> str:
     """The WGSL expression converting a stored `x` value (named ``x``) to `y`'s storage form."""
     if y == DataType.BOOL:
         return f"select(0u, 1u, x != {x.wgsl}(0))"
-    return _NARROW.get(y, "{e}").format(e=f"{y.wgsl}(x)")
+    return narrowed(f"{y.wgsl}(x)", y)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from onyxia.operators.elementwise.binary import BINARY, BinaryElementwiseOp
 from onyxia.operators.elementwise.cast import CAST, CastOp, conversion
 from onyxia.operators.elementwise.unary import UNARY, UnaryElementwiseOp
 from onyxia.operators.elementwise.variadic import VARIADIC, VariadicElementwiseOp
+from onyxia.operators.elementwise.widened import narrowed
 from onyxia.operators.family import named_rows
 from onyxia.operators.int64_checks import checked_defs, checked_expression
 from onyxia.operators.layout import WORKGROUP_SIZE, collapse_broadcast, type_defs
@@ -98,7 +99,7 @@ def _binary(ctx: NodeCtx, row: BinaryElementwiseOp) -> Member:
 def _variadic(ctx: NodeCtx, row: VariadicElementwiseOp) -> Member:
     dtype = ctx.input_dtype(0)
     require_dtype(ctx, dtype, row.dtypes if not row.mean else FLOATS)
-    expr = row.expr.format(T=dtype.wgsl)
+    expr = narrowed(row.expr.format(T=dtype.wgsl), dtype)
     return [("a", 0), ("b", 1)], f"({expr}) / {dtype.wgsl}(2)" if row.mean else expr  # as its last step divides
 
 

@@ -1,4 +1,4 @@
-"""`UnaryElementwiseOp`: Cos, Sqrt, Neg, Gelu, Relu ... one row each, one shader (`EXPR` in `x`).
+"""`UnaryElementwiseOp`: Cos, Sqrt, Neg, Gelu, Relu, BitwiseNot ... one row each, one shader (`EXPR` in `x`).
 
 A row's `expr` is a format string: ``{T}`` is the WGSL storage type and each attribute the row
 declares in `attrs` (name -> spec default) is substituted by its value, so Gelu's `approximate`
@@ -35,10 +35,11 @@ from onyxia.operators.elementwise.numpy_math import (
     softsign,
     thresholded_relu,
 )
+from onyxia.operators.elementwise.widened import narrowed
 from onyxia.operators.family import named_rows
 from onyxia.operators.int64_checks import checked_defs, checked_unary
 from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
-from onyxia.operators.typesets import BOOL, FLOATS, NUMERIC, SIGNED, require_dtype
+from onyxia.operators.typesets import BOOL, FLOATS, INTS, NUMERIC, SIGNED, require_dtype
 
 __all__ = ["UNARY", "UnaryElementwiseOp", "emit_unary"]
 
@@ -72,9 +73,11 @@ class UnaryElementwiseOp:
         return ctx.unary_fold(lambda x: self.fold(x, **attrs))
 
     def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
-        return self.expr.format(
+        """The row's `expr` for input `dtype`, its result narrowed to an 8/16-bit output's width (`widened`)."""
+        expr = self.expr.format(
             T=dtype.wgsl, **{k: self._literal(ctx, dtype, k, v) for k, v in self.attr_values(ctx).items()}
         )
+        return narrowed(expr, self.out or dtype)
 
     def _literal(self, ctx: NodeCtx, dtype: DataType, name: str, value: object) -> str:
         """A string attribute as is, a flag (declared with a bool default) as a WGSL bool, a number
@@ -175,6 +178,8 @@ def _clip(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 
 _F32 = "{T}({f}(f32(x)))"  # math done in f32 whatever the storage type
+# uint64 is stored as u32 (values below 2^32), and ~x of such a value is 2^64 - 1 - x, beyond that storage
+_COMPLEMENTABLE = INTS - {DataType.UINT64}
 _F = DataType.FLOAT
 
 
@@ -203,6 +208,8 @@ UNARY: dict[str, UnaryElementwiseOp] = named_rows(
         "Sign": UnaryElementwiseOp("select(sign(x), x, isnan_f32(f32(x)))", np.sign, SIGNED),  # NaN stays NaN
         "Relu": UnaryElementwiseOp("select(x, {T}(0), x < {T}(0))", lambda x: np.maximum(x, 0).astype(x.dtype), SIGNED),
         "Not": UnaryElementwiseOp("1u - x", np.logical_not, BOOL),
+        # ~x sets the high bits of a widened uint8/uint16; `expression` masks them (elementwise/widened.py)
+        "BitwiseNot": UnaryElementwiseOp("~x", np.bitwise_not, _COMPLEMENTABLE),
         "IsNaN": UnaryElementwiseOp("select(0u, 1u, isnan_f32(f32(x)))", np.isnan, out=DataType.BOOL),
         "Gelu": UnaryElementwiseOp(
             "{T}(gelu_{approximate}(f32(x)))",

@@ -16,6 +16,7 @@ import numpy as np
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, TensorType, as_output_value
 from onyxia.core.shapes import dims_product
 from onyxia.operators.elementwise.broadcast import emit_broadcast
+from onyxia.operators.elementwise.widened import narrowed
 from onyxia.operators.family import named_rows
 from onyxia.operators.typesets import FLOATS, NUMERIC, require_dtype
 
@@ -64,7 +65,7 @@ class VariadicElementwiseOp:
             last = step == len(inputs)
             dims = out_dims if last else ctx.broadcast(acc_dims, ctx.input_dims(i)).dims
             ref = ctx.output(0) if last else ctx.alloc_scratch(dims_product(dims) * dtype.gpu_numpy.itemsize, "acc")
-            expr = self.expr.format(T=dtype.wgsl)
+            expr = narrowed(self.expr.format(T=dtype.wgsl), dtype)  # Sum of uint8 wraps at 256 (`widened`)
             if last and self.mean:
                 expr = f"({expr}) / {dtype.wgsl}({len(inputs)})"
             operands = [(acc_ref, acc_dims, dtype), (ctx.input(i), ctx.input_dims(i), dtype)]

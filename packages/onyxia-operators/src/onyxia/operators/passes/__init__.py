@@ -23,6 +23,7 @@ from onyxia.operators.passes.fusions import (
     FuseRmsNormRotaryPair,
     FuseRotateHalf,
     GroupMatMuls,
+    SimplifyElementwise,
 )
 from onyxia.operators.passes.insert_value_readbacks import InsertValueReadbacksPass
 from onyxia.operators.passes.match_onnxruntime_cpu_float16 import MatchOnnxruntimeCpuFloat16
@@ -49,6 +50,7 @@ __all__ = [
     "GroupMatMuls",
     "InsertValueReadbacksPass",
     "MatchOnnxruntimeCpuFloat16",
+    "SimplifyElementwise",
     "cleanup_passes",
     "default_passes",
 ]
@@ -72,6 +74,7 @@ def default_passes() -> list[Pass]:
     return [
         InsertValueReadbacksPass(),
         CancelTransposes(),
+        SimplifyElementwise(),
         FoldTransposeIntoMatMul(),
         FuseMatMulBias(),
         GroupMatMuls(),

@@ -19,5 +19,8 @@ __all__ = ["FuseConvEpilogue"]
 
 
 class FuseConvEpilogue(RewritePass):
+    """BatchNormalization and per-channel affine ops folded into a conv's weights, and its activation and a
+    following residual Add into its epilogue (FusedConv), so the conv kernel does the work in one pass."""
+
     name = "FuseConvEpilogue"
     rules = CONV_FUSIONS

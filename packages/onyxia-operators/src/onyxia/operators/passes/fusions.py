@@ -1,23 +1,8 @@
 """The fusion passes: each applies rule tables kept beside the operator families whose kernels they
-produce, with the one engine of `onyxia.core.rewrite`. A pass here is a name, a stage and its tables;
-adding a fusion is a `Rule` in its family's ``fusions.py`` (and, for a new pass, a line below).
-
-| pass                   | rules (module)                                                            |
-|------------------------|---------------------------------------------------------------------------|
-| CancelTransposes       | bypass_lowered_identity (`attention.onnx_attention_fusions`), cancel_transposes, merge_transposes (`rearrange.fusions`), gather_columns_of_transposed_table (`gather_scatter.fusions`) |
-| FoldTransposeIntoMatMul| fold_transpose_into_matmul (`matmul.fusions`)                              |
-| FuseMatMulBias         | fold_add_into_MatMul (`matmul.bias_fusions`), fold_add_into_MatMulNBits, fuse_cast_mul_into_MatMulInteger (`quantized`), fuse_dynamic_quantize_into_MatMulIntegerToFloat (`quantized.integer_fusions`) |
-| GroupMatMuls           | split_packed_matmul (`matmul.packed_fusions`), split_packed_matmul_nbits (`quantized.split_fusions`), group_matmuls (`matmul.fusions`), group_matmul_nbits (`quantized.fusions`), group_dynamic_quantize_matmul (`quantized.integer_fusions`) |
-| FuseMlpGate            | gelu_tanh_formula (`elementwise.activation_fusions`), fuse_{gelu,silu}_mul_into_MatMulGroup / _MatMulNBitsGroup / _DynamicQuantizeMatMulGroup (matmul, quantized) |
-| FuseRmsNorm            | `normalization.rms_fusions`: plain-op RMSNorm -> SimplifiedLayerNormalization |
-| FuseRotateHalf         | `normalization.rotate_half_fusions`: plain-op rotate-half RoPE -> one rotary kernel; rotate_before_transpose, norm_before_transpose (`normalization.rotary_layout_fusions`), rotate_by_angles (`normalization.rotary_angle_fusions`) |
-| FuseRmsNormIntoRotary  | fuse_rms_norm_into_rotary (`normalization.fusions`)                        |
-| FuseRmsNormRotaryPair  | pair_rms_norm_rotary (`normalization.rotary_pair_fusions`): a layer's q and k RmsNormRotary -> one |
-| FuseResidualRmsNorm    | fuse_add_into_SimplifiedLayerNormalization / _RMSNormalization (same)      |
-| FuseNormAddNorm        | fuse_norm_into_skip_norm (`normalization.norm_add_norm_fusions`): Gemma's sandwich norms -> NormAddNorm |
-| FuseKvCache            | fuse_kv_append, merge_kv_appends (`attention.kv_fusions`): Concat-grown KV caches -> KvAppend |
-| FuseAttention          | shape_of_reshape, identity_slice, fuse_attention, fold_transpose_into_attention (`attention.fusions`), fold_query_transpose, read_grouped_k/_v, transpose_through_view (`attention.onnx_attention_fusions`) |
-| FuseElementwise        | fuse_elementwise_chain (`elementwise.fusions`)                             |
+produce, with the one engine of `onyxia.core.rewrite`. A pass here is a name, a stage, its tables and a
+docstring whose first sentence says what it saves; adding a fusion is a `Rule` in its family's
+``fusions.py`` (and, for a new pass, a class here and its line in `default_passes()`). The table of
+passes and their rules in ARCHITECTURE.md is generated from these classes (`tools/docs_tables.py`).
 """
 
 from __future__ import annotations
@@ -33,6 +18,7 @@ from onyxia.operators.attention.onnx_attention_fusions import (
 )
 from onyxia.operators.elementwise.activation_fusions import ACTIVATION_FUSIONS
 from onyxia.operators.elementwise.fusions import ELEMENTWISE_FUSIONS
+from onyxia.operators.elementwise.involutions import INVOLUTIONS
 from onyxia.operators.gather_scatter.fusions import GATHER_FUSIONS
 from onyxia.operators.matmul.bias_fusions import FOLD_ADD_INTO_MATMUL
 from onyxia.operators.matmul.fusions import FOLD_TRANSPOSE_INTO_MATMUL, FUSE_MLP_GATE, FUSE_SILU_GATE, GROUP_MATMULS
@@ -75,6 +61,7 @@ __all__ = [
     "FuseRmsNormRotaryPair",
     "FuseRotateHalf",
     "GroupMatMuls",
+    "SimplifyElementwise",
 ]
 
 _RESIDUAL = tuple(r for r in NORMALIZATION_FUSIONS if r.name.startswith("fuse_add_into_"))
@@ -88,13 +75,27 @@ class CancelTransposes(RewritePass):
     rules = (BYPASS_LOWERED_IDENTITY, *TRANSPOSE_FUSIONS, *GATHER_FUSIONS)
 
 
+class SimplifyElementwise(RewritePass):
+    """Elementwise ops that undo each other removed (Not, BitwiseNot or Neg applied twice), before a fusion
+    takes them into a kernel."""
+
+    name = "SimplifyElementwise"
+    rules = INVOLUTIONS
+
+
 class FoldTransposeIntoMatMul(RewritePass):
+    """A MatMul reads its transposed operand in place (MatMulTransB), so a tied lm head never copies the embedding
+    table transposed."""
+
     name = "FoldTransposeIntoMatMul"
     rules = (FOLD_TRANSPOSE_INTO_MATMUL,)
 
 
 class FuseMatMulBias(RewritePass):
-    """Before GroupMatMuls, so that biased projections group with each other."""
+    """Bias Adds (Qwen2's q/k/v) into the product's epilogue, and quantize_dynamic's Cast, scale Mul and
+    DynamicQuantizeLinear into its integer product.
+
+    Before GroupMatMuls, so that biased projections group with each other."""
 
     name = "FuseMatMulBias"
     rules = (
@@ -106,13 +107,19 @@ class FuseMatMulBias(RewritePass):
 
 
 class GroupMatMuls(RewritePass):
-    """Packed projections are split first, so that a gate/up split is a pair FuseMlpGate gates."""
+    """Projections of one input (q/k/v, gate/up) in one dispatch, packed qkv/gate_up products cut into column blocks
+    first.
+
+    Packed projections are split first, so that a gate/up split is a pair FuseMlpGate gates."""
 
     name = "GroupMatMuls"
     rules = (SPLIT_PACKED_MATMUL, SPLIT_PACKED_MATMUL_NBITS, GROUP_MATMULS, GROUP_MATMUL_NBITS, *INTEGER_GROUP_FUSIONS)
 
 
 class FuseMlpGate(RewritePass):
+    """The MLP's Gelu or SiLU gate and its Mul taken into the gate/up group, so the gate product is never stored
+    (optimum's spelled-out tanh Gelu read as Gelu first)."""
+
     name = "FuseMlpGate"
     rules = (
         *ACTIVATION_FUSIONS,
@@ -125,52 +132,73 @@ class FuseMlpGate(RewritePass):
 
 
 class FuseRmsNorm(RewritePass):
-    """Before the rotary and residual fusions, which match SimplifiedLayerNormalization."""
+    """optimum's Pow/ReduceMean/Sqrt/Div/Mul RMSNorm as one SimplifiedLayerNormalization.
+
+    Before the rotary and residual fusions, which match SimplifiedLayerNormalization."""
 
     name = "FuseRmsNorm"
     rules = RMS_NORM_FUSIONS
 
 
 class FuseRotateHalf(RewritePass):
+    """optimum's Slice/Neg/Concat/Mul/Add rotate-half RoPE as one rotary kernel (partial for Phi-3, the q/k norm and
+    the heads Transpose folded in; Cos/Sin of the angles taken in the kernel)."""
+
     name = "FuseRotateHalf"
     rules = (*ROTATE_HALF_FUSIONS, *ROTARY_LAYOUT_FUSIONS, *ROTARY_ANGLE_FUSIONS)
 
 
 class FuseKvCache(RewritePass):
+    """Concat-grown k and v caches (and the v heads Transpose) as one KvAppend, in place where the cache can grow at
+    its end."""
+
     name = "FuseKvCache"
     rules = KV_CACHE_FUSIONS
 
 
 class FuseRmsNormIntoRotary(RewritePass):
+    """The q/k RMS norm and the rotary embedding after it in one dispatch."""
+
     name = "FuseRmsNormIntoRotary"
     rules = _ROTARY
 
 
 class FuseRmsNormRotaryPair(RewritePass):
-    """After FuseRmsNormIntoRotary, whose RmsNormRotary nodes it pairs."""
+    """A layer's q and k norm+rotary as one RmsNormRotaryPair dispatch.
+
+    After FuseRmsNormIntoRotary, whose RmsNormRotary nodes it pairs."""
 
     name = "FuseRmsNormRotaryPair"
     rules = ROTARY_PAIR_FUSIONS
 
 
 class FuseResidualRmsNorm(RewritePass):
+    """The residual Add and the RMS norm after it in one dispatch (SkipSimplifiedLayerNormalization)."""
+
     name = "FuseResidualRmsNorm"
     rules = _RESIDUAL
 
 
 class FuseNormAddNorm(RewritePass):
-    """After FuseResidualRmsNorm, whose SkipSimplifiedLayerNormalization it matches."""
+    """Gemma's sandwich norms (post-norm, residual Add, the next pre-norm) as one NormAddNorm row kernel.
+
+    After FuseResidualRmsNorm, whose SkipSimplifiedLayerNormalization it matches."""
 
     name = "FuseNormAddNorm"
     rules = NORM_ADD_NORM_FUSIONS
 
 
 class FuseAttention(RewritePass):
+    """optimum's plain attention (scores, mask, softmax, PV) as one ScaledDotProductAttention, with torch dynamo's
+    grouped k/v reads and views folded into it."""
+
     name = "FuseAttention"
     rules = (*ATTENTION_FUSIONS, FOLD_QUERY_TRANSPOSE, *READ_GROUPED_KV, TRANSPOSE_THROUGH_VIEW)
 
 
 class FuseElementwise(RewritePass):
+    """Each elementwise region (a Cluster grown to a read budget) as one generated shader."""
+
     name = "FuseElementwise"
     rules = ELEMENTWISE_FUSIONS
 

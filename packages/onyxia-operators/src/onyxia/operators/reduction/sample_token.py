@@ -9,7 +9,13 @@ a batched step's sequences each sample by their own request): temperature <= 0 i
 ArgMax over the last axis (first index on ties), else top-k (0: off; ties at the k-th score kept) and
 temperature sampling by the inverse CDF at u in [0, 1). Output: int64 ids [...] (the logits' shape
 without the last axis). Top-p and repetition penalties stay on the host (`onyxia.cli.llm.sampling`):
-they need the sorted distribution and the history."""
+they need the sorted distribution and the history.
+
+An optional third input, mask int32 [B, ceil(V / 32)] (B: the logits' first dim), is an allowed-token bitmask
+per batch row (llguidance's layout: bit j % 32 of word j / 32 allows id j): grammar-constrained decoding
+computes it on the host and uploads it, so the logits are never read back to apply it. Ids whose bit is 0 are
+drawn as if their logit were -inf; words past V are ignored; a row that allows nothing gives id -1. Without
+the input the shader has no mask code at all (the MASKED def)."""
 
 from __future__ import annotations
 
@@ -38,6 +44,14 @@ class SampleTokenOp(OperatorBase):
                 f"params (input 1) have shape {params}; expected [3] (temperature, top_k, u) or [{dims[0]}, 3] (a "
                 "triple per batch row, the logits' first dim)"
             )
+        if ctx.has_input(2):
+            words = (dims[-1] + 31) // 32 if isinstance(dims[-1], int) else None
+            mask = ctx.input_shape(2)
+            if isinstance(mask, Absent) or len(mask.dims) != 2 or mask.dims[0] != dims[0] or mask.dims[1] != words:
+                raise ctx.error(
+                    f"mask (input 2) has shape {mask}; expected [{dims[0]}, {words}] (ceil(V / 32) int32 words of "
+                    "allowed-token bits per batch row)"
+                )
         return [TensorType(DataType.INT64, shape_of(dims[:-1]))]
 
     def plan(self, ctx: PlanCtx) -> None:
@@ -53,8 +67,15 @@ class SampleTokenOp(OperatorBase):
         if ctx.input_rank(1) == 2:
             defs["PER_ROW"] = True
             sizes["ROWS_PER_TRIPLE"] = dims_product(dims[1:-1])  # logits rows of one batch row
+        inputs = [ctx.input(0), ctx.input(1)]
+        if ctx.has_input(2):
+            require_dtype(ctx, ctx.input_dtype(2), frozenset({DataType.INT32}))
+            defs["MASKED"] = True
+            sizes["MASK_WORDS"] = ctx.input_dims(2)[1]
+            sizes["ROWS_PER_MASK"] = dims_product(dims[1:-1])  # logits rows of one batch row
+            inputs.append(ctx.input(2))
         shader = ctx.compile_shader("reduction/sample_token", _SOURCE, defs, sizes)
-        ctx.dispatch(shader, [ctx.input(0), ctx.input(1)], [ctx.output(0)], rows)
+        ctx.dispatch(shader, inputs, [ctx.output(0)], rows)
 
 
 SAMPLE_TOKEN: dict[str, SampleTokenOp] = {"SampleToken": SampleTokenOp()}
