@@ -192,6 +192,8 @@ BAD = [
     ("unknown field in a named choice",
      {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_time"}, "why": 1}}, "tool_choice.why"),
     ("store true", {"store": True}, "store"),
+    ("a forced call beside an output constraint",
+     {"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
 ]  # fmt: skip
 BAD_MESSAGES: list[tuple[str, list[dict[str, Any]], str]] = [
     ("tool result answering no call", [*ASK, RESULT], "messages.1.tool_call_id"),
