@@ -161,8 +161,31 @@ def _plan(app: Any, request: dict[str, Any]) -> Any:
 # ----- refusals: one server (qwen2), and one whose template shows no tools --------------------------------
 @pytest.fixture(scope="module")
 def qwen_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running(create_app(session=tool_session("qwen2", tmp_path_factory.getbasetemp() / "tool-models"))) as url:
+    """A session of its own (another copy): never two engines on one session, whatever order tests run in."""
+    with running(create_app(session=tool_session("qwen2", tmp_path_factory.getbasetemp() / "tool-models-2"))) as url:
         yield url
+
+
+def test_the_sdks_parse_reads_a_forced_call_into_a_pydantic_model(qwen_url: str) -> None:
+    """`client.chat.completions.parse(tools=[openai.pydantic_function_tool(Model)])`: the SDK's strict
+    function tools, as agent code writes them."""
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    class GetWeather(BaseModel):
+        city: Literal["Paris", "Rome"]
+        days: int = Field(ge=1, le=7)
+
+    client = openai.OpenAI(base_url=f"{qwen_url}/v1", api_key="unused", max_retries=0, timeout=120)
+    answer = client.chat.completions.parse(
+        model="m", messages=[{"role": "user", "content": "Weather in Rome?"}],
+        tools=[openai.pydantic_function_tool(GetWeather)], tool_choice="required",
+        temperature=0, max_tokens=120,
+    )  # fmt: skip
+    calls = answer.choices[0].message.tool_calls or []
+    assert answer.choices[0].finish_reason == "tool_calls" and calls
+    assert all(isinstance(c.function.parsed_arguments, GetWeather) for c in calls)
 
 
 def _tool(name: str = "get_weather", parameters: Any = None, **function: Any) -> dict[str, Any]:
