@@ -7,7 +7,9 @@ part that grew (and does not end in a replacement character) is emitted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,29 @@ class TextTokenizer:
         value = self._tok.token_to_id(token)
         return None if value is None else int(value)
 
-    def render_chat(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        """The chat template (jinja2, sandboxed as transformers does) applied to `messages`."""
+    def special_text(self, token_id: int) -> str | None:
+        """The text of a token the tokenizer flags special (decoding skips those), None for others."""
+        added = self._tok.get_added_tokens_decoder().get(token_id)
+        return str(added.content) if added is not None and added.special else None
+
+    def template_reads(self, variable: str) -> bool:
+        """Whether the chat template uses `variable` at all (`tools`: whether it can show tools)."""
+        if not self.chat_template:
+            return False
+        from jinja2 import meta
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        ast = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).parse(self.chat_template)
+        return variable in meta.find_undeclared_variables(ast)
+
+    def render_chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        add_generation_prompt: bool = True,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> str:
+        """The chat template (jinja2, sandboxed as transformers does) applied to `messages`; `tools` (OpenAI's
+        tool definitions) reach it as transformers' `apply_chat_template(tools=...)` passes them (None: no tools)."""
         if not self.chat_template:
             raise ModelLoadError("the tokenizer has no chat_template; `onyxia chat` needs one")
         from jinja2.exceptions import TemplateError, TemplateSyntaxError
@@ -56,10 +79,12 @@ class TextTokenizer:
 
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = raise_exception
+        env.globals["strftime_now"] = _strftime_now
+        env.filters["tojson"] = _tojson
         specials = {k: self._special(k) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
         try:
             return env.from_string(self.chat_template).render(
-                messages=messages, add_generation_prompt=add_generation_prompt, **specials
+                messages=messages, add_generation_prompt=add_generation_prompt, tools=tools, **specials
             )
         except TemplateSyntaxError as e:
             raise ModelLoadError(f"chat template line {e.lineno}: {e.message}") from e
@@ -72,6 +97,18 @@ class TextTokenizer:
 
     def stream(self) -> StreamDecoder:
         return StreamDecoder(self)
+
+
+def _tojson(
+    value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False
+) -> str:
+    """transformers' `tojson`: keys in the given order and no HTML escaping (Jinja's own sorts the keys and
+    writes `<` as `\\u003c`), so tool schemas and call arguments render as the model saw them in training."""
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(pattern: str) -> str:
+    return datetime.now().strftime(pattern)
 
 
 def _utf8(text: str, what: str) -> str:

@@ -4,7 +4,7 @@ The statuses, one rule each:
 
 | status | when | type |
 |---|---|---|
-| 400 | malformed JSON; a value the schema admits but the server cannot serve (no messages, an unknown role, n > 1, a sampling value out of range, a token id outside the vocabulary) | invalid_request_error |
+| 400 | malformed JSON; a field this server does not know (never ignored silently); a value the schema admits but the server cannot serve (no messages, an unknown role, n > 1, a sampling value out of range, a token id outside the vocabulary, a bad tool or tool_choice) | invalid_request_error |
 | 401 | an API key is configured and the request lacks it or has another | authentication_error |
 | 404 | no such route | not_found_error |
 | 405 | the route exists, not for this method | invalid_request_error |
@@ -81,6 +81,16 @@ def _validation_error(exc: RequestValidationError) -> ApiError:
         return ApiError(
             400, f"the request body is not valid JSON ({first.get('msg', 'parse error')})", code="json_invalid"
         )
+    unknown = [_field(e.get("loc", ())) for e in problems if e.get("type") == "extra_forbidden"]
+    if unknown:
+        names = ", ".join(unknown)
+        return ApiError(
+            400,
+            f"unknown field{'s' if len(unknown) > 1 else ''} {names}: this server does not implement "
+            f"{'them' if len(unknown) > 1 else 'it'}, and refuses rather than ignores what it cannot honour",
+            param=unknown[0],
+            code="unknown_field",
+        )
     param = _field(first.get("loc", ())) or None
     messages = "; ".join(
         f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}" for e in problems
@@ -90,11 +100,13 @@ def _validation_error(exc: RequestValidationError) -> ApiError:
 
 def _field(location: Sequence[Any]) -> str:
     """The field a pydantic error location names: `body.messages.0.role` is `messages.0.role`; a union
-    member's tag (`str`, `list[int]`) ends it."""
+    member's tag (`str`, `list[int]`) ends it, a member model's name is skipped."""
     parts: list[str] = []
     for part in list(location)[1:] if list(location)[:1] == ["body"] else location:
         if isinstance(part, str) and (part in _TYPE_TAGS or "[" in part):
             break
+        if isinstance(part, str) and part[:1].isupper():  # a union member's model (`NamedToolChoice`): look inside
+            continue
         parts.append(str(part))
     return ".".join(parts)
 

@@ -5,6 +5,8 @@ prefix with its prompt and prefills only the rest, so a client that resends its 
 more turn pays for that turn alone. At least one prompt token is always fed (its logits choose the first
 new token). Since the last sampled token of an answer is never fed back, and a chat template may render an
 earlier answer's text as other ids, the common prefix, not "everything cached", is what a request reuses.
+Decoding drops special tokens, except those a request keeps (`keep_special`): a tool-call marker such as
+Mistral's `[TOOL_CALLS]` is a special token, and the parser must see it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class JobStream:
     def __init__(self, job: Job, tokenizer: TextTokenizer) -> None:
         request = job.request
         self.job = job
+        self._tokenizer = tokenizer
         self._decoder = tokenizer.stream()
         self._stops = StopStrings(request.stop_strings)
         self.stream = Stream(
@@ -39,7 +42,9 @@ class JobStream:
         self.job.produced += 1
         if token in self.stream.stop:
             return
-        self._send(self._stops.push(self._decoder.push(token)))
+        special = self._tokenizer.special_text(token) if token in self.job.request.keep_special else None
+        text = self._decoder.push(token) if special is None else self._decoder.flush() + special
+        self._send(self._stops.push(text))
         if self._stops.hit:
             self.stream.cancel()
 

@@ -27,6 +27,7 @@ class GenerationRequest:
     params: SamplingParams
     stop_ids: frozenset[int]
     stop_strings: tuple[str, ...] = ()
+    keep_special: frozenset[int] = frozenset()  # special tokens whose text the answer keeps (tool-call markers)
     constraint: Constraint | None = None  # response_format / guided_*: checked against the model already
 
 

@@ -2,7 +2,8 @@
 
 Everything the schema cannot say is checked here and answered with 400 (413 for a prompt that
 leaves no room for an answer): no messages, an unknown role, n other than 1, logprobs, non-zero
-presence/frequency penalties (not implemented, so refused rather than ignored), token ids outside
+presence/frequency penalties (not implemented, so refused rather than ignored), `store` true, a tool
+message answering no call (`tool_calls.py` checks the tool parts), token ids outside
 the vocabulary, sampling values out of range (`SamplingParams.validate`). A request's max_tokens
 is clamped to what max_length leaves after its prompt (finish_reason then says "length").
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from onyxia.cli.llm.sampling import SamplingParams
 from onyxia.cli.llm.session import LlmSession
@@ -18,12 +20,13 @@ from onyxia.cli.serve.errors import ApiError
 from onyxia.cli.serve.jobs import GenerationRequest
 from onyxia.cli.serve.response_format import request_constraint
 from onyxia.cli.serve.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
+from onyxia.cli.serve.tool_calls import template_message
 from onyxia.core import ModelLoadError
 
 __all__ = ["ROLES", "Defaults", "chat_prompt", "completion_prompt", "generation_request"]
 
 # OpenAI's roles as chat templates know them: "developer" is o1's name for the system message
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 
 
 @dataclass(frozen=True)
@@ -38,15 +41,17 @@ def chat_prompt(session: LlmSession, body: ChatCompletionRequest) -> list[int]:
     """The conversation through the model's own chat template, ending with the assistant's turn."""
     if not body.messages:
         raise ApiError(400, "messages is empty; expected at least one message", param="messages")
-    messages = [_message(m, i) for i, m in enumerate(body.messages)]
+    called: dict[str, str] = {}  # tool call id -> function name, from the assistant turns so far
+    messages = [{**_message(m, i), **template_message(m, i, called)} for i, m in enumerate(body.messages)]
+    tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
     try:
-        text = session.tokenizer.render_chat(messages)
+        text = session.tokenizer.render_chat(messages, tools=tools)
     except ModelLoadError as e:
         raise ApiError(400, f"{e}; send raw text to /v1/completions instead", param="messages") from None
     return session.tokenizer.encode_chat_turn(text)
 
 
-def _message(message: ChatMessage, index: int) -> dict[str, str]:
+def _message(message: ChatMessage, index: int) -> dict[str, Any]:
     role = ROLES.get(message.role)
     if role is None:
         raise ApiError(
@@ -148,6 +153,7 @@ def _refuse_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None
                 "frequency_penalty is not supported (use repetition_penalty)",
             ),
             ("echo", bool(getattr(body, "echo", False)), "echo is not supported"),
+            ("store", bool(body.store), "store is true; this server stores no completions"),
         )
         if bad
     ]

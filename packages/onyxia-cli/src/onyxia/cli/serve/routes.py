@@ -8,7 +8,7 @@ served, and clients often send a name of their own choosing.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import APIRouter, Request
@@ -38,6 +38,8 @@ from onyxia.cli.serve.schemas import (
     ModelList,
     Usage,
 )
+from onyxia.cli.serve.tool_calls import ToolPlan, forced, tool_plan
+from onyxia.cli.serve.tool_stream import ToolStream, call_deltas
 
 __all__ = ["ServerState", "router"]
 
@@ -64,30 +66,50 @@ def _state(request: Request) -> ServerState:
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> ChatCompletion | Response:
     state = _state(request)
+    plan = tool_plan(state.session, body)  # tools: checked (400s) before anything runs
     prompt = chat_prompt(state.session, body)
     job = generation_request(state.session, body, prompt, state.defaults, state.chat_stops)
+    constraint = forced(plan, state.session)  # "required" / named: the calls' grammar
+    if constraint is not None and job.constraint is not None:
+        raise ApiError(
+            400, "tool_choice forces a call; it cannot be combined with an output constraint", param="tool_choice"
+        )
+    if plan:
+        job = replace(job, keep_special=plan.markers, constraint=constraint or job.constraint)
     stream, ident = EventStream(state.engine, job), new_id("chatcmpl")
     if body.stream:
         usage = bool(body.stream_options and body.stream_options.include_usage)
-        return SseResponse(stream, lambda s: _chat_chunks(s, ident, state.model, usage))
+        return SseResponse(stream, lambda s: _chat_chunks(s, ident, state.model, usage, plan))
     text, finished = await stream.collect()
-    choice = ChatChoice(message=AssistantMessage(content=text), finish_reason=_reason(finished.reason))
+    content, calls = plan.answer(text) if plan else (text, [])
+    reason = "tool_calls" if calls else _reason(finished.reason)
+    choice = ChatChoice(message=AssistantMessage(content=content, tool_calls=calls or None), finish_reason=reason)
     return ChatCompletion(
         id=ident, created=stream.created, model=state.model, choices=[choice], usage=usage_of(finished)
     )
 
 
-async def _chat_chunks(stream: EventStream, ident: str, model: str, include_usage: bool) -> AsyncIterator[str]:
+async def _chat_chunks(
+    stream: EventStream, ident: str, model: str, include_usage: bool, plan: ToolPlan | None
+) -> AsyncIterator[str]:
     def chunk(delta: Delta, reason: str | None = None) -> ChatCompletionChunk:
         choice = ChatChunkChoice(delta=delta, finish_reason=_reason(reason) if reason else None)
         return ChatCompletionChunk(id=ident, created=stream.created, model=model, choices=[choice])
 
+    tools = ToolStream(plan) if plan else None
     yield sse(chunk(Delta(role="assistant", content="")))
     async for event in stream:
         if isinstance(event, TextDelta):
-            yield sse(chunk(Delta(content=event.text)))
+            text = tools.push(event.text) if tools else event.text
+            if text:
+                yield sse(chunk(Delta(content=text)))
             continue
-        yield sse(chunk(Delta(), event.reason))
+        tail, calls = tools.finish() if tools else ("", [])
+        if tail:
+            yield sse(chunk(Delta(content=tail)))
+        for delta in call_deltas(calls):
+            yield sse(chunk(Delta(tool_calls=[delta])))
+        yield sse(chunk(Delta(), "tool_calls" if calls else event.reason))
         if include_usage:
             usage = usage_of(event)
             yield sse(ChatCompletionChunk(id=ident, created=stream.created, model=model, choices=[], usage=usage))
@@ -120,7 +142,7 @@ async def _completion_chunks(stream: EventStream, ident: str, model: str, includ
             yield sse(chunk([], usage=usage_of(event)))
 
 
-_REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
+_REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "tool_calls"}
 
 
 def _reason(reason: str) -> FinishReason:

@@ -1,9 +1,12 @@
 """Request and response bodies in OpenAI's shapes, as pydantic models.
 
 Requests are strict about types (a string where a number belongs is refused with 422, never coerced)
-and lenient about names: fields this server does not know (`user`, `tools`, ...) are ignored, as the
-clients that speak this API send many. Value checks (ranges, n, roles) are not here but in
-`requests.py`, which answers them with 400, so the status says which kind of mistake it was.
+and about names: no field is ignored silently. A body holds fields this server honours, and fields it
+accepts with a documented meaning (`user`: an opaque id of the end user, not used; `metadata`: tags for
+stored completions, and `store` may only be false: nothing is stored). Any other name is refused with
+400 naming it (`errors.py` turns pydantic's `extra_forbidden` into that). Value checks (ranges, n,
+roles, tools) are not here but in `requests.py` and `tool_calls.py`, which answer them with 400, so the
+status says which kind of mistake it was.
 Extensions beyond OpenAI's fields carry vLLM's names: `top_k`, `repetition_penalty`, `stop_token_ids`,
 `ignore_eos`; `stop` also takes token ids (integers) next to strings.
 """
@@ -14,7 +17,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from onyxia.cli.serve.tool_schemas import ToolCall, ToolCallDelta, ToolChoice, ToolDefinition
+
 __all__ = [
+    "AssistantMessage",
     "ChatChoice",
     "ChatChunkChoice",
     "ChatCompletion",
@@ -38,11 +44,11 @@ __all__ = [
     "Usage",
 ]
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
 
 class StreamOptions(_Request):
@@ -50,7 +56,10 @@ class StreamOptions(_Request):
 
 
 class ContentPart(_Request):
-    """One part of a message's content list; only text parts can reach a text-only model."""
+    """One part of a message's content list; only text parts can reach a text-only model. Other kinds
+    carry fields of their own (`image_url`, `input_audio`): allowed here, refused by their `type`."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
 
     type: str
     text: str | None = None
@@ -60,6 +69,8 @@ class ChatMessage(_Request):
     role: str
     content: str | list[ContentPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCall] | None = None  # an assistant turn's calls, sent back
+    tool_call_id: str | None = None  # a tool turn: the call it answers
 
 
 class JsonSchemaFormat(_Request):
@@ -95,6 +106,9 @@ class _Sampling(_Request):
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     logprobs: bool | int | None = None
+    user: str | None = None  # accepted: an opaque id of the end user (OpenAI's abuse monitoring); not used
+    metadata: dict[str, str] | None = None  # accepted: tags of a stored completion; nothing is stored
+    store: bool | None = None  # accepted when false: this server stores no completions (true is a 400)
     response_format: ResponseFormat | None = None
     guided_json: dict[str, object] | str | None = None  # extension (vLLM's names): one constraint at most
     guided_regex: str | None = None
@@ -105,6 +119,9 @@ class _Sampling(_Request):
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage]
     max_completion_tokens: int | None = None  # OpenAI's newer name for max_tokens
+    tools: list[ToolDefinition] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
 
 
 class CompletionRequest(_Sampling):
@@ -126,7 +143,8 @@ class Usage(BaseModel):
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[ToolCall] | None = None
 
 
 class ChatChoice(BaseModel):
@@ -148,6 +166,7 @@ class ChatCompletion(BaseModel):
 class Delta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChatChunkChoice(BaseModel):
