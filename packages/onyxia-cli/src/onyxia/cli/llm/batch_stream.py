@@ -3,6 +3,8 @@
 A stream crosses threads: the caller makes it and may `cancel()` it or read `tokens` from anywhere; only the
 thread stepping its `Batch` feeds and samples it. `on_token` runs on that thread for every sampled id (a
 stop id included), before the stream is marked finished, so a server can forward each token as it comes.
+With `logprobs` (None: off; k: the token's log-probability and its row's k best, `llm/logprobs.py`) each
+token's `TokenLogprob` is appended to `token_logprobs` before `on_token` runs, so the callback can send both.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from onyxia.cli.llm.logprobs import TokenLogprob
 from onyxia.cli.llm.sampling import SamplingParams
 
 __all__ = ["Stream"]
@@ -28,6 +31,7 @@ class Stream:
         params: SamplingParams = GREEDY,
         stop: Sequence[int] = (),
         on_token: Callable[[int], None] | None = None,
+        logprobs: int | None = None,
     ) -> None:
         self.prompt = list(prompt)
         self.max_new_tokens = max_new_tokens
@@ -35,6 +39,8 @@ class Stream:
         self.stop = frozenset(stop)
         self.on_token = on_token
         self.tokens: list[int] = []  # every sampled id, a stop id included
+        self.logprobs = logprobs  # None: off; k >= 0: each token's log-probability and the k best (checked on add)
+        self.token_logprobs: list[TokenLogprob] = []  # parallel to `tokens` when `logprobs` is set
         self.finish_reason: str | None = None  # "stop" | "length" | "cancelled", once finished
         self.cached = 0  # prompt tokens its slot's cache already held (not prefilled)
         self.slot: int | None = None  # while it holds one
@@ -72,11 +78,13 @@ class Stream:
         return (len(self.tokens) - 1) / max(end - self.first_token_at, 1e-9)
 
     # ----- driven by the batch ---------------------------------------------------------------
-    def deliver(self, token: int) -> None:
+    def deliver(self, token: int, logprob: TokenLogprob | None = None) -> None:
         """Record a sampled id: it ends the stream (a stop id, the last token asked for) or waits to be fed."""
         if self.first_token_at is None:
             self.first_token_at = time.perf_counter()
         self.tokens.append(token)
+        if logprob is not None:
+            self.token_logprobs.append(logprob)
         if self.on_token is not None:
             self.on_token(token)
         if token in self.stop:

@@ -9,6 +9,8 @@ statistics and ``onyxia compile --generation --dump-dir`` like every other pass:
 - `AddNextToken`: decoding reads back one token id, drawn on the GPU by com.onyxia SampleToken from the
   logits and the `SAMPLING` input (temperature, top_k, u; all 0 is ArgMax), so greedy and top-k sampling
   steps alike can feed the next step without the host;
+- `AddTokenLogprobs` (`logprobs`): log-probabilities of the sampled token and the top entries, for the rows
+  that ask (none by default: the dispatch is left out);
 - `ResidentKvCache` (`resident_cache`): every cache is one resident buffer [slots, kv heads, capacity,
   head size] that present.N.* shares with past_key_values.N.*, so a step writes only its new rows, for
   every family, and one run's rows may belong to any slots (`resident` lists the pairs after the compile);
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from onyxia.cli.llm.lm_head_precision import ReduceLmHeadPrecision, check_lm_head
+from onyxia.cli.llm.logprobs import AddTokenLogprobs
 from onyxia.cli.llm.resident_cache import ResidentKvCache
 from onyxia.cli.llm.signature import KvPair
 from onyxia.core import (
@@ -142,6 +145,7 @@ def generation_passes(
             *reduced,
             SliceLogitsToLastPosition(logits, batch),
             AddNextToken(logits, batch),
+            AddTokenLogprobs(logits, NEXT_TOKEN),
             ResidentKvCache(kv_pairs, capacity, batch),
         ),
     )

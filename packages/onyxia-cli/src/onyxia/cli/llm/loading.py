@@ -17,6 +17,7 @@ from onyxia.cli.llm.cache_memory import check_cache_memory
 from onyxia.cli.llm.families import describe_architecture, family_of
 from onyxia.cli.llm.generation_passes import SAMPLING, generation_passes
 from onyxia.cli.llm.lm_head_precision import check_lm_head
+from onyxia.cli.llm.logprobs import prepare as prepare_logprobs
 from onyxia.cli.llm.model_dir import ModelDirectory, resolve_model_dir
 from onyxia.cli.llm.resident_cache import ResidentKvCache, shared_buffer_dims
 from onyxia.cli.llm.signature import LlmSignature, read_signature
@@ -121,6 +122,7 @@ def build_session(
             executor.write_input(pair.past, np.zeros(dims, pair.dtype.numpy))
     if SAMPLING in executor.input_names:
         executor.write_input(SAMPLING, np.zeros(3, np.float32))  # resident from here on; greedy until set
+    prepare_logprobs(executor)  # no row asks for log-probabilities until a batch step does
     adapter = str(runtime.adapter_info.get("device") or runtime.adapter_info.get("description") or "unknown")
     session = cls(found, tokenizer, executor, signature, limit, aliased, adapter, prefill_chunk=chunk, slots=slots)
     progress("warming up")
