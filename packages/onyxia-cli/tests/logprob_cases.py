@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["log_softmax", "ort_logits"]
+__all__ = ["SLOTS", "batched_session", "log_softmax", "ort_logits"]
 
 
 @cache
@@ -45,3 +45,16 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     x = logits.astype(np.float64)
     top = x.max(axis=-1, keepdims=True)
     return x - top - np.log(np.exp(x - top).sum(axis=-1, keepdims=True))
+
+
+SLOTS = 4
+
+
+@cache
+def batched_session(directory: str) -> Any:
+    """A `SLOTS`-slot session of a fixture (max_length 160), shared by the logprobs and parallel-sample tests."""
+    from llm_cases import DATA
+
+    from onyxia.cli.llm import LlmSession
+
+    return LlmSession.from_pretrained(DATA / directory, None, max_length=160, slots=SLOTS)

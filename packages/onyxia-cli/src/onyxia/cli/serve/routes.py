@@ -15,9 +15,11 @@ from fastapi import APIRouter, Request
 from starlette.responses import FileResponse, Response
 
 from onyxia.cli.llm.session import LlmSession
+from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.cli.serve.engine import Engine
 from onyxia.cli.serve.errors import ApiError
-from onyxia.cli.serve.jobs import TextDelta
+from onyxia.cli.serve.jobs import Finished, TextDelta
+from onyxia.cli.serve.logprobs import ChatLogprobs, chat_logprobs, completion_logprobs
 from onyxia.cli.serve.metrics import Metrics
 from onyxia.cli.serve.requests import Defaults, chat_prompt, completion_prompt, generation_request
 from onyxia.cli.serve.responses import EventStream, SseResponse, new_id, sse, usage_of
@@ -66,30 +68,46 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Cha
     prompt = chat_prompt(state.session, body)
     job = generation_request(state.session, body, prompt, state.defaults, state.chat_stops)
     stream, ident = EventStream(state.engine, job), new_id("chatcmpl")
+    tokenizer = state.session.tokenizer
     if body.stream:
         usage = bool(body.stream_options and body.stream_options.include_usage)
-        return SseResponse(stream, lambda s: _chat_chunks(s, ident, state.model, usage))
-    text, finished = await stream.collect()
-    choice = ChatChoice(message=AssistantMessage(content=text), finish_reason=_reason(finished.reason))
-    return ChatCompletion(
-        id=ident, created=stream.created, model=state.model, choices=[choice], usage=usage_of(finished)
-    )
+        return SseResponse(stream, lambda s: _chat_chunks(s, ident, state.model, usage, tokenizer))
+    choices = await stream.collect_choices()
+    answers = [
+        ChatChoice(
+            index=i,
+            message=AssistantMessage(content=c.text),
+            finish_reason=_reason(c.ended.reason),
+            logprobs=chat_logprobs(tokenizer, c.logprobs) if job.logprobs is not None else None,
+        )
+        for i, c in enumerate(choices)
+    ]
+    total = usage_of(*(c.ended for c in choices))
+    return ChatCompletion(id=ident, created=stream.created, model=state.model, choices=answers, usage=total)
 
 
-async def _chat_chunks(stream: EventStream, ident: str, model: str, include_usage: bool) -> AsyncIterator[str]:
-    def chunk(delta: Delta, reason: str | None = None) -> ChatCompletionChunk:
-        choice = ChatChunkChoice(delta=delta, finish_reason=_reason(reason) if reason else None)
-        return ChatCompletionChunk(id=ident, created=stream.created, model=model, choices=[choice])
+async def _chat_chunks(
+    stream: EventStream, ident: str, model: str, include_usage: bool, tokenizer: TextTokenizer
+) -> AsyncIterator[str]:
+    def chunk(index: int, delta: Delta, reason: str | None = None, logprobs: ChatLogprobs | None = None) -> str:
+        choice = ChatChunkChoice(
+            index=index, delta=delta, finish_reason=_reason(reason) if reason else None, logprobs=logprobs
+        )
+        return sse(ChatCompletionChunk(id=ident, created=stream.created, model=model, choices=[choice]))
 
-    yield sse(chunk(Delta(role="assistant", content="")))
+    for index in range(stream.job.request.n):
+        yield chunk(index, Delta(role="assistant", content=""))
+    ended: list[Finished] = []
     async for event in stream:
         if isinstance(event, TextDelta):
-            yield sse(chunk(Delta(content=event.text)))
+            logprobs = chat_logprobs(tokenizer, event.logprobs) if event.logprobs else None
+            yield chunk(event.index, Delta(content=event.text), logprobs=logprobs)
             continue
-        yield sse(chunk(Delta(), event.reason))
-        if include_usage:
-            usage = usage_of(event)
-            yield sse(ChatCompletionChunk(id=ident, created=stream.created, model=model, choices=[], usage=usage))
+        ended.append(event)
+        yield chunk(event.index, Delta(), event.reason)
+    if include_usage:
+        usage = usage_of(*ended)
+        yield sse(ChatCompletionChunk(id=ident, created=stream.created, model=model, choices=[], usage=usage))
 
 
 @router.post("/v1/completions", response_model=None)
@@ -98,25 +116,42 @@ async def completions(body: CompletionRequest, request: Request) -> Completion |
     prompt = completion_prompt(state.session, body)
     job = generation_request(state.session, body, prompt, state.defaults, state.session.model_dir.eos_token_ids)
     stream, ident = EventStream(state.engine, job), new_id("cmpl")
+    tokenizer = state.session.tokenizer
     if body.stream:
         usage = bool(body.stream_options and body.stream_options.include_usage)
-        return SseResponse(stream, lambda s: _completion_chunks(s, ident, state.model, usage))
-    text, finished = await stream.collect()
-    choice = CompletionChoice(text=text, finish_reason=_reason(finished.reason))
-    return Completion(id=ident, created=stream.created, model=state.model, choices=[choice], usage=usage_of(finished))
+        return SseResponse(stream, lambda s: _completion_chunks(s, ident, state.model, usage, tokenizer))
+    choices = await stream.collect_choices()
+    answers = [
+        CompletionChoice(
+            index=i,
+            text=c.text,
+            finish_reason=_reason(c.ended.reason),
+            logprobs=completion_logprobs(tokenizer, c.logprobs) if job.logprobs is not None else None,
+        )
+        for i, c in enumerate(choices)
+    ]
+    total = usage_of(*(c.ended for c in choices))
+    return Completion(id=ident, created=stream.created, model=state.model, choices=answers, usage=total)
 
 
-async def _completion_chunks(stream: EventStream, ident: str, model: str, include_usage: bool) -> AsyncIterator[str]:
-    def chunk(choices: list[CompletionChoice], usage: Usage | None = None) -> Completion:
-        return Completion(id=ident, created=stream.created, model=model, choices=choices, usage=usage)
+async def _completion_chunks(
+    stream: EventStream, ident: str, model: str, include_usage: bool, tokenizer: TextTokenizer
+) -> AsyncIterator[str]:
+    def chunk(choices: list[CompletionChoice], usage: Usage | None = None) -> str:
+        return sse(Completion(id=ident, created=stream.created, model=model, choices=choices, usage=usage))
 
+    ended: list[Finished] = []
+    offsets = [0] * stream.job.request.n  # each choice's text so far: where its next token's text starts
     async for event in stream:
         if isinstance(event, TextDelta):
-            yield sse(chunk([CompletionChoice(text=event.text)]))
+            logprobs = completion_logprobs(tokenizer, event.logprobs, offsets[event.index]) if event.logprobs else None
+            offsets[event.index] += len(event.text)
+            yield chunk([CompletionChoice(index=event.index, text=event.text, logprobs=logprobs)])
             continue
-        yield sse(chunk([CompletionChoice(text="", finish_reason=_reason(event.reason))]))
-        if include_usage:
-            yield sse(chunk([], usage=usage_of(event)))
+        ended.append(event)
+        yield chunk([CompletionChoice(index=event.index, text="", finish_reason=_reason(event.reason))])
+    if include_usage:
+        yield chunk([], usage=usage_of(*ended))
 
 
 _REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
