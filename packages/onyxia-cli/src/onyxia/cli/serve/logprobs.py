@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel
-
 from onyxia.cli.llm.logprobs import MAX_K, TokenLogprob
 from onyxia.cli.llm.session import LlmSession
 from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.cli.serve.errors import ApiError
+from onyxia.cli.serve.logprob_bodies import ChatLogprobs, ChatTokenLogprob, CompletionLogprobs, TopLogprob
 
 __all__ = [
     "MAX_COMPLETION_LOGPROBS",
@@ -40,28 +39,6 @@ __all__ = [
 
 MAX_N = 8
 MAX_COMPLETION_LOGPROBS = 5  # OpenAI's limit for the legacy completions endpoint
-
-
-class TopLogprob(BaseModel):
-    token: str
-    logprob: float
-    bytes: list[int] | None
-
-
-class ChatTokenLogprob(TopLogprob):
-    top_logprobs: list[TopLogprob]
-
-
-class ChatLogprobs(BaseModel):
-    content: list[ChatTokenLogprob] | None
-    refusal: None = None
-
-
-class CompletionLogprobs(BaseModel):
-    tokens: list[str]
-    token_logprobs: list[float]
-    top_logprobs: list[dict[str, float]]
-    text_offset: list[int]
 
 
 def requested_n(session: LlmSession, n: int | None) -> int:
@@ -108,18 +85,17 @@ def chat_logprobs(tokenizer: TextTokenizer, items: Sequence[TokenLogprob]) -> Ch
     return ChatLogprobs(content=content)
 
 
-def completion_logprobs(tokenizer: TextTokenizer, items: Sequence[TokenLogprob], offset: int = 0) -> CompletionLogprobs:
-    """`offset`: where the first token's text starts in the choice's text (streamed chunks continue it)."""
-    tokens, offsets = [], []
-    for item in items:
-        offsets.append(offset)
-        tokens.append(tokenizer.decode([item.token_id]))
-        offset += len(tokens[-1])
+def completion_logprobs(
+    tokenizer: TextTokenizer, items: Sequence[TokenLogprob], offsets: Sequence[int]
+) -> CompletionLogprobs:
+    """`offsets`: where each token's text starts in the choice's text, as sent (the length of the text before
+    the delta that carried it: a stop string or an incomplete character may hold text back)."""
+    tokens = [tokenizer.decode([item.token_id]) for item in items]
     tops = []
     for item in items:
         top = {tokenizer.decode([i]): v for i, v in item.top}
         top.setdefault(tokenizer.decode([item.token_id]), item.logprob)  # the sampled token is always listed
         tops.append(top)
     return CompletionLogprobs(
-        tokens=tokens, token_logprobs=[item.logprob for item in items], top_logprobs=tops, text_offset=offsets
+        tokens=tokens, token_logprobs=[item.logprob for item in items], top_logprobs=tops, text_offset=list(offsets)
     )

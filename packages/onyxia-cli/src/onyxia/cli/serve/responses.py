@@ -103,6 +103,7 @@ class EventStream:
                 if isinstance(event, Finished):
                     choice.finished = event
                 else:
+                    choice.offsets += [len(choice.text)] * len(event.logprobs)
                     choice.parts.append(event.text)
                     choice.logprobs.extend(event.logprobs)
         finally:
@@ -116,6 +117,7 @@ class Choice:
 
     parts: list[str] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)  # each logprob's token: the text's length before it
     finished: Finished | None = None
 
     @property

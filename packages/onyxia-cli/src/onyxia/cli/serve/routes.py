@@ -19,7 +19,8 @@ from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.cli.serve.engine import Engine
 from onyxia.cli.serve.errors import ApiError
 from onyxia.cli.serve.jobs import Finished, TextDelta
-from onyxia.cli.serve.logprobs import ChatLogprobs, chat_logprobs, completion_logprobs
+from onyxia.cli.serve.logprob_bodies import ChatLogprobs
+from onyxia.cli.serve.logprobs import chat_logprobs, completion_logprobs
 from onyxia.cli.serve.metrics import Metrics
 from onyxia.cli.serve.requests import Defaults, chat_prompt, completion_prompt, generation_request
 from onyxia.cli.serve.responses import EventStream, SseResponse, new_id, sse, usage_of
@@ -126,7 +127,7 @@ async def completions(body: CompletionRequest, request: Request) -> Completion |
             index=i,
             text=c.text,
             finish_reason=_reason(c.ended.reason),
-            logprobs=completion_logprobs(tokenizer, c.logprobs) if job.logprobs is not None else None,
+            logprobs=completion_logprobs(tokenizer, c.logprobs, c.offsets) if job.logprobs is not None else None,
         )
         for i, c in enumerate(choices)
     ]
@@ -144,7 +145,8 @@ async def _completion_chunks(
     offsets = [0] * stream.job.request.n  # each choice's text so far: where its next token's text starts
     async for event in stream:
         if isinstance(event, TextDelta):
-            logprobs = completion_logprobs(tokenizer, event.logprobs, offsets[event.index]) if event.logprobs else None
+            at = [offsets[event.index]] * len(event.logprobs)
+            logprobs = completion_logprobs(tokenizer, event.logprobs, at) if event.logprobs else None
             offsets[event.index] += len(event.text)
             yield chunk([CompletionChoice(index=event.index, text=event.text, logprobs=logprobs)])
             continue

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from onyxia.cli.serve.logprobs import ChatLogprobs, CompletionLogprobs
+from onyxia.cli.serve.logprob_bodies import ChatLogprobs, CompletionLogprobs
 
 __all__ = [
     "ChatChoice",
