@@ -17,6 +17,7 @@ from onyxia.cli.llm.cache_memory import check_cache_memory
 from onyxia.cli.llm.families import describe_architecture, family_of
 from onyxia.cli.llm.generation_passes import SAMPLING, generation_passes
 from onyxia.cli.llm.lm_head_precision import check_lm_head
+from onyxia.cli.llm.logprobs import LOGPROB_COUNT
 from onyxia.cli.llm.logprobs import prepare as prepare_logprobs
 from onyxia.cli.llm.model_dir import ModelDirectory, resolve_model_dir
 from onyxia.cli.llm.resident_cache import ResidentKvCache, shared_buffer_dims
@@ -109,6 +110,8 @@ def build_session(
     batch = signature.input_dims[signature.input_ids][0]
     if isinstance(batch, SymbolicExpr) and batch.is_name and str(batch) in max_dims:
         max_dims[str(batch)] = slots
+    if LOGPROB_COUNT in max_dims:
+        max_dims[LOGPROB_COUNT] = slots  # rows asking for log-probabilities: at most one per slot
     chunk = min(limit, load.prefill_chunk or PREFILL_CHUNK)
     sequence = signature.input_dims[signature.input_ids][1]
     if isinstance(sequence, SymbolicExpr) and sequence.is_name and str(sequence) in max_dims:
