@@ -1,10 +1,11 @@
 // TokenLogprobs (com.onyxia): per asked row of logits, log_softmax at the sampled token and the top K entries,
 // so a client's logprobs cost 1 + 2K floats of readback per token instead of the logits row.
 // One workgroup per asked row; invocation t owns the contiguous chunk [t * CHUNK, (t + 1) * CHUNK) of the
-// vocabulary and in one pass keeps a running (max, sum of exp(x - max)) (the online softmax of Milakov and
-// Gimelshein) and its chunk's K best (value desc, id asc: a chunk is scanned in id order, so `>` keeps the
-// lower id on ties). The workgroup then reduces the maxima and rescaled sums (log-sum-exp), and invocation 0
-// merges the WORKGROUP_SIZE sorted candidate lists, K steps of a k-way merge.
+// vocabulary. A first pass keeps the chunk's max and its K best (value desc, id asc: a chunk is scanned in id
+// order, so `>` keeps the lower id on ties); the workgroup reduces the maxima; a second pass sums
+// exp(x - max) (log-sum-exp). A single online-softmax pass was 3x slower on lavapipe: its rescaling branch
+// diverges across SIMD lanes, so each logit paid two exps. Invocation 0 then merges the WORKGROUP_SIZE sorted
+// candidate lists, K steps of a k-way merge.
 // Bindings: 0 logits (read, T), 1 tokens (read, i32: int64 travels as i32), 2 rows (read, i32: logits row
 //           indices), 3 out_y (f32 [R, 1 + 2K]: token logprob, top K logprobs, top K ids as f32).
 // Defs: T, F16 (flag), WORKGROUP_SIZE (power of two), K (0..20), KS (max(K, 1): WGSL arrays are never empty),
@@ -51,16 +52,11 @@ fn main(
         top_i[q] = NONE;
     }
     var m = LOWEST;
-    var s = 0.0;
+    var kth = LOWEST;  // the chunk's K-th best so far (LOWEST until K are kept): most logits fail `x > kth`
     for (var j = first; j < last; j++) {
         let x = f32(logits[base + j]);
-        if (x > m) {
-            s = s * exp(m - x) + 1.0;
-            m = x;
-        } else {
-            s += exp(x - m);
-        }
-        if (#{K}u > 0u && (top_i[#{KS}u - 1u] == NONE || x > top_v[#{KS}u - 1u])) {
+        m = max(m, x);
+        if (#{K}u > 0u && x > kth) {
             var at = #{KS}u - 1u;
             while (at > 0u && (top_i[at - 1u] == NONE || x > top_v[at - 1u])) {
                 top_v[at] = top_v[at - 1u];
@@ -69,10 +65,15 @@ fn main(
             }
             top_v[at] = x;
             top_i[at] = j;
+            kth = select(LOWEST, top_v[#{KS}u - 1u], top_i[#{KS}u - 1u] != NONE);
         }
     }
     let row_max = workgroup_max(lid, m);
-    let total = workgroup_sum(lid, s * exp(m - row_max));
+    var s = 0.0;
+    for (var j = first; j < last; j++) {  // a second pass over the (cached) chunk: one exp a logit, no branch
+        s += exp(f32(logits[base + j]) - row_max);
+    }
+    let total = workgroup_sum(lid, s);
     let lse = row_max + log(total);
     for (var q = 0u; q < #{KS}u; q++) {
         cand_v[lid * #{KS}u + q] = top_v[q];
