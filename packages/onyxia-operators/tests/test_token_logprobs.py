@@ -91,7 +91,7 @@ def test_no_asking_row_is_an_empty_output_and_no_dispatch(gemma_rows: tuple[np.n
 
 @pytest.mark.parametrize(("dtype", "k", "vocab"), [(np.float16, 5, 3001), (np.float32, 0, 3001), (np.float32, 20, 7)])
 def test_small_vocabularies_half_precision_and_k_zero(dtype: type, k: int, vocab: int) -> None:
-    logits = (RNG.standard_normal((2, vocab)) * 4).astype(dtype)
+    logits: np.ndarray = (RNG.standard_normal((2, vocab)) * 4).astype(dtype)
     tokens = RNG.integers(0, vocab, (2,)).astype(np.int64)
     executor = _executor(logits, k)
     if vocab >= k:
@@ -106,7 +106,11 @@ def test_small_vocabularies_half_precision_and_k_zero(dtype: type, k: int, vocab
 
 def test_bad_k_and_token_shape_name_the_node() -> None:
     logits = np.zeros((2, 8), np.float32)
-    feeds = {"logits": logits, "tokens": np.zeros(2, np.int64), "rows": np.zeros(1, np.int64)}
+    feeds: dict[str, np.ndarray | None] = {
+        "logits": logits,
+        "tokens": np.zeros(2, np.int64),
+        "rows": np.zeros(1, np.int64),
+    }
     with pytest.raises(OnyxiaError, match=r"attribute k is 21; expected 0 to 20"):
         compile_model(make_model("TokenLogprobs", feeds, {"k": 21}, domain="com.onyxia"))
     feeds["tokens"] = np.zeros(3, np.int64)
