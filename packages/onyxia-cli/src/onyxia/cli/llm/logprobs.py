@@ -126,8 +126,9 @@ def select_rows(executor: PlanExecutor, rows: list[int]) -> bool:
 
 
 def asking_rows(streams: Sequence[Stream]) -> list[int]:
-    """The rows of a sampling run whose streams asked for log-probabilities."""
-    return [b for b, s in enumerate(streams) if s.logprobs is not None]
+    """The rows of a sampling run whose log-probabilities the GPU computes: those that asked and sample there
+    (a host-sampled row has its logits row read back anyway: `row_logprobs` computes its values from it)."""
+    return [b for b, s in enumerate(streams) if s.logprobs is not None and on_gpu(s.params)]
 
 
 def row_logprobs(
@@ -143,11 +144,12 @@ def row_logprobs(
         if k is None:
             found.append(None)
             continue
-        if logits is not None and not on_gpu(stream.params):
+        if not on_gpu(stream.params):
+            assert logits is not None, "a host-sampled row's run reads the logits"
             found.append(from_logits(logits[b], token, k))
-        else:
-            assert gpu is not None, "a row asked, so the run read LOGPROBS"
-            found.append(from_gpu(gpu[asked], token, k))
+            continue
+        assert gpu is not None, "a row asked, so the run read LOGPROBS"
+        found.append(from_gpu(gpu[asked], token, k))
         asked += 1
     return found
 
