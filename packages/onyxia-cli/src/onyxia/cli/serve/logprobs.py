@@ -47,7 +47,7 @@ def requested_n(session: LlmSession, n: int | None) -> int:
         return 1
     limit = min(MAX_N, session.slots)
     if not 1 <= n <= limit:
-        why = f"the server holds {session.slots} sequences at once (--parallel)" if limit < MAX_N else "the limit"
+        why = f"one slot a choice; --parallel is {session.slots}" if limit < MAX_N else f"at most {MAX_N}"
         raise ApiError(400, f"n is {n}; expected 1 to {limit} ({why})", param="n")
     return n
 
