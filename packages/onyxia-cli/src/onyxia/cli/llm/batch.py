@@ -39,6 +39,8 @@ from onyxia.cli.llm.batch_stream import Stream
 from onyxia.cli.llm.constrained_rows import allowed_masks, attach_matcher, masked_logits, set_allowed
 from onyxia.cli.llm.constraints import Constraint
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
+from onyxia.cli.llm.logprobs import LOGPROBS, TokenLogprob, asking_rows, check_logprobs, row_logprobs, select_rows
+from onyxia.cli.llm.parallel_samples import ParallelSamples
 from onyxia.cli.llm.pipelined import can_pipeline
 from onyxia.cli.llm.sampling import SamplingParams, gpu_params, on_gpu, sample_token
 from onyxia.cli.llm.slot_table import SlotTable
@@ -65,13 +67,26 @@ class Batch:
         self.last_batch_size = 0  # rows of the last decode step
         self._ahead: tuple[list[Stream], PendingRun] | None = None  # a decode run submitted, its tokens unread
         self._masks: np.ndarray | None = None  # the allowed-token masks of the last sampling run (None: all ones)
+        self.samples = ParallelSamples(session)  # groups of `n` samples sharing a prefilled prompt
         can_pipeline(session)  # sets up the token carry now: a run only carries what was set up before it ran
 
     # ----- what callers use --------------------------------------------------------------------
     def add(self, stream: Stream) -> Stream:
         """Queue `stream` (checked now: a bad request fails here, not inside a step)."""
+        self.waiting.append(self._checked(stream))
+        return stream
+
+    def add_parallel(self, streams: Sequence[Stream]) -> list[Stream]:
+        """Queue samples of one prompt (`llm/parallel_samples.py`): admitted together, the prompt prefilled once."""
+        checked = [self._checked(s) for s in streams]
+        self.samples.add(checked)
+        self.waiting.extend(checked)
+        return checked
+
+    def _checked(self, stream: Stream) -> Stream:
         session = self.session
         stream.params.validate()
+        check_logprobs(stream.logprobs)
         n = stream.max_new_tokens
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise InputError(f"generate(): max_new_tokens is {n!r}; expected an integer >= 0")
@@ -84,7 +99,6 @@ class Batch:
                 "(per sequence); shorten the prompt or raise max_length"
             )
         attach_matcher(session, stream)
-        self.waiting.append(stream)
         return stream
 
     @property
@@ -96,8 +110,9 @@ class Batch:
         with self.session._turn.hold("a batch step"):
             self._drop_cancelled()
             self._admit()
+            self.samples.share(self.slots)
             if self._ahead is None:
-                prefilling = [s for s in self.running if s.fed < len(s.prompt)]
+                prefilling = [s for s in self.running if s.fed < self.samples.prefill_end(s)]
                 if prefilling:
                     self._prefill(self._prefill_group(prefilling))
                 for stream in [s for s in self.running if s.feed and not s.done]:
@@ -110,6 +125,8 @@ class Batch:
             if self._ahead is not None:
                 self._decode()
             self.running = [s for s in self.running if not s.done]
+            if not self.running:
+                select_rows(self.session.executor, [])  # runs outside a batch compute no log-probabilities
         return self.busy
 
     def run(self) -> None:
@@ -130,6 +147,8 @@ class Batch:
 
     def _admit(self) -> None:
         while self.waiting and self.slots.free and self._ahead is None:
+            if self.session.slots - self.slots.in_use < self.samples.slots_needed(self.waiting[0]):
+                break  # a group of samples waits for a slot each
             stream = self.waiting.popleft()
             if stream.max_new_tokens == 0:
                 stream.finish("length")
@@ -158,13 +177,15 @@ class Batch:
     def _prefill_group(self, prefilling: list[Stream]) -> list[Stream]:
         """The oldest stream still prefilling, and with it (on a batched plan) the next ones whose slots hold as
         many tokens and whose remaining prompts all fit one chunk together, padded to the longest."""
-        first, chunk = prefilling[0], self.session.prefill_chunk
+        first, chunk, end = prefilling[0], self.session.prefill_chunk, self.samples.prefill_end
         group, longest = [first], len(first.prompt) - first.fed
-        if not self.session.step_dims.last_rows or longest > chunk:
+        if not self.session.step_dims.last_rows or longest > chunk or end(first) < len(first.prompt):
             return group
         past = self.slots.length(first)
         for stream in prefilling[1:]:
             rest = len(stream.prompt) - stream.fed
+            if end(stream) < len(stream.prompt):
+                continue  # a leader prefilling its samples' shared prefix samples nothing yet
             wider = max(longest, rest)
             # padding only after an empty cache: GroupQueryAttention places a continuation's new tokens just
             # before its row's length, which padding would move (onnxruntime pads only first prompts)
@@ -176,7 +197,7 @@ class Batch:
 
     def _prefill(self, streams: list[Stream]) -> None:
         chunk = self.session.prefill_chunk
-        parts = [s.prompt[s.fed : s.fed + chunk] for s in streams]
+        parts = [s.prompt[s.fed : min(s.fed + chunk, self.samples.prefill_end(s))] for s in streams]
         count = max(len(part) for part in parts)
         padded = [part + [part[-1]] * (count - len(part)) for part in parts]  # the padding is masked out
         last = all(s.fed + len(part) == len(s.prompt) for s, part in zip(streams, parts))
@@ -186,8 +207,8 @@ class Batch:
         if not last:
             pending.read()
             return
-        for stream, token in zip(streams, self._tokens(streams, pending)):
-            stream.deliver(token)
+        for stream, (token, logprob) in zip(streams, self._tokens(streams, pending)):
+            stream.deliver(token, logprob)
             if stream.done:
                 self.slots.release(stream)
 
@@ -196,8 +217,8 @@ class Batch:
         (rows of one decode step feed one id each), and draw the next."""
         assert stream.last is not None
         ids, stream.feed, stream.last = [stream.last, *stream.feed], [], None
-        (token,) = self._tokens([stream], self._submit([stream], [ids]))
-        stream.deliver(token)
+        ((token, logprob),) = self._tokens([stream], self._submit([stream], [ids]))
+        stream.deliver(token, logprob)
         if stream.done:
             self.slots.release(stream)
 
@@ -210,10 +231,10 @@ class Batch:
         tokens = self._tokens(rows, pending)
         self.steps += 1
         self.last_batch_size = len(rows)
-        for stream, token in zip(rows, tokens):
+        for stream, (token, logprob) in zip(rows, tokens):
             if stream.done:  # ended on the token the step before drew; this draw went to a run it left
                 continue
-            stream.deliver(token)
+            stream.deliver(token, logprob)
             if ahead is not None:  # the run ahead fed the token: the slot's cache holds it
                 self.slots.append(stream, [token])
                 stream.last = None
@@ -244,24 +265,24 @@ class Batch:
         session.executor.update_dimensions(dims)
         on_host = sample and any(not on_gpu(s.params) for s in streams)
         wanted = ([sig.logits, NEXT_TOKEN] if on_host else [NEXT_TOKEN]) if sample else []
+        if select_rows(session.executor, asking_rows(streams) if sample else []):
+            wanted.append(LOGPROBS)
         pending = session._run(feeds, wanted)
         for b, (stream, row_ids) in enumerate(zip(streams, ids or [])):
             self.slots.append(stream, row_ids if lengths is None else row_ids[: lengths[b]])
         return pending
 
-    def _tokens(self, streams: Sequence[Stream], pending: PendingRun) -> list[int]:
-        """The token each row of a sampling run drew: on the GPU, or on the host from its logits row."""
+    def _tokens(self, streams: Sequence[Stream], pending: PendingRun) -> list[tuple[int, TokenLogprob | None]]:
+        """Each row's token (drawn on the GPU, or on the host from its logits row) and its logprobs if asked.
+        Log-probabilities come from the raw logits; the rows the host samples see the mask the GPU applied."""
         sig, result = self.session.signature, pending.read()
         drawn = [int(t) for t in result[NEXT_TOKEN].reshape(-1)]
-        if sig.logits not in result:
-            return drawn
-        logits = result[sig.logits].reshape(len(streams), -1)
-        if self._masks is not None:  # the rows the host samples see the mask the GPU applied to the others
-            logits = np.stack([masked_logits(row, mask) for row, mask in zip(logits, self._masks)])
-        return [
-            drawn[b] if on_gpu(s.params) else sample_token(logits[b], s.params, self.slots.history(s.slot or 0), s.rng)
-            for b, s in enumerate(streams)
-        ]
+        logits = result[sig.logits].reshape(len(streams), -1) if sig.logits in result else None
+        for b, s in enumerate(streams):
+            if logits is not None and not on_gpu(s.params):
+                row = logits[b] if self._masks is None else masked_logits(logits[b], self._masks[b])
+                drawn[b] = sample_token(row, s.params, self.slots.history(s.slot or 0), s.rng)
+        return list(zip(drawn, row_logprobs(streams, drawn, result, logits)))
 
 
 def generate_batch(

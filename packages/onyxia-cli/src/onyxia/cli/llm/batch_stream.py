@@ -8,6 +8,11 @@ A stream with a `constraint` (`llm/constraints.py`) follows it with a `GrammarMa
 when the stream is added): each drawn id is consumed, the ids the grammar then forces are delivered at once
 (`forced` counts them; the batch feeds them with the drawn id in one run, `feed`), and once the grammar is
 complete the stream finishes with "stop" without drawing an end-of-sequence id.
+
+With `logprobs` (None: off; k: the token's log-probability and its row's k best, `llm/logprobs.py`) each
+token's `TokenLogprob` is appended to `token_logprobs` before `on_token` runs, so the callback can send both.
+A stream asking for both draws the grammar's forced ids one step each (the mask then allows one id), so every
+token has the log-probability the model gave it: fast-forwarded ids were never scored.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from onyxia.cli.llm.constraints import Constraint, GrammarMatcher
+from onyxia.cli.llm.logprobs import TokenLogprob
 from onyxia.cli.llm.sampling import SamplingParams
 
 __all__ = ["Stream"]
@@ -35,6 +41,7 @@ class Stream:
         stop: Sequence[int] = (),
         on_token: Callable[[int], None] | None = None,
         constraint: Constraint | None = None,
+        logprobs: int | None = None,
     ) -> None:
         self.prompt = list(prompt)
         self.max_new_tokens = max_new_tokens
@@ -42,6 +49,8 @@ class Stream:
         self.stop = frozenset(stop)
         self.on_token = on_token
         self.tokens: list[int] = []  # every sampled id, a stop id included
+        self.logprobs = logprobs  # None: off; k >= 0: each token's log-probability and the k best (checked on add)
+        self.token_logprobs: list[TokenLogprob] = []  # parallel to `tokens` when `logprobs` is set
         self.finish_reason: str | None = None  # "stop" | "length" | "cancelled", once finished
         self.cached = 0  # prompt tokens its slot's cache already held (not prefilled)
         self.slot: int | None = None  # while it holds one
@@ -83,16 +92,19 @@ class Stream:
         return (len(self.tokens) - 1) / max(end - self.first_token_at, 1e-9)
 
     # ----- driven by the batch ---------------------------------------------------------------
-    def deliver(self, token: int) -> None:
+    def deliver(self, token: int, logprob: TokenLogprob | None = None) -> None:
         """Record a sampled id: it ends the stream (a stop id, the last token asked for) or waits to be fed."""
         if self.first_token_at is None:
             self.first_token_at = time.perf_counter()
+        if logprob is not None:
+            self.token_logprobs.append(logprob)
         if not self._record(token):
             return
         self.last = token
         if self.matcher is None:
             return
-        forced = self.matcher.advance(token)[: self.max_new_tokens - len(self.tokens)]
+        forced = self.matcher.advance(token, fast_forward=self.logprobs is None)
+        forced = forced[: self.max_new_tokens - len(self.tokens)]
         for forced_id in forced:
             self.forced += 1
             if not self._record(forced_id):

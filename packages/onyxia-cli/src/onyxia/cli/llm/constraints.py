@@ -161,11 +161,12 @@ class GrammarMatcher:
         fill_next_token_bitmask(self._matcher, row.reshape(1, -1))
         self._check("computing the mask")
 
-    def advance(self, token: int) -> list[int]:
-        """Consume `token`; the forced ids after it (already consumed)."""
+    def advance(self, token: int, fast_forward: bool = True) -> list[int]:
+        """Consume `token`; the forced ids after it (already consumed), none without `fast_forward` (then the
+        mask of the next step allows just the forced id and it is drawn, scored like any other)."""
         if not self._matcher.consume_token(token):
             self._check(f"token {token}")
-        forced = list(self._matcher.compute_ff_tokens())
+        forced = list(self._matcher.compute_ff_tokens()) if fast_forward else []
         if forced and not self._matcher.consume_tokens(forced):
             self._check(f"forced tokens {forced}")
         return forced

@@ -11,6 +11,8 @@ statistics and ``onyxia compile --generation --dump-dir`` like every other pass:
   steps alike can feed the next step without the host; where the logits' width is static, SampleToken also
   reads `ALLOWED_TOKENS` (int32 [batch, ceil(V / 32)], resident, all ones until a grammar-constrained row
   writes its llguidance mask: `onyxia.cli.llm.constraints`);
+- `AddTokenLogprobs` (`logprobs`): log-probabilities of the sampled token and the top entries, for the rows
+  that ask (none by default: the dispatch is left out);
 - `ResidentKvCache` (`resident_cache`): every cache is one resident buffer [slots, kv heads, capacity,
   head size] that present.N.* shares with past_key_values.N.*, so a step writes only its new rows, for
   every family, and one run's rows may belong to any slots (`resident` lists the pairs after the compile);
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from onyxia.cli.llm.lm_head_precision import ReduceLmHeadPrecision, check_lm_head
+from onyxia.cli.llm.logprobs import AddTokenLogprobs
 from onyxia.cli.llm.resident_cache import ResidentKvCache
 from onyxia.cli.llm.signature import KvPair
 from onyxia.core import (
@@ -156,6 +159,7 @@ def generation_passes(
             *reduced,
             SliceLogitsToLastPosition(logits, batch),
             AddNextToken(logits, batch),
+            AddTokenLogprobs(logits, NEXT_TOKEN),
             ResidentKvCache(kv_pairs, capacity, batch),
         ),
     )

@@ -17,6 +17,8 @@ from onyxia.cli.llm.cache_memory import check_cache_memory
 from onyxia.cli.llm.families import describe_architecture, family_of
 from onyxia.cli.llm.generation_passes import ALLOWED_TOKENS, SAMPLING, generation_passes
 from onyxia.cli.llm.lm_head_precision import check_lm_head
+from onyxia.cli.llm.logprobs import LOGPROB_COUNT
+from onyxia.cli.llm.logprobs import prepare as prepare_logprobs
 from onyxia.cli.llm.model_dir import ModelDirectory, resolve_model_dir
 from onyxia.cli.llm.resident_cache import ResidentKvCache, shared_buffer_dims
 from onyxia.cli.llm.signature import LlmSignature, read_signature
@@ -108,6 +110,8 @@ def build_session(
     batch = signature.input_dims[signature.input_ids][0]
     if isinstance(batch, SymbolicExpr) and batch.is_name and str(batch) in max_dims:
         max_dims[str(batch)] = slots
+    if LOGPROB_COUNT in max_dims:
+        max_dims[LOGPROB_COUNT] = slots  # rows asking for log-probabilities: at most one per slot
     chunk = min(limit, load.prefill_chunk or PREFILL_CHUNK)
     sequence = signature.input_dims[signature.input_ids][1]
     if isinstance(sequence, SymbolicExpr) and sequence.is_name and str(sequence) in max_dims:
@@ -125,6 +129,7 @@ def build_session(
         words = executor.compiled.tensor_by_name(ALLOWED_TOKENS).dims[-1]
         assert isinstance(words, int), "AddNextToken adds the mask for a static vocabulary only"
         executor.write_input(ALLOWED_TOKENS, np.full((slots, words), -1, np.int32))
+    prepare_logprobs(executor)  # no row asks for log-probabilities until a batch step does
     adapter = str(runtime.adapter_info.get("device") or runtime.adapter_info.get("description") or "unknown")
     session = cls(found, tokenizer, executor, signature, limit, aliased, adapter, prefill_chunk=chunk, slots=slots)
     progress("warming up")

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from onyxia.cli.llm.session import LlmSession
-from onyxia.cli.serve.generation import JobStream
+from onyxia.cli.serve.generation import JobStream, job_streams
 from onyxia.cli.serve.jobs import Failed, Job
 from onyxia.cli.serve.metrics import Metrics
 from onyxia.core import OnyxiaError
@@ -126,16 +126,20 @@ class Engine:
 
     def _admit(self) -> None:
         """Hand queued jobs to the batch while it has free slots (called holding the condition)."""
-        while self._pending and not self._paused and not self._closed and self._free_slots() > 0:
+        while self._pending and not self._paused and not self._closed and self._free_slots() >= self._needs():
             job = self._pending.popleft()
-            run = JobStream(job, self.session.tokenizer)
+            runs = job_streams(job, self.session.tokenizer)  # n > 1: samples sharing the prompt's prefill
             try:
-                self.batch.add(run.stream)
+                self.batch.add_parallel([run.stream for run in runs])
             except Exception as e:  # a request the batch refuses is answered alone
                 job.emit(Failed(e))
                 continue
-            self._running.append(run)
+            self._running.extend(runs)
         self.metrics.queue_depth.set(len(self._pending))
+
+    def _needs(self) -> int:
+        """Slots the next queued job takes: one per sample (`n`)."""
+        return self._pending[0].request.n
 
     def _free_slots(self) -> int:
         return self.session.slots - len(self._running)

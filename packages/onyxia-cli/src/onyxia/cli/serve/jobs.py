@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from onyxia.cli.llm.constraints import Constraint
+from onyxia.cli.llm.logprobs import TokenLogprob
 from onyxia.cli.llm.sampling import SamplingParams
 
 __all__ = ["Event", "Failed", "Finished", "GenerationRequest", "Job", "TextDelta"]
@@ -29,11 +30,15 @@ class GenerationRequest:
     stop_strings: tuple[str, ...] = ()
     keep_special: frozenset[int] = frozenset()  # special tokens whose text the answer keeps (tool-call markers)
     constraint: Constraint | None = None  # response_format / guided_*: checked against the model already
+    n: int = 1  # parallel samples (choices), sample i seeded seed + i (`llm/parallel_samples.py`)
+    logprobs: int | None = None  # None: off; k: each token's log-probability and its k best
 
 
 @dataclass(frozen=True)
 class TextDelta:
     text: str
+    index: int = 0  # the choice (sample) it belongs to
+    logprobs: tuple[TokenLogprob, ...] = ()  # of the tokens this delta completes, when the request asked
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class Finished:
     completion_tokens: int  # every token sampled, a stop token included
     time_to_first_token: float | None  # seconds from admission (queue wait included)
     decode_tokens_per_second: float
+    index: int = 0  # the choice (sample) it ends; a job with n samples ends after n of these
 
 
 @dataclass(frozen=True)

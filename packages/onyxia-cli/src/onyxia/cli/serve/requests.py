@@ -1,8 +1,8 @@
 """From an API body to a `GenerationRequest`: the prompt's ids, the budget, sampling and stops.
 
 Everything the schema cannot say is checked here and answered with 400 (413 for a prompt that
-leaves no room for an answer): no messages, an unknown role, n other than 1, logprobs, non-zero
-presence/frequency penalties (not implemented, so refused rather than ignored), `store` true, a tool
+leaves no room for an answer): no messages, an unknown role, n or logprobs out of range (`logprobs.py`),
+non-zero presence/frequency penalties (not implemented, so refused rather than ignored), `store` true, a tool
 message answering no call (`tool_calls.py` checks the tool parts), token ids outside
 the vocabulary, sampling values out of range (`SamplingParams.validate`). A request's max_tokens
 is clamped to what max_length leaves after its prompt (finish_reason then says "length").
@@ -18,6 +18,7 @@ from onyxia.cli.llm.sampling import SamplingParams
 from onyxia.cli.llm.session import LlmSession
 from onyxia.cli.serve.errors import ApiError
 from onyxia.cli.serve.jobs import GenerationRequest
+from onyxia.cli.serve.logprobs import requested_logprobs, requested_n
 from onyxia.cli.serve.response_format import request_constraint
 from onyxia.cli.serve.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
 from onyxia.cli.serve.tool_calls import template_message
@@ -117,6 +118,8 @@ def generation_request(
     params = _sampling(body, defaults.params)
     params.validate()  # an InputError: 400
     constraint = request_constraint(session, body)  # a 400 naming the field, before anything is queued
+    top = body.top_logprobs if isinstance(body, ChatCompletionRequest) else None
+    logprobs = requested_logprobs(isinstance(body, ChatCompletionRequest), body.logprobs, top)
     return GenerationRequest(
         prompt=prompt,
         max_tokens=room if limit is None else min(limit, room),
@@ -124,6 +127,8 @@ def generation_request(
         stop_ids=frozenset(ids) | frozenset(() if body.ignore_eos else eos),
         stop_strings=tuple(strings),
         constraint=constraint,
+        n=requested_n(session, body.n),
+        logprobs=logprobs,
     )
 
 
@@ -140,8 +145,6 @@ def _refuse_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None
     problems = [
         (name, message)
         for name, bad, message in (
-            ("n", body.n not in (None, 1), f"n is {body.n}; this server returns one choice (n=1)"),
-            ("logprobs", bool(body.logprobs), "logprobs are not supported"),
             (
                 "presence_penalty",
                 bool(body.presence_penalty),

@@ -11,18 +11,20 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from onyxia.cli.llm.logprobs import TokenLogprob
 from onyxia.cli.serve.engine import Engine, EngineClosed, QueueFull
 from onyxia.cli.serve.errors import ApiError
 from onyxia.cli.serve.jobs import Event, Failed, Finished, GenerationRequest, Job, TextDelta
 from onyxia.cli.serve.schemas import PromptTokensDetails, Usage
 from onyxia.core import InputError
 
-__all__ = ["DONE", "EventStream", "SseResponse", "new_id", "sse", "usage_of"]
+__all__ = ["DONE", "Choice", "EventStream", "SseResponse", "new_id", "sse", "usage_of"]
 
 DONE = "data: [DONE]\n\n"
 
@@ -35,12 +37,14 @@ def sse(body: BaseModel) -> str:
     return f"data: {body.model_dump_json(exclude_none=False)}\n\n"
 
 
-def usage_of(finished: Finished) -> Usage:
+def usage_of(*finished: Finished) -> Usage:
+    """Usage of a job's choices: the prompt once (as the first choice prefilled it), completions summed."""
+    first, completion = finished[0], sum(f.completion_tokens for f in finished)
     return Usage(
-        prompt_tokens=finished.prompt_tokens,
-        completion_tokens=finished.completion_tokens,
-        total_tokens=finished.prompt_tokens + finished.completion_tokens,
-        prompt_tokens_details=PromptTokensDetails(cached_tokens=finished.cached_tokens),
+        prompt_tokens=first.prompt_tokens,
+        completion_tokens=completion,
+        total_tokens=first.prompt_tokens + completion,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=first.cached_tokens),
     )
 
 
@@ -64,7 +68,9 @@ class EventStream:
             raise ApiError(503, str(e)) from None
 
     async def __aiter__(self) -> AsyncIterator[TextDelta | Finished]:
-        """Text deltas, then the `Finished` event; a failure raises the `ApiError` it answers with."""
+        """Text deltas, then the `Finished` event (one per choice: n of them, by `index`); a failure raises the
+        `ApiError` it answers with."""
+        finished = 0
         while True:
             event = await self._events.get()
             if isinstance(event, Failed):
@@ -72,7 +78,8 @@ class EventStream:
             if isinstance(event, Finished) and event.reason == "cancelled":  # only a shutdown cancels a listener
                 raise ApiError(503, "the server shut down during this request")
             yield event
-            if isinstance(event, Finished):
+            finished += isinstance(event, Finished)
+            if finished == self.job.request.n:
                 return
 
     async def collect(self) -> tuple[str, Finished]:
@@ -86,6 +93,41 @@ class EventStream:
         finally:
             self.job.cancel()  # a no-op once finished
         raise AssertionError("a job's events end with Finished or Failed")
+
+    async def collect_choices(self) -> list[Choice]:
+        """Every choice of the job (n of them, by index), whole. A cancelled wait cancels the job."""
+        choices = [Choice() for _ in range(self.job.request.n)]
+        try:
+            async for event in self:
+                choice = choices[event.index]
+                if isinstance(event, Finished):
+                    choice.finished = event
+                else:
+                    choice.offsets += [len(choice.text)] * len(event.logprobs)
+                    choice.parts.append(event.text)
+                    choice.logprobs.extend(event.logprobs)
+        finally:
+            self.job.cancel()
+        return choices
+
+
+@dataclass
+class Choice:
+    """One sample's whole answer: its text pieces, its tokens' log-probabilities (if asked), how it ended."""
+
+    parts: list[str] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)  # each logprob's token: the text's length before it
+    finished: Finished | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    @property
+    def ended(self) -> Finished:
+        assert self.finished is not None, "every choice ends with a Finished event"
+        return self.finished
 
 
 def _api_error(error: BaseException) -> ApiError:

@@ -15,13 +15,16 @@ from fastapi import APIRouter, Request
 from starlette.responses import FileResponse, Response
 
 from onyxia.cli.llm.session import LlmSession
+from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.cli.serve.embeddings import embedding_cards
 from onyxia.cli.serve.engine import Engine
 from onyxia.cli.serve.errors import ApiError
-from onyxia.cli.serve.jobs import TextDelta
+from onyxia.cli.serve.jobs import Finished, TextDelta
+from onyxia.cli.serve.logprob_bodies import ChatLogprobs
+from onyxia.cli.serve.logprobs import chat_logprobs, completion_logprobs
 from onyxia.cli.serve.metrics import Metrics
 from onyxia.cli.serve.requests import Defaults, chat_prompt, completion_prompt, generation_request
-from onyxia.cli.serve.responses import EventStream, SseResponse, new_id, sse, usage_of
+from onyxia.cli.serve.responses import Choice, EventStream, SseResponse, new_id, sse, usage_of
 from onyxia.cli.serve.schemas import (
     AssistantMessage,
     ChatChoice,
@@ -77,42 +80,61 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Cha
     if plan:
         job = replace(job, keep_special=plan.markers, constraint=constraint or job.constraint)
     stream, ident = EventStream(state.engine, job), new_id("chatcmpl")
+    tokenizer = state.session.tokenizer
     if body.stream:
         usage = bool(body.stream_options and body.stream_options.include_usage)
-        return SseResponse(stream, lambda s: _chat_chunks(s, ident, state.model, usage, plan))
-    text, finished = await stream.collect()
-    content, calls = plan.answer(text) if plan else (text, [])
-    reason = "tool_calls" if calls else _reason(finished.reason)
-    choice = ChatChoice(message=AssistantMessage(content=content, tool_calls=calls or None), finish_reason=reason)
-    return ChatCompletion(
-        id=ident, created=stream.created, model=state.model, choices=[choice], usage=usage_of(finished)
+        return SseResponse(stream, lambda s: _chat_chunks(s, ident, state.model, usage, tokenizer, plan))
+    choices = await stream.collect_choices()
+    asked = job.logprobs is not None
+    answers = [_chat_choice(i, c, plan, tokenizer, asked) for i, c in enumerate(choices)]
+    total = usage_of(*(c.ended for c in choices))
+    return ChatCompletion(id=ident, created=stream.created, model=state.model, choices=answers, usage=total)
+
+
+def _chat_choice(
+    index: int, choice: Choice, plan: ToolPlan | None, tokenizer: TextTokenizer, asked: bool
+) -> ChatChoice:
+    """One whole choice: its text (tool calls parsed out when the request has tools) and its logprobs."""
+    content, calls = plan.answer(choice.text) if plan else (choice.text, [])
+    return ChatChoice(
+        index=index,
+        message=AssistantMessage(content=content, tool_calls=calls or None),
+        finish_reason="tool_calls" if calls else _reason(choice.ended.reason),
+        logprobs=chat_logprobs(tokenizer, choice.logprobs) if asked else None,
     )
 
 
 async def _chat_chunks(
-    stream: EventStream, ident: str, model: str, include_usage: bool, plan: ToolPlan | None
+    stream: EventStream, ident: str, model: str, include_usage: bool, tokenizer: TextTokenizer, plan: ToolPlan | None
 ) -> AsyncIterator[str]:
-    def chunk(delta: Delta, reason: str | None = None) -> ChatCompletionChunk:
-        choice = ChatChunkChoice(delta=delta, finish_reason=_reason(reason) if reason else None)
-        return ChatCompletionChunk(id=ident, created=stream.created, model=model, choices=[choice])
+    def chunk(index: int, delta: Delta, reason: str | None = None, logprobs: ChatLogprobs | None = None) -> str:
+        choice = ChatChunkChoice(
+            index=index, delta=delta, finish_reason=_reason(reason) if reason else None, logprobs=logprobs
+        )
+        return sse(ChatCompletionChunk(id=ident, created=stream.created, model=model, choices=[choice]))
 
-    tools = ToolStream(plan) if plan else None
-    yield sse(chunk(Delta(role="assistant", content="")))
+    n = stream.job.request.n
+    tools = [ToolStream(plan) for _ in range(n)] if plan else None  # each choice's calls, parsed as they come
+    for index in range(n):
+        yield chunk(index, Delta(role="assistant", content=""))
+    ended: list[Finished] = []
     async for event in stream:
         if isinstance(event, TextDelta):
-            text = tools.push(event.text) if tools else event.text
-            if text:
-                yield sse(chunk(Delta(content=text)))
+            text = tools[event.index].push(event.text) if tools else event.text
+            logprobs = chat_logprobs(tokenizer, event.logprobs) if event.logprobs else None
+            if text or logprobs:
+                yield chunk(event.index, Delta(content=text), logprobs=logprobs)
             continue
-        tail, calls = tools.finish() if tools else ("", [])
+        ended.append(event)
+        tail, calls = tools[event.index].finish() if tools else ("", [])
         if tail:
-            yield sse(chunk(Delta(content=tail)))
+            yield chunk(event.index, Delta(content=tail))
         for delta in call_deltas(calls):
-            yield sse(chunk(Delta(tool_calls=[delta])))
-        yield sse(chunk(Delta(), "tool_calls" if calls else event.reason))
-        if include_usage:
-            usage = usage_of(event)
-            yield sse(ChatCompletionChunk(id=ident, created=stream.created, model=model, choices=[], usage=usage))
+            yield chunk(event.index, Delta(tool_calls=[delta]))
+        yield chunk(event.index, Delta(), "tool_calls" if calls else event.reason)
+    if include_usage:
+        usage = usage_of(*ended)
+        yield sse(ChatCompletionChunk(id=ident, created=stream.created, model=model, choices=[], usage=usage))
 
 
 @router.post("/v1/completions", response_model=None)
@@ -121,25 +143,43 @@ async def completions(body: CompletionRequest, request: Request) -> Completion |
     prompt = completion_prompt(state.session, body)
     job = generation_request(state.session, body, prompt, state.defaults, state.session.model_dir.eos_token_ids)
     stream, ident = EventStream(state.engine, job), new_id("cmpl")
+    tokenizer = state.session.tokenizer
     if body.stream:
         usage = bool(body.stream_options and body.stream_options.include_usage)
-        return SseResponse(stream, lambda s: _completion_chunks(s, ident, state.model, usage))
-    text, finished = await stream.collect()
-    choice = CompletionChoice(text=text, finish_reason=_reason(finished.reason))
-    return Completion(id=ident, created=stream.created, model=state.model, choices=[choice], usage=usage_of(finished))
+        return SseResponse(stream, lambda s: _completion_chunks(s, ident, state.model, usage, tokenizer))
+    choices = await stream.collect_choices()
+    answers = [
+        CompletionChoice(
+            index=i,
+            text=c.text,
+            finish_reason=_reason(c.ended.reason),
+            logprobs=completion_logprobs(tokenizer, c.logprobs, c.offsets) if job.logprobs is not None else None,
+        )
+        for i, c in enumerate(choices)
+    ]
+    total = usage_of(*(c.ended for c in choices))
+    return Completion(id=ident, created=stream.created, model=state.model, choices=answers, usage=total)
 
 
-async def _completion_chunks(stream: EventStream, ident: str, model: str, include_usage: bool) -> AsyncIterator[str]:
-    def chunk(choices: list[CompletionChoice], usage: Usage | None = None) -> Completion:
-        return Completion(id=ident, created=stream.created, model=model, choices=choices, usage=usage)
+async def _completion_chunks(
+    stream: EventStream, ident: str, model: str, include_usage: bool, tokenizer: TextTokenizer
+) -> AsyncIterator[str]:
+    def chunk(choices: list[CompletionChoice], usage: Usage | None = None) -> str:
+        return sse(Completion(id=ident, created=stream.created, model=model, choices=choices, usage=usage))
 
+    ended: list[Finished] = []
+    offsets = [0] * stream.job.request.n  # each choice's text so far: where its next token's text starts
     async for event in stream:
         if isinstance(event, TextDelta):
-            yield sse(chunk([CompletionChoice(text=event.text)]))
+            at = [offsets[event.index]] * len(event.logprobs)
+            logprobs = completion_logprobs(tokenizer, event.logprobs, at) if event.logprobs else None
+            offsets[event.index] += len(event.text)
+            yield chunk([CompletionChoice(index=event.index, text=event.text, logprobs=logprobs)])
             continue
-        yield sse(chunk([CompletionChoice(text="", finish_reason=_reason(event.reason))]))
-        if include_usage:
-            yield sse(chunk([], usage=usage_of(event)))
+        ended.append(event)
+        yield chunk([CompletionChoice(index=event.index, text="", finish_reason=_reason(event.reason))])
+    if include_usage:
+        yield chunk([], usage=usage_of(*ended))
 
 
 _REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "tool_calls"}

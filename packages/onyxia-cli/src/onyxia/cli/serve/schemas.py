@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from onyxia.cli.serve.logprob_bodies import ChatLogprobs, CompletionLogprobs
 from onyxia.cli.serve.tool_schemas import ToolCall, ToolCallDelta, ToolChoice, ToolDefinition
 
 __all__ = [
@@ -105,7 +106,7 @@ class _Sampling(_Request):
     stream_options: StreamOptions | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
-    logprobs: bool | int | None = None
+    logprobs: bool | int | None = None  # chat: true/false; completions: 0..5 top entries (`logprobs.py`)
     user: str | None = None  # accepted: an opaque id of the end user (OpenAI's abuse monitoring); not used
     metadata: dict[str, str] | None = None  # accepted: tags of a stored completion; nothing is stored
     store: bool | None = None  # accepted when false: this server stores no completions (true is a 400)
@@ -122,6 +123,7 @@ class ChatCompletionRequest(_Sampling):
     tools: list[ToolDefinition] | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
+    top_logprobs: int | None = None
 
 
 class CompletionRequest(_Sampling):
@@ -151,7 +153,7 @@ class ChatChoice(BaseModel):
     index: int = 0
     message: AssistantMessage
     finish_reason: FinishReason
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = None
 
 
 class ChatCompletion(BaseModel):
@@ -173,7 +175,7 @@ class ChatChunkChoice(BaseModel):
     index: int = 0
     delta: Delta
     finish_reason: FinishReason | None = None
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = None
 
 
 class ChatCompletionChunk(BaseModel):
@@ -189,7 +191,7 @@ class CompletionChoice(BaseModel):
     index: int = 0
     text: str
     finish_reason: FinishReason | None = None
-    logprobs: None = None
+    logprobs: CompletionLogprobs | None = None
 
 
 class Completion(BaseModel):
