@@ -37,21 +37,20 @@ import numpy as np
 
 from onyxia.cli.llm.batch_stream import Stream
 from onyxia.cli.llm.constrained_rows import allowed_masks, attach_matcher, masked_logits, set_allowed
-from onyxia.cli.llm.constraints import Constraint
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
 from onyxia.cli.llm.logprobs import LOGPROBS, TokenLogprob, asking_rows, check_logprobs, row_logprobs, select_rows
 from onyxia.cli.llm.parallel_samples import ParallelSamples
 from onyxia.cli.llm.pipelined import can_pipeline
-from onyxia.cli.llm.sampling import SamplingParams, gpu_params, on_gpu, sample_token
+from onyxia.cli.llm.request_checks import checked_request
+from onyxia.cli.llm.sampling import gpu_params, on_gpu, sample_token
 from onyxia.cli.llm.slot_table import SlotTable
-from onyxia.cli.llm.step_inputs import Row, step_feeds
-from onyxia.core import InputError
+from onyxia.cli.llm.step_inputs import Row, per_row_positions, step_feeds
 
 if TYPE_CHECKING:
     from onyxia.cli.llm.session import LlmSession
     from onyxia.runtime.pending import PendingRun
 
-__all__ = ["Batch", "Stream", "generate_batch"]
+__all__ = ["Batch", "Stream"]
 
 _GREEDY_ROW = np.zeros(3, np.float32)
 
@@ -62,7 +61,7 @@ class Batch:
         self.slots = SlotTable(session)
         self.waiting: deque[Stream] = deque()
         self.running: list[Stream] = []  # in admission order
-        self.per_row_positions = _per_row_positions(session)
+        self.per_row_positions = per_row_positions(session)
         self.steps = 0  # decode steps run
         self.last_batch_size = 0  # rows of the last decode step
         self._ahead: tuple[list[Stream], PendingRun] | None = None  # a decode run submitted, its tokens unread
@@ -85,19 +84,8 @@ class Batch:
 
     def _checked(self, stream: Stream) -> Stream:
         session = self.session
-        stream.params.validate()
+        stream.prompt = checked_request(session, stream.prompt, stream.max_new_tokens, stream.params)
         check_logprobs(stream.logprobs)
-        n = stream.max_new_tokens
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise InputError(f"generate(): max_new_tokens is {n!r}; expected an integer >= 0")
-        stream.prompt = session._token_ids(stream.prompt)
-        if not stream.prompt:
-            raise InputError("generate(): the prompt has no tokens")
-        if len(stream.prompt) + n > session.max_length:
-            raise InputError(
-                f"generate(): {len(stream.prompt)} prompt + {n} new tokens exceed max_length {session.max_length} "
-                "(per sequence); shorten the prompt or raise max_length"
-            )
         attach_matcher(session, stream)
         return stream
 
@@ -283,43 +271,3 @@ class Batch:
                 row = logits[b] if self._masks is None else masked_logits(logits[b], self._masks[b])
                 drawn[b] = sample_token(row, s.params, self.slots.history(s.slot or 0), s.rng)
         return list(zip(drawn, row_logprobs(streams, drawn, result, logits)))
-
-
-def generate_batch(
-    session: LlmSession,
-    prompts: Sequence[str | Sequence[int]],
-    max_new_tokens: int,
-    params: SamplingParams | Sequence[SamplingParams],
-    stop: Sequence[int] | None,
-    constraint: Constraint | Sequence[Constraint | None] | None = None,
-) -> list[list[int]]:
-    """`LlmSession.generate_batch`: one stream per prompt, stepped until all finish."""
-    many = list(params) if isinstance(params, Sequence) else [params] * len(prompts)
-    grammars = list(constraint) if isinstance(constraint, Sequence) else [constraint] * len(prompts)
-    if len(many) != len(prompts) or len(grammars) != len(prompts):
-        raise InputError(
-            f"generate_batch(): {len(prompts)} prompts but {len(many)} sampling params and {len(grammars)} constraints"
-        )
-    stops = session.model_dir.eos_token_ids if stop is None else list(stop)
-    batch = Batch(session)
-    streams = [
-        batch.add(
-            Stream(session.tokenizer.encode(p) if isinstance(p, str) else p, max_new_tokens, sp, stops, constraint=c)
-        )
-        for p, sp, c in zip(prompts, many, grammars)
-    ]
-    batch.run()
-    return [s.tokens for s in streams]
-
-
-def _per_row_positions(session: LlmSession) -> bool:
-    """Whether a run's rows may have cached different lengths. GroupQueryAttention derives each row's positions
-    and window from its seqlens (genai, onnx-community). Other graphs need `position_ids` fed, and no sliding
-    window shorter than the cache: their window mask is built from the shared past length, which would hide
-    a shorter row's recent keys (optimum's and PyTorch's Mistral, Gemma 2 and 3 exports)."""
-    sig = session.signature
-    if session.slots == 1 or "GroupQueryAttention" in {op.op_type for op in session.executor.compiled.operations}:
-        return True
-    config = session.model_dir.config
-    window = config.get("sliding_window") if config.get("use_sliding_window", True) is not False else None
-    return sig.position_ids is not None and not (window and window < session.max_length)

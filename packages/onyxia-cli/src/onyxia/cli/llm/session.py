@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
-from onyxia.cli.llm.constrained_rows import set_allowed
 from onyxia.cli.llm.constraints import Constraint
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN, SAMPLING
 from onyxia.cli.llm.generation_stats import GenerationStats, SessionBusyError, Turn
 from onyxia.cli.llm.model_dir import ModelDirectory
-from onyxia.cli.llm.pipelined import can_pipeline, pipelined_decode
 from onyxia.cli.llm.sampling import SamplingParams, gpu_params, on_gpu, sample_token
 from onyxia.cli.llm.signature import LlmSignature
+from onyxia.cli.llm.single_stream import single_stream_ids
 from onyxia.cli.llm.step_inputs import Row, StepDims, checked_token_ids, step_feeds, vocab_size
 from onyxia.cli.llm.tokenizer import TextTokenizer
 from onyxia.core import InputError
@@ -163,51 +162,7 @@ class LlmSession:
         (a second generator, another thread) while this one is open raises `SessionBusyError`;
         closing or finishing the generator frees the session."""
         with self._turn.hold("generate()"):
-            yield from self._generate_ids(prompt_ids, max_new_tokens, params, stop, constraint)
-
-    def _generate_ids(
-        self,
-        prompt_ids: Sequence[int],
-        max_new_tokens: int,
-        params: SamplingParams,
-        stop: Sequence[int],
-        constraint: Constraint | None = None,
-    ) -> Iterator[int]:
-        import time
-
-        params.validate()
-        if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
-            raise InputError(f"generate(): max_new_tokens is {max_new_tokens!r}; expected an integer >= 0")
-        prompt = self._token_ids(prompt_ids)
-        if not prompt:
-            raise InputError("generate(): the prompt has no tokens")
-        if self.position + len(prompt) + max_new_tokens > self.max_length:
-            raise InputError(
-                f"generate(): {self.position} cached + {len(prompt)} prompt + {max_new_tokens} new tokens exceed "
-                f"max_length {self.max_length}; start a new conversation or raise max_length"
-            )
-        self.stats = GenerationStats(prompt_tokens=len(prompt))
-        set_allowed(self, None)  # a constrained batch's last run may have left its masks resident
-        if constraint is not None:
-            from onyxia.cli.llm.constrained_generate import constrained_ids
-
-            yield from constrained_ids(self, prompt, max_new_tokens, params, stop, constraint)
-            return
-        rng = np.random.default_rng(params.seed)
-        if on_gpu(params) and max_new_tokens and can_pipeline(self):
-            yield from pipelined_decode(self, prompt, max_new_tokens, stop, lambda: gpu_params(params, rng))
-            return
-        start = time.perf_counter()
-        token = self._step(prompt, params, rng)
-        self.stats.prefill_seconds = time.perf_counter() - start
-        decode_start = time.perf_counter()
-        for produced in range(max_new_tokens):
-            self.stats.new_tokens = produced + 1
-            yield token
-            if token in stop or produced + 1 == max_new_tokens:
-                break
-            token = self._step([token], params, rng)
-            self.stats.decode_seconds = time.perf_counter() - decode_start
+            yield from single_stream_ids(self, prompt_ids, max_new_tokens, params, stop, constraint)
 
     def generate(
         self,
@@ -257,7 +212,7 @@ class LlmSession:
         """Each prompt's new token ids (a stop id included), generated together over the session's slots
         (`llm/batch.py`); prompts past the slot count wait for a free slot. For streaming, cancelling and
         arrivals over time, step a `batch()` and add `Stream`s to it."""
-        from onyxia.cli.llm.batch import generate_batch
+        from onyxia.cli.llm.generate_batch import generate_batch
 
         return generate_batch(self, prompts, max_new_tokens, params, stop, constraint)
 

@@ -24,9 +24,10 @@ from onyxia.core.resident_kv import KV_ROWS
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr
 
 if TYPE_CHECKING:
+    from onyxia.cli.llm.session import LlmSession
     from onyxia.runtime import PlanExecutor
 
-__all__ = ["Row", "StepDims", "checked_token_ids", "step_feeds", "vocab_size"]
+__all__ = ["Row", "StepDims", "checked_token_ids", "per_row_positions", "step_feeds", "vocab_size"]
 
 
 @dataclass(frozen=True)
@@ -122,3 +123,16 @@ def vocab_size(executor: PlanExecutor, logits: str) -> int | None:
     """The logits' last dim (rows of the lm head): the number of token ids the model knows."""
     last = executor.compiled.tensor_by_name(logits).dims[-1]
     return last if isinstance(last, int) else None
+
+
+def per_row_positions(session: LlmSession) -> bool:
+    """Whether a run's rows may have cached different lengths. GroupQueryAttention derives each row's positions
+    and window from its seqlens (genai, onnx-community). Other graphs need `position_ids` fed, and no sliding
+    window shorter than the cache: their window mask is built from the shared past length, which would hide
+    a shorter row's recent keys (optimum's and PyTorch's Mistral, Gemma 2 and 3 exports)."""
+    sig = session.signature
+    if session.slots == 1 or "GroupQueryAttention" in {op.op_type for op in session.executor.compiled.operations}:
+        return True
+    config = session.model_dir.config
+    window = config.get("sliding_window") if config.get("use_sliding_window", True) is not False else None
+    return sig.position_ids is not None and not (window and window < session.max_length)
