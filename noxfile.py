@@ -38,6 +38,7 @@ nox.options.sessions = [
     "runtime",
     "cli",
     "example",
+    "lowest",
     "e2e",
     "packaged_models",
     "rayserve",

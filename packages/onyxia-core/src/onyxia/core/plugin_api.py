@@ -103,7 +103,8 @@ def check_plugin_api(ep: EntryPoint, target: object, provided: str = PLUGIN_API_
 
 
 def _describe(ep: EntryPoint) -> str:
-    """ "operator package 'dist' 1.2 (entry point 'name' = module:attr)", or without the package for a bare one."""
+    """How messages name a plugin: operator package 'dist' 1.2 (entry point 'name' = module:attr), or the entry
+    point alone when no distribution provides it."""
     dist = getattr(ep, "dist", None)
     where = f"entry point '{ep.name}' = {ep.value}"
     if dist is None:
