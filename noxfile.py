@@ -29,6 +29,7 @@ nox.options.sessions = [
     "lint",
     "typecheck",
     "size",
+    "api",
     "build",
     "core",
     "onnx",
@@ -37,6 +38,7 @@ nox.options.sessions = [
     "runtime",
     "cli",
     "example",
+    "lowest",
     "e2e",
     "packaged_models",
     "rayserve",
@@ -419,3 +421,70 @@ def docs(session: nox.Session) -> None:
     session.install("-r", str(ROOT / "docs" / "requirements.txt"))
     with session.chdir(ROOT):
         session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+# ----- session: lowest allowed versions (appended; self-contained) --------------------------------------------------
+@nox.session
+@nox.parametrize("package", [*PACKAGES, "example-ops"])
+def lowest(session: nox.Session, package: str) -> None:
+    """A package's tests against the lowest versions its metadata allows, so a declared range is a tested one.
+
+    `onyxia-<package>[test]` comes from the wheelhouse (siblings are the local wheels: the lowest a
+    ``>=0.1,<0.2`` range allows is the 0.1 being built), and every third-party requirement that the
+    package and the onyxia siblings it pulls in declare is passed to uv as a direct requirement with
+    ``--resolution lowest-direct``: each resolves to the lowest version that all those declarations allow
+    (PyPI wheels for this interpreter), while what *they* depend on resolves to the newest, as a user's
+    fresh install would. pytest stops at the first failure (``-x``); ``nox -s "lowest(package='core')"``
+    runs one package, and arguments after ``--`` go to pytest."""
+    if session.venv_backend != "uv":
+        session.error("the lowest session needs uv (--resolution lowest-direct); install uv beside nox")
+    name = f"onyxia-{package}"
+    wheelhouse = _wheelhouse(session)
+    third_party = _third_party_requirements(name, "test")
+    session.log(f"{name}: lowest of " + ", ".join(third_party))
+    session.install(
+        "--resolution",
+        "lowest-direct",
+        "--find-links",
+        str(wheelhouse),
+        "--constraint",
+        str(wheelhouse / "constraints.txt"),
+        *(f"--refresh-package={p}" for p in PROJECTS),
+        f"{name}[test]",
+        *third_party,
+    )
+    _check_installed(session, f"{name}[test]")
+    session.run("uv", "pip", "list", "--python", session.virtualenv.location, silent=False)
+    tests = PROJECTS[name] / "tests"
+    ignore = [f"--ignore={tests / 'rayserve'}"] if package == "cli" else []  # Ray Serve: its own session
+    _pytest(session, tests, "-x", *ignore)
+
+
+def _third_party_requirements(name: str, extra: str) -> list[str]:
+    """The non-onyxia requirements of `name` (with `extra`) and of every onyxia distribution they pull in."""
+    found: list[str] = []
+    for dist in sorted(_declared_closure(name, extra)):
+        project = tomllib.loads((PROJECTS[dist] / "pyproject.toml").read_text())["project"]
+        requirements = list(project.get("dependencies", []))
+        if dist == name:
+            requirements += project.get("optional-dependencies", {}).get(extra, [])
+        found += [r for r in requirements if not r.startswith("onyxia-") and r not in found]
+    return found
+
+
+# ----- session: public API against the last release (appended; self-contained; in the default list: seconds) ----------
+@nox.session
+def api(session: nox.Session) -> None:
+    """Each distribution's public API (``__all__`` of its public modules) against its last release's snapshot.
+
+    Fails on a breaking change to a public signature that the package's CHANGELOG.md does not announce
+    under ``### Breaking`` in ``## [Unreleased]``, naming the symbol; the precise rule is the docstring of
+    tools/release/api_check.py. The snapshots (``<project>/api/<version>.json``) are committed, so a clone
+    without the release tags checks the same. Then tools/release's tests, which show the check failing on
+    a changed signature without a changelog entry and passing with one. ``nox -s api -- onyxia-core``
+    checks one distribution."""
+    session.install("griffe>=2.4,<3", "pytest>=8.1")
+    tools = ROOT / "tools" / "release"
+    session.run("python", str(tools / "api_check.py"), "check", *session.posargs)
+    with session.chdir(Path(session.create_tmp()).resolve()):
+        session.run("pytest", str(tools), f"--rootdir={tools}", "-p", "no:cacheprovider", "-q")

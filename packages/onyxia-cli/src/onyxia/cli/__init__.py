@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from onyxia.cli.main import build_parser, main
 
-__version__ = "0.1.0"
+from onyxia.cli._version import __version__ as __version__
 
 __all__ = ["build_parser", "main"]
 

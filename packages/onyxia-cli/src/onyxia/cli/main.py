@@ -116,9 +116,6 @@ def _log_warning(message: Warning | str, category: type[Warning], *_: Any, **__:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from onyxia.cli._version import __version__
 
-    try:
-        return version("onyxia-cli")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__

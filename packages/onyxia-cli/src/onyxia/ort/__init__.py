@@ -20,8 +20,7 @@ memory). `__version__` is the onyxia-cli distribution's version (Onyxia's, not o
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
+from onyxia.cli._version import __version__ as __version__
 from onyxia.ort.errors import (
     EPFail,
     Fail,
@@ -38,11 +37,6 @@ from onyxia.ort.options import ExecutionMode, ExecutionOrder, GraphOptimizationL
 from onyxia.ort.ort_value import OrtValue
 from onyxia.ort.providers import PROVIDER, get_all_providers, get_available_providers, get_device
 from onyxia.ort.session import InferenceSession
-
-try:
-    __version__ = version("onyxia-cli")
-except PackageNotFoundError:  # run from a source tree without the distribution installed
-    __version__ = "0.0.0+unknown"
 
 IOBinding = SessionIOBinding  # onnxruntime's Python wrapper class name
 

@@ -4,10 +4,9 @@ Middle layer of load -> IR -> passes -> plan -> executor: it takes an `IrGraph` 
 `OperatorRegistry` and returns pure data. It must not import onnx, wgpu or onyxia.runtime.
 """
 
+from onyxia.compiler._version import __version__ as __version__
 from onyxia.compiler.passes import ConstantFoldingPass, PlanningPass, ShapeInferencePass, SymbolicResolutionPass
 from onyxia.compiler.pipeline import CompilerPipeline, PassError, compile
-
-__version__ = "0.1.0"
 
 __all__ = [
     "CompilerPipeline",

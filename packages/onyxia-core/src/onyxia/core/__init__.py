@@ -4,6 +4,7 @@ Bottom layer of load -> IR -> passes -> plan -> executor. It depends on numpy on
 import onnx, wgpu or any other onyxia package.
 """
 
+from onyxia.core._version import __version__ as __version__
 from onyxia.core.bindings import (
     BINDING_ALIGNMENT,
     MAX_BINDING_BYTES,
@@ -59,6 +60,13 @@ from onyxia.core.plan import (
 )
 from onyxia.core.plan_builder import PlanBuilder, ShaderHandle
 from onyxia.core.plan_ctx import PlanCtx
+from onyxia.core.plugin_api import (
+    PLUGIN_API_VERSION,
+    PluginApiWarning,
+    PluginVersionError,
+    is_compatible,
+    plugin_api,
+)
 from onyxia.core.registry import FamilyKey, FamilyTable, OperatorRegistry, VersionedKey, merge_families
 from onyxia.core.shapes import Absent, Static, Symbolic, TensorShape, shape_of, static_dims
 from onyxia.core.symbolic import SymbolicDim, SymbolicExpr, ceil_div
@@ -66,14 +74,13 @@ from onyxia.core.values import TensorValue
 from onyxia.core.wgsl import ShaderLibrary, load_wgsl, preprocess
 from onyxia.core.wgsl_literals import wgsl_dim, wgsl_literal
 
-__version__ = "0.1.0"
-
 __all__ = [
     "BINDING_ALIGNMENT",
     "FOLD_ELEMENT_LIMIT",
     "WEIGHT_FOLD_ELEMENT_LIMIT",
     "MAX_BINDING_BYTES",
     "MAX_BUFFER_BYTES",
+    "PLUGIN_API_VERSION",
     "Absent",
     "BindingDesc",
     "BufferRange",
@@ -108,6 +115,8 @@ __all__ = [
     "PlanCtx",
     "PlanTensor",
     "PlannedOp",
+    "PluginApiWarning",
+    "PluginVersionError",
     "Replanner",
     "PlanningError",
     "ScratchBufferDesc",
@@ -135,12 +144,14 @@ __all__ = [
     "WriteBuffer",
     "as_output_value",
     "binding_limit",
+    "is_compatible",
     "is_symbolic_value",
     "ceil_div",
     "load_wgsl",
     "max_binding_bytes",
     "max_buffer_bytes",
     "merge_families",
+    "plugin_api",
     "preprocess",
     "require_gpu_type",
     "shape_of",

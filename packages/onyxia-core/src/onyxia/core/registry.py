@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias, runtime_check
 
 from onyxia.core.errors import OnyxiaError
 from onyxia.core.operator import Operator
+from onyxia.core.plugin_api import PluginVersionError, check_plugin_api
 from onyxia.core.wgsl import ShaderLibrary
 
 if TYPE_CHECKING:
@@ -140,13 +141,17 @@ class OperatorRegistry:
         return sorted(rows, key=lambda r: (r.domain, r.op_type, r.since))
 
     def discover(self) -> OperatorRegistry:
-        """Call every ``onyxia.operators`` entry point with this registry."""
+        """Call every ``onyxia.operators`` entry point with this registry, once its plugin API version is
+        checked (`onyxia.core.plugin_api`: a mismatch raises `PluginVersionError` naming the package)."""
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             if ep.name in self.plugins:
                 continue
             try:
                 register = ep.load()
+                check_plugin_api(ep, register)  # an incompatible plugin API version stops here, named
                 register(self)
+            except PluginVersionError:
+                raise
             except Exception as e:  # a broken plugin must say which one it is
                 raise OnyxiaError(f"operator plugin '{ep.name}' ({ep.value}) failed to register: {e}") from e
             self.plugins.append(ep.name)

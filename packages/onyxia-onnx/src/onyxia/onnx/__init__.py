@@ -6,6 +6,7 @@ can be dumped after a pass and checked against onnxruntime. Depends on onyxia.co
 numpy only; it must not import wgpu or onyxia.runtime, onyxia.operators or onyxia.compiler.
 """
 
+from onyxia.onnx._version import __version__ as __version__
 from onyxia.onnx.errors import ModelValidationError, OnnxError
 from onyxia.onnx.export import to_onnx
 from onyxia.onnx.loader import load_and_parse_model

@@ -4,9 +4,8 @@ Sits between the IR (onyxia.core) and planning: each operator infers shapes, fol
 steps through the ctx objects. It must not import onyxia.runtime, onnx or wgpu.
 """
 
+from onyxia.operators._version import __version__ as __version__
 from onyxia.operators.passes import default_passes
 from onyxia.operators.registry import core_operator_registry, register_builtin
-
-__version__ = "0.1.0"
 
 __all__ = ["core_operator_registry", "default_passes", "register_builtin"]

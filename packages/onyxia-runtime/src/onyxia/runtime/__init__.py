@@ -25,12 +25,11 @@ bindings span the buffer's allocation, which can exceed the tensor after growth:
 loops from dims, never from ``arrayLength``.
 """
 
+from onyxia.runtime._version import __version__ as __version__
 from onyxia.runtime.adapter import BACKENDS, Runtime, select_adapter
 from onyxia.runtime.compile_target import adapter_facts_of, compiling_for, device_limits
 from onyxia.runtime.device import DeviceContext, ExecutorStats
 from onyxia.runtime.executor import PlanExecutor
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BACKENDS",
