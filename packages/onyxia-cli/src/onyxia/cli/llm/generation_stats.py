@@ -16,9 +16,10 @@ __all__ = ["GenerationStats", "SessionBusyError", "Turn"]
 class GenerationStats:
     prompt_tokens: int = 0
     new_tokens: int = 0
-    forced_tokens: int = 0  # of new_tokens, those a grammar forced (fed without a decode step each)
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0
+    forced_tokens: int = 0  # of new_tokens, those a grammar forced (fed without a decode step each); last: fields
+    # keep their positions (a public dataclass: `nox -s api`)
 
     @property
     def prefill_tokens_per_second(self) -> float:
