@@ -9,11 +9,6 @@ from __future__ import annotations
 
 import base64
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -24,10 +19,9 @@ import openai
 import pytest
 from embedding_cases import CLS, DATA, MEAN, assert_same_vectors, expected, model, texts, token_counts
 from serve_cases import MODEL, running, tiny_session
+from serve_process import serve_command
 
 from onyxia.cli.serve import create_app
-
-STARTUP_SECONDS = 240
 
 
 @pytest.fixture(scope="module")
@@ -149,25 +143,8 @@ def test_a_server_without_an_embedding_model_says_how_to_start_one() -> None:
 
 
 def test_onyxia_serve_embedding_model_serves_both_from_the_command_line() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    argv = ["serve", str(DATA / MODEL), "--precision", "fp32", "--max-length", "64", "--port", str(port)]
-    argv += ["--embedding-model", str(DATA / MEAN)]
-    code = f"from onyxia.cli.main import main; raise SystemExit(main({argv!r}))"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            assert proc.poll() is None, proc.communicate()[1]
-            try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"onyxia serve did not answer within {STARTUP_SECONDS} s"
-            time.sleep(0.5)
+    args = [str(DATA / MODEL), "--precision", "fp32", "--max-length", "64", "--embedding-model", str(DATA / MEAN)]
+    with serve_command(args) as (base, proc):
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=60)
         assert [m.id for m in client.models.list().data] == [MODEL, MEAN]
         answer = client.embeddings.create(model=MEAN, input=texts(MEAN))  # base64 on the wire, decoded by the client
@@ -176,12 +153,4 @@ def test_onyxia_serve_embedding_model_serves_both_from_the_command_line() -> Non
             model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3, temperature=0
         )
         assert chat.usage is not None and chat.usage.completion_tokens == 3
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     assert proc.returncode in (0, 130)

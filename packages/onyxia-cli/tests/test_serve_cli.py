@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 from llm_cases import DATA
-
-STARTUP_SECONDS = 240
+from serve_process import serve_command
 
 
 def test_help_lists_the_server_flags(cli: Callable[..., Any]) -> None:
@@ -40,40 +34,10 @@ def test_without_the_serve_extra_it_says_what_to_install(
     assert "uvicorn" in result.err and "onyxia-cli[serve]" in result.err
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 def test_the_command_serves_until_interrupted() -> None:
-    port = _free_port()
-    argv = ["serve", str(DATA / "gemma3-tiny"), "--precision", "fp32", "--max-length", "64", "--port", str(port)]
-    code = f"from onyxia.cli.main import main; raise SystemExit(main({argv!r}))"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            assert proc.poll() is None, proc.communicate()[1]
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"onyxia serve did not answer within {STARTUP_SECONDS} s"
-            time.sleep(0.5)
+    with serve_command([str(DATA / "gemma3-tiny"), "--precision", "fp32", "--max-length", "64"]) as (url, proc):
         body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0}
         answer = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60).json()
         assert answer["usage"]["completion_tokens"] == 3 and answer["model"] == "gemma3-tiny"
         assert httpx.post(f"{url}/v1/chat/completions", json={**body, "max_tokens": 100}).status_code == 200
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     assert proc.returncode in (0, 130)
