@@ -161,6 +161,7 @@ def _dispatch(
         "ROWS": kernel.rows,
         "ROW_ITEMS": " ".join(str(r) for r in range(kernel.rows)),
         "CG": kernel.column_groups,
+        "CG_ITEMS": " ".join(str(g) for g in range(kernel.column_groups)),
         "SPLIT": kernel.split,
         "WORKGROUP_SIZE": kernel.workgroup_size,
     }

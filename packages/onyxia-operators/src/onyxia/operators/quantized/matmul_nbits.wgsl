@@ -96,30 +96,35 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
     var sum_a = array<f32, #{ROWS}>();
 #endif
     for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
-        var q: array<Eight, COLUMNS>;
-        for (var g = 0u; g < #{CG}u; g++) {
-            let words = b_words(slot, n0 + 4u * g, w);
-            for (var c = 0u; c < 4u; c++) {
-                q[4u * g + c] = unpack_nibbles(words[c]);
-            }
-        }
+        // the column groups written out (`#for`): lavapipe keeps a constant-bound WGSL loop a loop, with its
+        // exec-mask blends on every value it carries (rows 8: 17% faster unrolled)
+#for g in #{CG_ITEMS}
+        let words#{g} = b_words(slot, n0 + 4u * #{g}u, w);
+        let q#{g} = array<Eight, 4>(
+            unpack_nibbles(words#{g}.x), unpack_nibbles(words#{g}.y), unpack_nibbles(words#{g}.z), unpack_nibbles(words#{g}.w)
+        );
+#endfor
         // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
 #ifdef SPREAD_A
-        let xs = a_rows(m0, w * 8u);
+        let spread = a_spread(m0, w * 8u);
 #endif
 #for r in #{ROW_ITEMS}
 #ifdef SPREAD_A
-        let x#{r} = xs[#{r}];
+        // each row broadcast where it is used (subgroupBroadcast takes a constant lane), so few stay live
+        let x#{r} = spread_pick(
+            #{r}u,
+            Eight(subgroupBroadcast(spread.mine.lo, #{r}u), subgroupBroadcast(spread.mine.hi, #{r}u)),
+            Eight(subgroupBroadcast(spread.high.lo, #{r}u % 4u), subgroupBroadcast(spread.high.hi, #{r}u % 4u))
+        );
 #else
         let x#{r} = a_shared(m0 + #{r}u, w * 8u);
 #endif
 #ifdef A_SUMS
         sum_a[#{r}] += dot(x#{r}.lo + x#{r}.hi, vec4<f32>(1.0));
 #endif
-        for (var g = 0u; g < #{CG}u; g++) {
-            let j = 4u * g;
-            dot_q[#{r}u * #{CG}u + g] += vec4<f32>(dot8(x#{r}, q[j]), dot8(x#{r}, q[j + 1u]), dot8(x#{r}, q[j + 2u]), dot8(x#{r}, q[j + 3u]));
-        }
+#for g in #{CG_ITEMS}
+        dot_q[#{r}u * #{CG}u + #{g}u] += vec4<f32>(dot8(x#{r}, q#{g}[0]), dot8(x#{r}, q#{g}[1]), dot8(x#{r}, q#{g}[2]), dot8(x#{r}, q#{g}[3]));
+#endfor
 #endfor
     }
 #ifdef Q_SHARED
@@ -129,24 +134,26 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
     let sa = row_scales(blk, m0);
 #endif
 #endif
-    for (var g = 0u; g < #{CG}u; g++) {
-        let s = scales4(slot, n0 + 4u * g, blk);
+#for g in #{CG_ITEMS}
+    {
+        let s = scales4(slot, n0 + 4u * #{g}u, blk);
 #ifdef A_SUMS
-        let z = zero_points4(slot, n0 + 4u * g, blk);
+        let z = zero_points4(slot, n0 + 4u * #{g}u, blk);
 #endif
 #for r in #{ROW_ITEMS}
 #ifdef A_SUMS
-        let sums#{r} = dot_q[#{r}u * #{CG}u + g] - z * sum_a[#{r}];
+        let sums#{r} = dot_q[#{r}u * #{CG}u + #{g}u] - z * sum_a[#{r}];
 #else
-        let sums#{r} = dot_q[#{r}u * #{CG}u + g];
+        let sums#{r} = dot_q[#{r}u * #{CG}u + #{g}u];
 #endif
 #ifdef INT8
-        (*acc)[#{r}u * #{CG}u + g] += (s * sa[#{r}]) * sums#{r};
+        (*acc)[#{r}u * #{CG}u + #{g}u] += (s * sa[#{r}]) * sums#{r};
 #else
-        (*acc)[#{r}u * #{CG}u + g] += s * sums#{r};
+        (*acc)[#{r}u * #{CG}u + #{g}u] += s * sums#{r};
 #endif
 #endfor
     }
+#endfor
 }
 
 // This thread's sums (see add_block) over blocks t, t + SPLIT, ... in order, whatever the tile.

@@ -3,7 +3,7 @@
 // Q_SHARED, SPREAD_A, ROWS, ROW_ITEMS, MP, dim M). With SHARED_A lane 0 of each subgroup loads them and
 // subgroupBroadcast hands them to the other lanes: lavapipe runs every storage load lane by lane, whatever the
 // address, so 8 lanes loading one value cost 8 loads, and an elected load and a broadcast about one. With SPREAD_A
-// each lane loads a different row (`a_rows`). main sets subgroup_lane (and subgroup_lanes with SPREAD_A).
+// each lane loads a different row (`a_spread`). main sets subgroup_lane (and subgroup_lanes with SPREAD_A).
 #import onyxia::nbits_activations
 
 var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SHARED_A)
@@ -29,27 +29,34 @@ fn spread_row(m0: u32, k0: u32, lanes: u32) -> Eight {
     return a_eight(min(m0 + subgroup_lane % lanes, #{M} - 1u), k0);
 }
 
-// Rows m0 .. m0 + ROWS - 1 (ROWS 4 or 8), elements k0 .. k0 + 7: lane l of the subgroup loads row l % ROWS (with
-// 4-lane subgroups and ROWS 8, two rounds of 4) and subgroupBroadcast hands every row to every lane: one load per
-// lane where a_shared's costs a load per row, lane by lane. Every lane of the subgroup must call it.
-fn a_rows(m0: u32, k0: u32) -> array<Eight, #{ROWS}> {
-    var x: array<Eight, #{ROWS}>;
+// Rows m0 .. m0 + ROWS - 1 (ROWS 4 or 8), elements k0 .. k0 + 7, spread over the subgroup: lane l loads row
+// m0 + l % ROWS into `mine` (with 4-lane subgroups and ROWS 8, row m0 + l % 4, and row m0 + 4 + l % 4 into
+// `high`): one load per lane where a_shared's costs a load per row, lane by lane. The caller broadcasts each row
+// where it uses it (`spread_pick`), so only `mine` and `high` stay live across the rows, not every row at once.
+// Every lane of the subgroup must call it.
+struct Spread {
+    mine: Eight,
+    high: Eight,
+}
+
+fn a_spread(m0: u32, k0: u32) -> Spread {
+    var s: Spread;
 #if ROWS == 8
     if (subgroup_lanes < 8u) {
-        let low = spread_row(m0, k0, 4u);
-        let high = spread_row(m0 + 4u, k0, 4u);
-#for l in 0 1 2 3
-        x[#{l}] = Eight(subgroupBroadcast(low.lo, #{l}u), subgroupBroadcast(low.hi, #{l}u));
-        x[#{l} + 4] = Eight(subgroupBroadcast(high.lo, #{l}u), subgroupBroadcast(high.hi, #{l}u));
-#endfor
-        return x;
+        s.mine = spread_row(m0, k0, 4u);
+        s.high = spread_row(m0 + 4u, k0, 4u);
+        return s;
     }
 #endif
-    let mine = spread_row(m0, k0, #{ROWS}u);
-#for l in #{ROW_ITEMS}
-    x[#{l}] = Eight(subgroupBroadcast(mine.lo, #{l}u), subgroupBroadcast(mine.hi, #{l}u));
-#endfor
-    return x;
+    s.mine = spread_row(m0, k0, #{ROWS}u);
+    return s;
+}
+
+// Row r of the spread rows, from `mine` broadcast from lane r or `high` broadcast from lane r % 4 (a 4-lane subgroup's
+// rows 4 .. 7); r is a constant, so for r < 4 the high broadcast is dead code.
+fn spread_pick(r: u32, mine: Eight, high: Eight) -> Eight {
+    let from_high = r >= 4u && subgroup_lanes < 8u;
+    return Eight(select(mine.lo, high.lo, from_high), select(mine.hi, high.hi, from_high));
 }
 #endif
 
