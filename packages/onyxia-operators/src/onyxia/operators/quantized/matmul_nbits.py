@@ -162,6 +162,7 @@ def _dispatch(
         "ROW_ITEMS": " ".join(str(r) for r in range(kernel.rows)),
         "CG": kernel.column_groups,
         "CG_ITEMS": " ".join(str(g) for g in range(kernel.column_groups)),
+        "WPB_CHUNKS": max(1, dims["WPB"] // 4),
         "SPLIT": kernel.split,
         "WORKGROUP_SIZE": kernel.workgroup_size,
     }

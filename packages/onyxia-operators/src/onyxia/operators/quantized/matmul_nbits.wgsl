@@ -10,8 +10,11 @@
 // column group, taking blocks t, t + SPLIT, ..., and add their sums through workgroup memory). Per block it
 // accumulates sum(a * q) and sum(a), then applies the block's zero point and scale once:
 // sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k) (A_SUMS; with the zero point 8 the nibbles are
-// unpacked as q - 8 instead, and no sum of a is kept). The columns of a thread share each load of a, which (more
-// than the weight reads) bounds the speed on lavapipe; ROWS > 1 (batched decode, prefill) shares each weight
+// unpacked as q - 8 instead, and no sum of a is kept). With INT8 the block sums are taken in i32, two columns to
+// a lane value (onyxia::nbits_pairs: lavapipe has no fused multiply-add, so each f32 product costs a multiply and
+// an add), as sum_k qa_k (q_k - 8) and, with A_SUMS, z - 8 for z: the same exact integers, so the same bits as the
+// f32 sums (INT8 never meets CODEBOOK or float zero points). The columns of a thread share each load of a, which
+// (more than the weight reads) bounds the speed on lavapipe; ROWS > 1 (batched decode, prefill) shares each weight
 // unpack. A row's arithmetic and order do not depend on ROWS, so a row of a batched decode step (the rows4 and
 // rows8 tiles, SPLIT as the decode tile's) gets the bits the decode kernel gives it alone.
 //
@@ -53,7 +56,8 @@
 //                       subgroupBroadcast hands each row to every lane (one load per lane, not one per row); every
 //                       lane computes, columns past N too, since the others need its row
 //       A_SUMS          flag (ZP packed or float): keep each row's block sums of a (the zero point varies)
-//       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
+//       CG              column groups of 4 per thread (each load of a serves 4 * CG columns); CG_ITEMS: 0 .. CG - 1
+//       WPB_CHUNKS      (INT8) max(1, WPB / 4): chunks of 4 words per block (onyxia::nbits_pairs' CHUNK)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
 //       SUBGROUP_SPLIT  flag (SPLIT > 1): the SPLIT threads add their sums by subgroup shuffles (the `subgroup`
 //                       variant: SPLIT divides the subgroup size), else through workgroup memory
@@ -68,6 +72,7 @@
 enable f16;
 #endif
 #import onyxia::nbits_activations
+#import onyxia::nbits_pairs
 #import onyxia::nbits_shared_rows
 #import onyxia::nbits_unpack
 #import onyxia::nbits_weights
@@ -85,8 +90,9 @@ var<workgroup> partial: array<vec4<f32>, #{WORKGROUP_SIZE}u * CELLS>;
 #endif
 
 // Block blk of this thread's sums for rows m0 .. m0 + ROWS - 1 and columns n0 .. n0 + COLUMNS - 1 of slot `slot`,
-// added to acc: acc[r * CG + g] holds columns n0 + 4 g .. n0 + 4 g + 3 of row m0 + r (constant-bound loops unroll,
-// so these arrays live in registers).
+// added to acc: acc[r * CG + g] holds columns n0 + 4 g .. n0 + 4 g + 3 of row m0 + r. Rows and column groups are
+// written out (`#for`): lavapipe keeps a constant-bound WGSL loop a loop, blending every value it carries with the
+// exec mask (the column groups written out made rows 8 ~17% faster).
 // Each row's arithmetic is the same whatever ROWS, so a row gets the same bits in any tile.
 fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec4<f32>, CELLS>>) {
     // zeroed explicitly: a `var` declared without initializer in a loop body kept the previous
@@ -95,9 +101,62 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
 #ifdef A_SUMS
     var sum_a = array<f32, #{ROWS}>();
 #endif
+#ifdef INT8
+    // exact integer sums of qa (q - 8), two columns to an i32 (onyxia::nbits_pairs), added to dot_q every CHUNK
+    // words, before a half can pass 16 bits (one chunk per block up to block size 32: no loop)
+#if WPB_CHUNKS == 1
+    {
+        let c0 = blk * #{WPB};
+#else
+    for (var c0 = blk * #{WPB}; c0 < (blk + 1u) * #{WPB}; c0 += CHUNK) {
+#endif
+        var dots = array<vec2<i32>, CELLS>();
+#ifdef A_SUMS
+        var sums_a = array<i32, #{ROWS}>();
+#endif
+        for (var w = c0; w < c0 + CHUNK; w++) {
+#for g in #{CG_ITEMS}
+            let p#{g} = nibble_pairs(b_words(slot, n0 + 4u * #{g}u, w));
+#endfor
+#ifdef SPREAD_A
+            let spread = a_spread(m0, w * 8u);  // rows past M read clamped garbage and are never stored
+            let mine = int_of(spread.mine.lo);
+            let mine_hi = int_of(spread.mine.hi);
+            let high = int_of(spread.high.lo);
+            let high_hi = int_of(spread.high.hi);
+#endif
+#for r in #{ROW_ITEMS}
+#ifdef SPREAD_A
+            let up#{r} = spread_high(#{r}u);
+            let lo#{r} = select(subgroupBroadcast(mine, #{r}u), subgroupBroadcast(high, #{r}u % 4u), up#{r});
+            let hi#{r} = select(subgroupBroadcast(mine_hi, #{r}u), subgroupBroadcast(high_hi, #{r}u % 4u), up#{r});
+#else
+            let x#{r} = a_shared(m0 + #{r}u, w * 8u);
+            let lo#{r} = int_of(x#{r}.lo);
+            let hi#{r} = int_of(x#{r}.hi);
+#endif
+#ifdef A_SUMS
+            let s4#{r} = lo#{r} + hi#{r};
+            sums_a[#{r}] += (s4#{r}.x + s4#{r}.y) + (s4#{r}.z + s4#{r}.w);
+#endif
+#for g in #{CG_ITEMS}
+            dots[#{r}u * #{CG}u + #{g}u] += lo#{r}.x * p#{g}[0] + lo#{r}.y * p#{g}[1] + lo#{r}.z * p#{g}[2]
+                + lo#{r}.w * p#{g}[3] + hi#{r}.x * p#{g}[4] + hi#{r}.y * p#{g}[5] + hi#{r}.z * p#{g}[6]
+                + hi#{r}.w * p#{g}[7];
+#endfor
+#endfor
+        }
+#for r in #{ROW_ITEMS}
+#for g in #{CG_ITEMS}
+        dot_q[#{r}u * #{CG}u + #{g}u] += unpaired(dots[#{r}u * #{CG}u + #{g}u]);
+#endfor
+#ifdef A_SUMS
+        sum_a[#{r}] += f32(sums_a[#{r}]);
+#endif
+#endfor
+    }
+#else
     for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
-        // the column groups written out (`#for`): lavapipe keeps a constant-bound WGSL loop a loop, with its
-        // exec-mask blends on every value it carries (rows 8: 17% faster unrolled)
 #for g in #{CG_ITEMS}
         let words#{g} = b_words(slot, n0 + 4u * #{g}u, w);
         let q#{g} = array<Eight, 4>(
@@ -110,11 +169,10 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
 #endif
 #for r in #{ROW_ITEMS}
 #ifdef SPREAD_A
-        // each row broadcast where it is used (subgroupBroadcast takes a constant lane), so few stay live
-        let x#{r} = spread_pick(
-            #{r}u,
-            Eight(subgroupBroadcast(spread.mine.lo, #{r}u), subgroupBroadcast(spread.mine.hi, #{r}u)),
-            Eight(subgroupBroadcast(spread.high.lo, #{r}u % 4u), subgroupBroadcast(spread.high.hi, #{r}u % 4u))
+        let up#{r} = spread_high(#{r}u);
+        let x#{r} = Eight(
+            select(subgroupBroadcast(spread.mine.lo, #{r}u), subgroupBroadcast(spread.high.lo, #{r}u % 4u), up#{r}),
+            select(subgroupBroadcast(spread.mine.hi, #{r}u), subgroupBroadcast(spread.high.hi, #{r}u % 4u), up#{r})
         );
 #else
         let x#{r} = a_shared(m0 + #{r}u, w * 8u);
@@ -127,6 +185,7 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
 #endfor
 #endfor
     }
+#endif
 #ifdef Q_SHARED
     let sa = array<f32, 1>(shared_sa[blk]);  // ROWS 1
 #else
@@ -139,10 +198,15 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
         let s = scales4(slot, n0 + 4u * #{g}u, blk);
 #ifdef A_SUMS
         let z = zero_points4(slot, n0 + 4u * #{g}u, blk);
+#ifdef INT8
+        let z_sums = z - 8.0;  // dot_q holds sum qa (q - 8): exact integers, as sum qa q - z sum qa was
+#else
+        let z_sums = z;
+#endif
 #endif
 #for r in #{ROW_ITEMS}
 #ifdef A_SUMS
-        let sums#{r} = dot_q[#{r}u * #{CG}u + #{g}u] - z * sum_a[#{r}];
+        let sums#{r} = dot_q[#{r}u * #{CG}u + #{g}u] - z_sums * sum_a[#{r}];
 #else
         let sums#{r} = dot_q[#{r}u * #{CG}u + #{g}u];
 #endif

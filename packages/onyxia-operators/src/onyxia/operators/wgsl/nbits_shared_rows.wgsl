@@ -32,7 +32,7 @@ fn spread_row(m0: u32, k0: u32, lanes: u32) -> Eight {
 // Rows m0 .. m0 + ROWS - 1 (ROWS 4 or 8), elements k0 .. k0 + 7, spread over the subgroup: lane l loads row
 // m0 + l % ROWS into `mine` (with 4-lane subgroups and ROWS 8, row m0 + l % 4, and row m0 + 4 + l % 4 into
 // `high`): one load per lane where a_shared's costs a load per row, lane by lane. The caller broadcasts each row
-// where it uses it (`spread_pick`), so only `mine` and `high` stay live across the rows, not every row at once.
+// where it uses it (`spread_high`), so only `mine` and `high` stay live across the rows, not every row at once.
 // Every lane of the subgroup must call it.
 struct Spread {
     mine: Eight,
@@ -52,11 +52,11 @@ fn a_spread(m0: u32, k0: u32) -> Spread {
     return s;
 }
 
-// Row r of the spread rows, from `mine` broadcast from lane r or `high` broadcast from lane r % 4 (a 4-lane subgroup's
-// rows 4 .. 7); r is a constant, so for r < 4 the high broadcast is dead code.
-fn spread_pick(r: u32, mine: Eight, high: Eight) -> Eight {
-    let from_high = r >= 4u && subgroup_lanes < 8u;
-    return Eight(select(mine.lo, high.lo, from_high), select(mine.hi, high.hi, from_high));
+// Whether row r of the spread rows (a constant: each row is broadcast where it is used, since subgroupBroadcast
+// takes a constant lane, so only `mine` and `high` stay live across the rows) comes from `high`, lane r % 4, rather
+// than `mine`, lane r: rows 4 .. 7 on a 4-lane subgroup. For r < 4 the select folds and the high broadcast is dead.
+fn spread_high(r: u32) -> bool {
+    return r >= 4u && subgroup_lanes < 8u;
 }
 #endif
 
