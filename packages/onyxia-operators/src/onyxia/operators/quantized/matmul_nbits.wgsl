@@ -26,7 +26,7 @@
 // Bindings (numbers from the BIND_* defs): a, [a_scales with INT8 and not Q_SHARED], then per slot s: b<s>,
 //   scales<s> [N * NB] (A_T), [zp<s> when ZP != none], [bias<s> [N] when BIAS]; then y<s> [M, N<s>] (A_T; y0
 //   only with GATED).
-//   a [M, K] (A_T; vec4s with A_VEC4; INT8: qa [M, KP] f32 vec4s; Q_SHARED: A_T, vec4s with QA_VEC4).
+//   a [M, K] (A_T; vec4s with A_VEC4; INT8: qa [M, KP] int8 bytes, 8 to a vec2<u32>; Q_SHARED: A_T, vec4s with QA_VEC4).
 //   b: a compile-time B repacked in panels of PANEL columns (zero-padded), word-major within each: vec4<u32> at
 //   [column / PANEL][word][(column % PANEL) / 4], so a SIMD row of threads streams one panel front to back; each
 //   word 8 nibbles low first; B_WIDENED (slot 0 only): a runtime uint8 B as the graph stores it, [N, WPC * 4] bytes,
@@ -120,10 +120,10 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
 #endfor
 #ifdef SPREAD_A
             let spread = a_spread(m0, w * 8u);  // rows past M read clamped garbage and are never stored
-            let mine = int_of(spread.mine.lo);
-            let mine_hi = int_of(spread.mine.hi);
-            let high = int_of(spread.high.lo);
-            let high_hi = int_of(spread.high.hi);
+            let mine = spread.mine.lo;
+            let mine_hi = spread.mine.hi;
+            let high = spread.high.lo;
+            let high_hi = spread.high.hi;
 #endif
 #for r in #{ROW_ITEMS}
 #ifdef SPREAD_A
@@ -132,8 +132,8 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
             let hi#{r} = select(subgroupBroadcast(mine_hi, #{r}u), subgroupBroadcast(high_hi, #{r}u % 4u), up#{r});
 #else
             let x#{r} = a_shared(m0 + #{r}u, w * 8u);
-            let lo#{r} = int_of(x#{r}.lo);
-            let hi#{r} = int_of(x#{r}.hi);
+            let lo#{r} = x#{r}.lo;
+            let hi#{r} = x#{r}.hi;
 #endif
 #ifdef A_SUMS
             let s4#{r} = lo#{r} + hi#{r};

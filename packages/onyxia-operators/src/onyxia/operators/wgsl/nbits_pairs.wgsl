@@ -4,8 +4,8 @@
 // product of qa by (q0 - 8) + 65536 (q1 - 8) multiplies two columns at once. The sums are exact integers, the same
 // as f32's exact ones, so the bits of every result are those of the f32 arithmetic (matmul_nbits.wgsl documents
 // the defs read here: INT8, WPB). Finite activations only: a NaN or infinite element makes its block's qa NaN,
-// which f32 sums carried to the output and `int_of` turns into an arbitrary integer (MLAS's int8 cast of a NaN is
-// no better defined).
+// which f32 sums carried to the output, while the quantize pass's cast and onyxia::nbits_activations' int_of turn
+// it into an arbitrary integer (MLAS's int8 cast of a NaN is no better defined).
 #ifdef INT8
 // Words per chunk of sums: |qa| <= 127 and |q - 8| <= 8, so 32 products stay within 16 bits signed (32512), and a
 // chunk's pair of sums comes apart exactly (`unpaired`).
@@ -28,12 +28,6 @@ fn nibble_pairs(words: vec4<u32>) -> array<vec2<i32>, 8> {
         bitcast<vec2<i32>>((high >> vec2<u32>(8u)) & mask) - eights,
         bitcast<vec2<i32>>((high >> vec2<u32>(12u)) & mask) - eights
     );
-}
-
-// Integer-valued floats (int8 values; any |v| < 2^22) as i32, exactly, from the bits of v + 1.5 * 2^23: lavapipe
-// runs the conversion i32(v), which clamps, lane by lane.
-fn int_of(v: vec4<f32>) -> vec4<i32> {
-    return bitcast<vec4<i32>>(v + vec4<f32>(12582912.0)) - vec4<i32>(0x4b400000);
 }
 
 // The pair of sums in each i32 of v (lo + 65536 hi, each within 16 bits signed) as four f32 columns, exactly.

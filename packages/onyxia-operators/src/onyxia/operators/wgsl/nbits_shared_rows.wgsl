@@ -8,16 +8,31 @@
 
 var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SHARED_A)
 
-// Row m's elements k0 .. k0 + 7 (a_eight), the same for every thread of the workgroup.
-fn a_shared(m: u32, k0: u32) -> Eight {
-#ifdef SHARED_A
-    var x = Eight(vec4<f32>(0.0), vec4<f32>(0.0));
-    if (subgroup_lane == 0u) {
-        x = a_eight(m, k0);
-    }
-    return Eight(subgroupBroadcast(x.lo, 0u), subgroupBroadcast(x.hi, 0u));
+// A row's eight values as the product sums them: i32 with INT8 (a_ints), else f32 (a_eight).
+#ifdef INT8
+alias Row = EightI;
+
+fn a_row(m: u32, k0: u32) -> Row {
+    return a_ints(m, k0);
+}
 #else
+alias Row = Eight;
+
+fn a_row(m: u32, k0: u32) -> Row {
     return a_eight(m, k0);
+}
+#endif
+
+// Row m's elements k0 .. k0 + 7 (a_row), the same for every thread of the workgroup.
+fn a_shared(m: u32, k0: u32) -> Row {
+#ifdef SHARED_A
+    var x = Row();
+    if (subgroup_lane == 0u) {
+        x = a_row(m, k0);
+    }
+    return Row(subgroupBroadcast(x.lo, 0u), subgroupBroadcast(x.hi, 0u));
+#else
+    return a_row(m, k0);
 #endif
 }
 
@@ -25,8 +40,8 @@ fn a_shared(m: u32, k0: u32) -> Eight {
 var<private> subgroup_lanes: u32;  // the subgroup's size (SPREAD_A)
 
 // Row m0 + l (of the ROWS rows at m0), elements k0 .. k0 + 7, loaded by lane l % ROWS for the whole subgroup.
-fn spread_row(m0: u32, k0: u32, lanes: u32) -> Eight {
-    return a_eight(min(m0 + subgroup_lane % lanes, #{M} - 1u), k0);
+fn spread_row(m0: u32, k0: u32, lanes: u32) -> Row {
+    return a_row(min(m0 + subgroup_lane % lanes, #{M} - 1u), k0);
 }
 
 // Rows m0 .. m0 + ROWS - 1 (ROWS 4 or 8), elements k0 .. k0 + 7, spread over the subgroup: lane l loads row
@@ -35,12 +50,12 @@ fn spread_row(m0: u32, k0: u32, lanes: u32) -> Eight {
 // where it uses it (`spread_high`), so only `mine` and `high` stay live across the rows, not every row at once.
 // Every lane of the subgroup must call it.
 struct Spread {
-    mine: Eight,
-    high: Eight,
+    mine: Row,
+    high: Row,
 }
 
 fn a_spread(m0: u32, k0: u32) -> Spread {
-    var s: Spread;
+    var s = Spread();
 #if ROWS == 8
     if (subgroup_lanes < 8u) {
         s.mine = spread_row(m0, k0, 4u);
