@@ -161,6 +161,8 @@ def _dispatch(
         "ROWS": kernel.rows,
         "ROW_ITEMS": " ".join(str(r) for r in range(kernel.rows)),
         "CG": kernel.column_groups,
+        "CG_ITEMS": " ".join(str(g) for g in range(kernel.column_groups)),
+        "WPB_CHUNKS": max(1, dims["WPB"] // 4),
         "SPLIT": kernel.split,
         "WORKGROUP_SIZE": kernel.workgroup_size,
     }
@@ -216,10 +218,10 @@ def _int8_activations(ctx: PlanCtx, layout: Layout, weights_known: bool) -> bool
 def _quantize_activations(
     ctx: PlanCtx, layout: Layout, m: SymbolicDim, share: SymbolicDim
 ) -> tuple[BufferRef, BufferRef]:
-    """Dispatch matmul_nbits_quantize.wgsl (`share`: 0 or 1 at run time): A's int8 values (as f32) and
+    """Dispatch matmul_nbits_quantize.wgsl (`share`: 0 or 1 at run time): A's int8 values (packed bytes) and
     their per-block scales."""
     row_blocks = m * layout.n_blocks
-    quantized = ctx.alloc_scratch(row_blocks * layout.block_size * 4, "quantized_a")
+    quantized = ctx.alloc_scratch(row_blocks * layout.block_size, "quantized_a")  # int8, 4 to a u32
     scales = ctx.alloc_scratch(layout.n_blocks * _rows_padded(m) * 4, "a_scales")
     workgroup_size = tile_for("matmul_nbits_quantize", 1).workgroup_size
     defs = {**type_defs(A_T=ctx.input_dtype(A)), "BLOCK_SIZE": layout.block_size, "WORKGROUP_SIZE": workgroup_size}

@@ -10,8 +10,11 @@
 // column group, taking blocks t, t + SPLIT, ..., and add their sums through workgroup memory). Per block it
 // accumulates sum(a * q) and sum(a), then applies the block's zero point and scale once:
 // sum_k a_k (q_k - z) s = s * (sum_k a_k q_k - z * sum_k a_k) (A_SUMS; with the zero point 8 the nibbles are
-// unpacked as q - 8 instead, and no sum of a is kept). The columns of a thread share each load of a, which (more
-// than the weight reads) bounds the speed on lavapipe; ROWS > 1 (batched decode, prefill) shares each weight
+// unpacked as q - 8 instead, and no sum of a is kept). With INT8 the block sums are taken in i32, two columns to
+// a lane value (onyxia::nbits_pairs: lavapipe has no fused multiply-add, so each f32 product costs a multiply and
+// an add), as sum_k qa_k (q_k - 8) and, with A_SUMS, z - 8 for z: the same exact integers, so the same bits as the
+// f32 sums (INT8 never meets CODEBOOK or float zero points). The columns of a thread share each load of a, which
+// (more than the weight reads) bounds the speed on lavapipe; ROWS > 1 (batched decode, prefill) shares each weight
 // unpack. A row's arithmetic and order do not depend on ROWS, so a row of a batched decode step (the rows4 and
 // rows8 tiles, SPLIT as the decode tile's) gets the bits the decode kernel gives it alone.
 //
@@ -23,7 +26,7 @@
 // Bindings (numbers from the BIND_* defs): a, [a_scales with INT8 and not Q_SHARED], then per slot s: b<s>,
 //   scales<s> [N * NB] (A_T), [zp<s> when ZP != none], [bias<s> [N] when BIAS]; then y<s> [M, N<s>] (A_T; y0
 //   only with GATED).
-//   a [M, K] (A_T; vec4s with A_VEC4; INT8: qa [M, KP] f32 vec4s; Q_SHARED: A_T, vec4s with QA_VEC4).
+//   a [M, K] (A_T; vec4s with A_VEC4; INT8: qa [M, KP] int8 bytes, 8 to a vec2<u32>; Q_SHARED: A_T, vec4s with QA_VEC4).
 //   b: a compile-time B repacked in panels of PANEL columns (zero-padded), word-major within each: vec4<u32> at
 //   [column / PANEL][word][(column % PANEL) / 4], so a SIMD row of threads streams one panel front to back; each
 //   word 8 nibbles low first; B_WIDENED (slot 0 only): a runtime uint8 B as the graph stores it, [N, WPC * 4] bytes,
@@ -53,7 +56,8 @@
 //                       subgroupBroadcast hands each row to every lane (one load per lane, not one per row); every
 //                       lane computes, columns past N too, since the others need its row
 //       A_SUMS          flag (ZP packed or float): keep each row's block sums of a (the zero point varies)
-//       CG              column groups of 4 per thread (each load of a serves 4 * CG columns)
+//       CG              column groups of 4 per thread (each load of a serves 4 * CG columns); CG_ITEMS: 0 .. CG - 1
+//       WPB_CHUNKS      (INT8) max(1, WPB / 4): chunks of 4 words per block (onyxia::nbits_pairs' CHUNK)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
 //       SUBGROUP_SPLIT  flag (SPLIT > 1): the SPLIT threads add their sums by subgroup shuffles (the `subgroup`
 //                       variant: SPLIT divides the subgroup size), else through workgroup memory
@@ -68,6 +72,7 @@
 enable f16;
 #endif
 #import onyxia::nbits_activations
+#import onyxia::nbits_pairs
 #import onyxia::nbits_shared_rows
 #import onyxia::nbits_unpack
 #import onyxia::nbits_weights
@@ -85,8 +90,9 @@ var<workgroup> partial: array<vec4<f32>, #{WORKGROUP_SIZE}u * CELLS>;
 #endif
 
 // Block blk of this thread's sums for rows m0 .. m0 + ROWS - 1 and columns n0 .. n0 + COLUMNS - 1 of slot `slot`,
-// added to acc: acc[r * CG + g] holds columns n0 + 4 g .. n0 + 4 g + 3 of row m0 + r (constant-bound loops unroll,
-// so these arrays live in registers).
+// added to acc: acc[r * CG + g] holds columns n0 + 4 g .. n0 + 4 g + 3 of row m0 + r. Rows and column groups are
+// written out (`#for`): lavapipe keeps a constant-bound WGSL loop a loop, blending every value it carries with the
+// exec mask (the column groups written out made rows 8 ~17% faster).
 // Each row's arithmetic is the same whatever ROWS, so a row gets the same bits in any tile.
 fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec4<f32>, CELLS>>) {
     // zeroed explicitly: a `var` declared without initializer in a loop body kept the previous
@@ -95,33 +101,91 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
 #ifdef A_SUMS
     var sum_a = array<f32, #{ROWS}>();
 #endif
-    for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
-        var q: array<Eight, COLUMNS>;
-        for (var g = 0u; g < #{CG}u; g++) {
-            let words = b_words(slot, n0 + 4u * g, w);
-            for (var c = 0u; c < 4u; c++) {
-                q[4u * g + c] = unpack_nibbles(words[c]);
-            }
-        }
-        // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
+#ifdef INT8
+    // exact integer sums of qa (q - 8), two columns to an i32 (onyxia::nbits_pairs), added to dot_q every CHUNK
+    // words, before a half can pass 16 bits (one chunk per block up to block size 32: no loop)
+#if WPB_CHUNKS == 1
+    {
+        let c0 = blk * #{WPB};
+#else
+    for (var c0 = blk * #{WPB}; c0 < (blk + 1u) * #{WPB}; c0 += CHUNK) {
+#endif
+        var dots = array<vec2<i32>, CELLS>();
+#ifdef A_SUMS
+        var sums_a = array<i32, #{ROWS}>();
+#endif
+        for (var w = c0; w < c0 + CHUNK; w++) {
+#for g in #{CG_ITEMS}
+            let p#{g} = nibble_pairs(b_words(slot, n0 + 4u * #{g}u, w));
+#endfor
 #ifdef SPREAD_A
-        let xs = a_rows(m0, w * 8u);
+            let spread = a_spread(m0, w * 8u);  // rows past M read clamped garbage and are never stored
+            let mine = spread.mine.lo;
+            let mine_hi = spread.mine.hi;
+            let high = spread.high.lo;
+            let high_hi = spread.high.hi;
 #endif
 #for r in #{ROW_ITEMS}
 #ifdef SPREAD_A
-        let x#{r} = xs[#{r}];
+            let up#{r} = spread_high(#{r}u);
+            let lo#{r} = select(subgroupBroadcast(mine, #{r}u), subgroupBroadcast(high, #{r}u % 4u), up#{r});
+            let hi#{r} = select(subgroupBroadcast(mine_hi, #{r}u), subgroupBroadcast(high_hi, #{r}u % 4u), up#{r});
+#else
+            let x#{r} = a_shared(m0 + #{r}u, w * 8u);
+            let lo#{r} = x#{r}.lo;
+            let hi#{r} = x#{r}.hi;
+#endif
+#ifdef A_SUMS
+            let s4#{r} = lo#{r} + hi#{r};
+            sums_a[#{r}] += (s4#{r}.x + s4#{r}.y) + (s4#{r}.z + s4#{r}.w);
+#endif
+#for g in #{CG_ITEMS}
+            dots[#{r}u * #{CG}u + #{g}u] += lo#{r}.x * p#{g}[0] + lo#{r}.y * p#{g}[1] + lo#{r}.z * p#{g}[2]
+                + lo#{r}.w * p#{g}[3] + hi#{r}.x * p#{g}[4] + hi#{r}.y * p#{g}[5] + hi#{r}.z * p#{g}[6]
+                + hi#{r}.w * p#{g}[7];
+#endfor
+#endfor
+        }
+#for r in #{ROW_ITEMS}
+#for g in #{CG_ITEMS}
+        dot_q[#{r}u * #{CG}u + #{g}u] += unpaired(dots[#{r}u * #{CG}u + #{g}u]);
+#endfor
+#ifdef A_SUMS
+        sum_a[#{r}] += f32(sums_a[#{r}]);
+#endif
+#endfor
+    }
+#else
+    for (var w = blk * #{WPB}; w < (blk + 1u) * #{WPB}; w++) {
+#for g in #{CG_ITEMS}
+        let words#{g} = b_words(slot, n0 + 4u * #{g}u, w);
+        let q#{g} = array<Eight, 4>(
+            unpack_nibbles(words#{g}.x), unpack_nibbles(words#{g}.y), unpack_nibbles(words#{g}.z), unpack_nibbles(words#{g}.w)
+        );
+#endfor
+        // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
+#ifdef SPREAD_A
+        let spread = a_spread(m0, w * 8u);
+#endif
+#for r in #{ROW_ITEMS}
+#ifdef SPREAD_A
+        let up#{r} = spread_high(#{r}u);
+        let x#{r} = Eight(
+            select(subgroupBroadcast(spread.mine.lo, #{r}u), subgroupBroadcast(spread.high.lo, #{r}u % 4u), up#{r}),
+            select(subgroupBroadcast(spread.mine.hi, #{r}u), subgroupBroadcast(spread.high.hi, #{r}u % 4u), up#{r})
+        );
 #else
         let x#{r} = a_shared(m0 + #{r}u, w * 8u);
 #endif
 #ifdef A_SUMS
         sum_a[#{r}] += dot(x#{r}.lo + x#{r}.hi, vec4<f32>(1.0));
 #endif
-        for (var g = 0u; g < #{CG}u; g++) {
-            let j = 4u * g;
-            dot_q[#{r}u * #{CG}u + g] += vec4<f32>(dot8(x#{r}, q[j]), dot8(x#{r}, q[j + 1u]), dot8(x#{r}, q[j + 2u]), dot8(x#{r}, q[j + 3u]));
-        }
+#for g in #{CG_ITEMS}
+        dot_q[#{r}u * #{CG}u + #{g}u] += vec4<f32>(dot8(x#{r}, q#{g}[0]), dot8(x#{r}, q#{g}[1]), dot8(x#{r}, q#{g}[2]), dot8(x#{r}, q#{g}[3]));
+#endfor
 #endfor
     }
+#endif
 #ifdef Q_SHARED
     let sa = array<f32, 1>(shared_sa[blk]);  // ROWS 1
 #else
@@ -129,24 +193,31 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
     let sa = row_scales(blk, m0);
 #endif
 #endif
-    for (var g = 0u; g < #{CG}u; g++) {
-        let s = scales4(slot, n0 + 4u * g, blk);
+#for g in #{CG_ITEMS}
+    {
+        let s = scales4(slot, n0 + 4u * #{g}u, blk);
 #ifdef A_SUMS
-        let z = zero_points4(slot, n0 + 4u * g, blk);
+        let z = zero_points4(slot, n0 + 4u * #{g}u, blk);
+#ifdef INT8
+        let z_sums = z - 8.0;  // dot_q holds sum qa (q - 8): exact integers, as sum qa q - z sum qa was
+#else
+        let z_sums = z;
+#endif
 #endif
 #for r in #{ROW_ITEMS}
 #ifdef A_SUMS
-        let sums#{r} = dot_q[#{r}u * #{CG}u + g] - z * sum_a[#{r}];
+        let sums#{r} = dot_q[#{r}u * #{CG}u + #{g}u] - z_sums * sum_a[#{r}];
 #else
-        let sums#{r} = dot_q[#{r}u * #{CG}u + g];
+        let sums#{r} = dot_q[#{r}u * #{CG}u + #{g}u];
 #endif
 #ifdef INT8
-        (*acc)[#{r}u * #{CG}u + g] += (s * sa[#{r}]) * sums#{r};
+        (*acc)[#{r}u * #{CG}u + #{g}u] += (s * sa[#{r}]) * sums#{r};
 #else
-        (*acc)[#{r}u * #{CG}u + g] += s * sums#{r};
+        (*acc)[#{r}u * #{CG}u + #{g}u] += s * sums#{r};
 #endif
 #endfor
     }
+#endfor
 }
 
 // This thread's sums (see add_block) over blocks t, t + SPLIT, ... in order, whatever the tile.

@@ -3,21 +3,36 @@
 // Q_SHARED, SPREAD_A, ROWS, ROW_ITEMS, MP, dim M). With SHARED_A lane 0 of each subgroup loads them and
 // subgroupBroadcast hands them to the other lanes: lavapipe runs every storage load lane by lane, whatever the
 // address, so 8 lanes loading one value cost 8 loads, and an elected load and a broadcast about one. With SPREAD_A
-// each lane loads a different row (`a_rows`). main sets subgroup_lane (and subgroup_lanes with SPREAD_A).
+// each lane loads a different row (`a_spread`). main sets subgroup_lane (and subgroup_lanes with SPREAD_A).
 #import onyxia::nbits_activations
 
 var<private> subgroup_lane: u32;  // this invocation's lane in its subgroup (SHARED_A)
 
-// Row m's elements k0 .. k0 + 7 (a_eight), the same for every thread of the workgroup.
-fn a_shared(m: u32, k0: u32) -> Eight {
-#ifdef SHARED_A
-    var x = Eight(vec4<f32>(0.0), vec4<f32>(0.0));
-    if (subgroup_lane == 0u) {
-        x = a_eight(m, k0);
-    }
-    return Eight(subgroupBroadcast(x.lo, 0u), subgroupBroadcast(x.hi, 0u));
+// A row's eight values as the product sums them: i32 with INT8 (a_ints), else f32 (a_eight).
+#ifdef INT8
+alias Row = EightI;
+
+fn a_row(m: u32, k0: u32) -> Row {
+    return a_ints(m, k0);
+}
 #else
+alias Row = Eight;
+
+fn a_row(m: u32, k0: u32) -> Row {
     return a_eight(m, k0);
+}
+#endif
+
+// Row m's elements k0 .. k0 + 7 (a_row), the same for every thread of the workgroup.
+fn a_shared(m: u32, k0: u32) -> Row {
+#ifdef SHARED_A
+    var x = Row();
+    if (subgroup_lane == 0u) {
+        x = a_row(m, k0);
+    }
+    return Row(subgroupBroadcast(x.lo, 0u), subgroupBroadcast(x.hi, 0u));
+#else
+    return a_row(m, k0);
 #endif
 }
 
@@ -25,31 +40,38 @@ fn a_shared(m: u32, k0: u32) -> Eight {
 var<private> subgroup_lanes: u32;  // the subgroup's size (SPREAD_A)
 
 // Row m0 + l (of the ROWS rows at m0), elements k0 .. k0 + 7, loaded by lane l % ROWS for the whole subgroup.
-fn spread_row(m0: u32, k0: u32, lanes: u32) -> Eight {
-    return a_eight(min(m0 + subgroup_lane % lanes, #{M} - 1u), k0);
+fn spread_row(m0: u32, k0: u32, lanes: u32) -> Row {
+    return a_row(min(m0 + subgroup_lane % lanes, #{M} - 1u), k0);
 }
 
-// Rows m0 .. m0 + ROWS - 1 (ROWS 4 or 8), elements k0 .. k0 + 7: lane l of the subgroup loads row l % ROWS (with
-// 4-lane subgroups and ROWS 8, two rounds of 4) and subgroupBroadcast hands every row to every lane: one load per
-// lane where a_shared's costs a load per row, lane by lane. Every lane of the subgroup must call it.
-fn a_rows(m0: u32, k0: u32) -> array<Eight, #{ROWS}> {
-    var x: array<Eight, #{ROWS}>;
+// Rows m0 .. m0 + ROWS - 1 (ROWS 4 or 8), elements k0 .. k0 + 7, spread over the subgroup: lane l loads row
+// m0 + l % ROWS into `mine` (with 4-lane subgroups and ROWS 8, row m0 + l % 4, and row m0 + 4 + l % 4 into
+// `high`): one load per lane where a_shared's costs a load per row, lane by lane. The caller broadcasts each row
+// where it uses it (`spread_high`), so only `mine` and `high` stay live across the rows, not every row at once.
+// Every lane of the subgroup must call it.
+struct Spread {
+    mine: Row,
+    high: Row,
+}
+
+fn a_spread(m0: u32, k0: u32) -> Spread {
+    var s = Spread();
 #if ROWS == 8
     if (subgroup_lanes < 8u) {
-        let low = spread_row(m0, k0, 4u);
-        let high = spread_row(m0 + 4u, k0, 4u);
-#for l in 0 1 2 3
-        x[#{l}] = Eight(subgroupBroadcast(low.lo, #{l}u), subgroupBroadcast(low.hi, #{l}u));
-        x[#{l} + 4] = Eight(subgroupBroadcast(high.lo, #{l}u), subgroupBroadcast(high.hi, #{l}u));
-#endfor
-        return x;
+        s.mine = spread_row(m0, k0, 4u);
+        s.high = spread_row(m0 + 4u, k0, 4u);
+        return s;
     }
 #endif
-    let mine = spread_row(m0, k0, #{ROWS}u);
-#for l in #{ROW_ITEMS}
-    x[#{l}] = Eight(subgroupBroadcast(mine.lo, #{l}u), subgroupBroadcast(mine.hi, #{l}u));
-#endfor
-    return x;
+    s.mine = spread_row(m0, k0, #{ROWS}u);
+    return s;
+}
+
+// Whether row r of the spread rows (a constant: each row is broadcast where it is used, since subgroupBroadcast
+// takes a constant lane, so only `mine` and `high` stay live across the rows) comes from `high`, lane r % 4, rather
+// than `mine`, lane r: rows 4 .. 7 on a 4-lane subgroup. For r < 4 the select folds and the high broadcast is dead.
+fn spread_high(r: u32) -> bool {
+    return r >= 4u && subgroup_lanes < 8u;
 }
 #endif
 
