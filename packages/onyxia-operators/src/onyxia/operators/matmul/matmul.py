@@ -167,6 +167,7 @@ def _dispatch_rows(ctx: PlanCtx, ops: _Operands, part: _Part, tile: Tile, share:
         "ROWS": tile.rows,
         "ROW_ITEMS": " ".join(str(i) for i in range(tile.rows)),
         "COLS": tile.columns,
+        "COL_ITEMS": " ".join(str(c) for c in range(tile.columns)),
         "WG": tile.wg_x,
         **shared_a_defs(tile.rows),
     }
