@@ -189,7 +189,8 @@ def main() -> None:
         )
     if args.record is not None:
         name = args.synth or session.model_dir.root.name
-        _record(args.record, f"{name}-{precision or 'default'}-parallel{session.slots}", session, args, rows)
+        label = precision or ("q4" if args.synth else "default")  # --synth serves the q4 model
+        _record(args.record, f"{name}-{label}-parallel{session.slots}", session, args, rows)
 
 
 def _record(path: Path, run_id: str, session: object, args: argparse.Namespace, rows: list[Row]) -> None:
