@@ -12,7 +12,6 @@ rank 5 adds the depth axis (`DEPTH`). Scaling the N or C axis fails at compile t
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,7 +24,6 @@ from onyxia.core import (
     OperatorBase,
     PlanCtx,
     SymbolicDim,
-    SymbolicExpr,
     TensorType,
     ceil_div,
     load_wgsl,
@@ -35,6 +33,7 @@ from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
 from onyxia.operators.vision.geometry import unsupported, unsupported_attribute
 from onyxia.operators.vision.resize_taps import Filter, axis_taps
+from onyxia.operators.vision.resize_target import ResizeTarget, constant_input, resize_target, static_size
 
 __all__ = ["RESIZE", "ResizeOp"]
 
@@ -43,7 +42,6 @@ _RANKS = (3, 4, 5)
 _MODES = ("nearest", "linear", "cubic")
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 _CROP = "tf_crop_and_resize"
-_POLICIES = {"not_larger": min, "not_smaller": max}  # keep_aspect_ratio_policy other than stretch
 
 _Map = tuple[float, float, float, float]  # x_in = (x_out + P) * NUM / DEN - Q
 
@@ -66,14 +64,6 @@ _TRANSFORMS: dict[str, Callable[[float, int, int], _Map]] = {
 _SIZE_FREE = ("half_pixel", "asymmetric")  # maps that never read the sizes: they accept a symbolic H or W
 
 
-@dataclass(frozen=True)
-class _Target:
-    """Output dims and the scale each axis's coordinate map divides by."""
-
-    dims: list[SymbolicDim]
-    scales: list[float]
-
-
 def _check_modes(ctx: NodeCtx) -> str:
     """The shader's MODE: the affine nearest / linear paths, or `taps` for what needs tap tables."""
     mode = ctx.attr_str("mode", "nearest")
@@ -93,89 +83,6 @@ def _check_modes(ctx: NodeCtx) -> str:
     return mode
 
 
-def _constant(ctx: NodeCtx, i: int, what: str) -> np.ndarray | None:
-    """Input `i` as a compile-time array, or None when absent or empty (ONNX's 'not given')."""
-    if not ctx.has_input(i):
-        return None
-    value = ctx.input_value(i)
-    if value is None:
-        raise unsupported(ctx, f"input {i} ({what}) is computed at run time; expected a compile-time constant")
-    return value if value.size else None
-
-
-def _target(ctx: NodeCtx, dims: Sequence[SymbolicDim]) -> _Target:
-    axes = ctx.normalize_axes(ctx.attr_ints("axes", list(range(len(dims)))), len(dims))
-    scales, sizes = _constant(ctx, 2, "scales"), _constant(ctx, 3, "sizes")
-    given = scales if scales is not None else sizes
-    if given is None or (scales is not None and sizes is not None):
-        raise ctx.error("exactly one of input 2 (scales) and input 3 (sizes) must be given")
-    what = "scales" if scales is not None else "sizes"
-    if len(given) != len(axes):
-        raise ctx.error(f"input {what} has {len(given)} entries; expected {len(axes)}")
-    if scales is not None:
-        return _from_scales(ctx, dims, axes, [float(s) for s in scales.astype(np.float32)])
-    return _from_sizes(ctx, dims, axes, [s if isinstance(s, SymbolicExpr) else int(s) for s in given])
-
-
-def _from_scales(ctx: NodeCtx, dims: Sequence[SymbolicDim], axes: list[int], scales: list[float]) -> _Target:
-    """``out = floor(in * scale)`` in float32, as ORT computes it; a symbolic axis stays symbolic under
-    the scales whose float32 product is exact (`_symbolic_scaled`)."""
-    out, factors = list(dims), [1.0] * len(dims)
-    for axis, scale in zip(axes, scales):
-        factors[axis] = scale
-        dim = dims[axis]
-        if scale == 1:
-            continue
-        if isinstance(dim, int):
-            out[axis] = math.floor(np.float32(dim) * np.float32(scale))
-        else:
-            out[axis] = _symbolic_scaled(ctx, dim, scale)
-    return _Target(out, factors)
-
-
-def _symbolic_scaled(ctx: NodeCtx, dim: SymbolicDim, scale: float) -> SymbolicDim:
-    """``floor(dim * scale)`` for a symbolic `dim`, where it is exact for every value: an integer scale
-    (``dim * k``: exact in float32 below 2**24, as onnxruntime's own float product is) or one over a power
-    of two (``dim // 2**k``: scaling by a power of two is exact). The upsampling and pooling-like
-    Resizes of detectors' feature pyramids are these; any other scale needs the axis static."""
-    if scale > 1 and scale.is_integer():
-        return dim * int(scale)
-    inverse = 1 / scale if scale > 0 else 0.0
-    if 0 < scale < 1 and inverse.is_integer() and int(inverse) & (int(inverse) - 1) == 0:
-        return dim // int(inverse)
-    raise ctx.error(
-        f"a resized axis has symbolic size {dim} and scale {scale}; a symbolic axis needs an integer scale or "
-        "one over a power of two (other scales and sizes need static spatial dims)"
-    )
-
-
-def _from_sizes(ctx: NodeCtx, dims: Sequence[SymbolicDim], axes: list[int], sizes: list[SymbolicDim]) -> _Target:
-    """The coordinate maps divide by ``out / in`` in float32; a size equal to its (maybe symbolic) dim is
-    scale 1, so exporters' ``Concat(Shape(x)[:2], [h, w])`` keeps a symbolic batch."""
-    ratios = [
-        1.0 if size == dims[axis] else float(np.float32(_static(ctx, size)) / np.float32(_static(ctx, dims[axis])))
-        for axis, size in zip(axes, sizes)
-    ]
-    out, factors = list(dims), [1.0] * len(dims)
-    policy = ctx.attr_str("keep_aspect_ratio_policy", "stretch")
-    if policy == "stretch":
-        for axis, size, ratio in zip(axes, sizes, ratios):
-            out[axis], factors[axis] = size, ratio
-        return _Target(out, factors)
-    if policy not in _POLICIES:
-        raise unsupported_attribute(ctx, "keep_aspect_ratio_policy", policy, "stretch, not_larger or not_smaller")
-    ratio = _POLICIES[policy](ratios)
-    for axis in axes:
-        out[axis], factors[axis] = math.floor(ratio * _static(ctx, dims[axis]) + 0.5), ratio
-    return _Target(out, factors)
-
-
-def _static(ctx: NodeCtx, dim: SymbolicDim) -> int:
-    if not isinstance(dim, int):
-        raise ctx.error(f"a resized axis has symbolic size {dim}; scales and sizes need static spatial dims")
-    return dim
-
-
 def _kernel_axes(rank: int) -> dict[str, int | None]:
     """The shader's spatial axes (D only at rank 5) -> the input axis each is, None for rank 3's H
     (a size-1 axis every coordinate map sends to 0)."""
@@ -189,12 +96,14 @@ _KERNEL_AXES: dict[int, dict[str, int | None]] = {
 }
 
 
-def _axis(target: _Target, dims: Sequence[SymbolicDim], axis: int | None) -> tuple[SymbolicDim, SymbolicDim, float]:
+def _axis(
+    target: ResizeTarget, dims: Sequence[SymbolicDim], axis: int | None
+) -> tuple[SymbolicDim, SymbolicDim, float]:
     """(input size, output size, scale) of a shader axis."""
     return (1, 1, 1.0) if axis is None else (dims[axis], target.dims[axis], target.scales[axis])
 
 
-def _checked_target(ctx: NodeCtx) -> _Target:
+def _checked_target(ctx: NodeCtx) -> ResizeTarget:
     dims = ctx.input_dims(0)
     if len(dims) not in _RANKS:
         raise unsupported(
@@ -202,7 +111,7 @@ def _checked_target(ctx: NodeCtx) -> _Target:
             f"input 0 has rank {len(dims)}; ranks 3 to 5 (NCW, NCHW, NCDHW: resizing the axes after C) are supported",
         )
     _check_modes(ctx)
-    target = _target(ctx, dims)
+    target = resize_target(ctx, dims)
     for axis in (0, 1):
         if target.dims[axis] != dims[axis] or target.scales[axis] != 1.0:
             found = f"scale {target.scales[axis]}, size {target.dims[axis]} from {dims[axis]}"
@@ -243,7 +152,7 @@ class ResizeOp(OperatorBase):
         ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(total, WORKGROUP_SIZE))
 
 
-def _affine_defs(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim]) -> dict[str, object]:
+def _affine_defs(ctx: PlanCtx, target: ResizeTarget, dims: Sequence[SymbolicDim]) -> dict[str, object]:
     """The per-axis ``(x + P) * NUM / DEN - Q`` literals of the nearest and linear paths."""
     name = ctx.attr_str("coordinate_transformation_mode", "half_pixel")
     transform = _TRANSFORMS[name]
@@ -260,7 +169,7 @@ def _affine_defs(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim]) -> 
     return defs
 
 
-def _bind_taps(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim], reads: list) -> dict[str, int]:
+def _bind_taps(ctx: PlanCtx, target: ResizeTarget, dims: Sequence[SymbolicDim], reads: list) -> dict[str, int]:
     """Build the H and W tap tables, append their buffers to `reads`, return the tap counts."""
     f = Filter(
         ctx.attr_str("mode", "nearest"),
@@ -273,7 +182,7 @@ def _bind_taps(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim], reads
     tables = {}
     for name, axis in _kernel_axes(len(dims)).items():
         size_in, size_out, scale = _axis(target, dims, axis)
-        size, out = _static(ctx, size_in), _static(ctx, size_out)
+        size, out = static_size(ctx, size_in), static_size(ctx, size_out)
         x = np.arange(out, dtype=np.float32)
         if crop is None:
             transform = _TRANSFORMS[ctx.attr_str("coordinate_transformation_mode", "half_pixel")]
@@ -293,7 +202,7 @@ def _bind_taps(ctx: PlanCtx, target: _Target, dims: Sequence[SymbolicDim], reads
 def _crop_roi(ctx: NodeCtx, rank: int) -> dict[int, tuple[float, float]]:
     """tf_crop_and_resize's per-axis (start, end), from input 1 laid out as [starts..., ends...]."""
     axes = ctx.normalize_axes(ctx.attr_ints("axes", list(range(rank))), rank)
-    roi = _constant(ctx, 1, "roi")
+    roi = constant_input(ctx, 1, "roi")
     if roi is None or roi.size != 2 * len(axes):
         found = "no roi" if roi is None else f"{roi.size} entries"
         raise ctx.error(f"tf_crop_and_resize needs input 1 (roi) with {2 * len(axes)} entries; found {found}")
