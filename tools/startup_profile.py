@@ -30,154 +30,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the tools/startup package, however this is run
+
+from startup.stages import child_api, child_cache, child_ort, prepare
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = ("python start", "imports", "Runtime()", "compile", "load_model", "first run", "second run")
 
 
-# ----- the child: one process, one model ----------------------------------------------------------
-def _child_ort(model: str, inputs_npz: str | None, dims: dict[str, int]) -> dict[str, float]:
-    """The `onyxia.ort` user's path: the session's constructor is compile (or the plan cache's load)
-    plus `load_model`, told apart by timing the shared runtime's `load_model`."""
-    stamps = {"start": time.time()}
-    import numpy as np
-
-    import onyxia.ort as ort
-    from onyxia.ort.device import shared_runtime
-
-    stamps["imports"] = time.time()
-    runtime = shared_runtime()
-    stamps["Runtime()"] = time.time()
-    loading = runtime.load_model
-    spent = [0.0]
-
-    def timed_load(*args: Any, **kwargs: Any) -> Any:
-        began = time.time()
-        try:
-            return loading(*args, **kwargs)
-        finally:
-            spent[0] += time.time() - began
-
-    setattr(runtime, "load_model", timed_load)  # noqa: B010 - the bound method, replaced on this instance
-    session = ort.InferenceSession(model)
-    done = time.time()
-    stamps["compile"], stamps["load_model"] = done - spent[0], done
-    given = dict(np.load(inputs_npz)) if inputs_npz else {}
-    rng = np.random.default_rng(0)
-    for arg in session.get_inputs():
-        if arg.name not in given:
-            shape = [d if isinstance(d, int) else dims.get(str(d), 1) for d in arg.shape]
-            dtype = np.float32 if arg.type == "tensor(float)" else np.int64
-            given[arg.name] = rng.standard_normal(shape).astype(dtype) if dtype is np.float32 else np.ones(shape, dtype)
-    session.run(None, given)
-    stamps["first run"] = time.time()
-    session.run(None, given)
-    stamps["second run"] = time.time()
-    return stamps
-
-
-def _child(model: str, inputs_npz: str | None, dims: dict[str, int]) -> dict[str, float]:
-    stamps = {"start": time.time()}
-    import numpy as np
-
-    import onyxia.compiler
-    import onyxia.onnx
-    import onyxia.operators
-    from onyxia.runtime import Runtime, compiling_for
-
-    stamps["imports"] = time.time()
-    runtime = Runtime()
-    stamps["Runtime()"] = time.time()
-    graph = onyxia.onnx.load_and_parse_model(Path(model))
-    feeds = dict(np.load(inputs_npz)) if inputs_npz else {}
-    feeds = _random_feeds(graph, feeds, dims)
-    bound = _bind(graph, feeds, dims)
-    with compiling_for(runtime):
-        compiled = onyxia.compiler.CompilerPipeline(onyxia.operators.core_operator_registry()).compile(graph, bound)
-    stamps["compile"] = time.time()
-    executor = runtime.load_model(compiled)
-    stamps["load_model"] = time.time()
-    executor.run(feeds)
-    stamps["first run"] = time.time()
-    executor.run(feeds)
-    stamps["second run"] = time.time()
-    return stamps
-
-
-def _child_cache(model: str, inputs_npz: str | None, dims: dict[str, int]) -> dict[str, float]:
-    """The plan cache's path (`onyxia.cli.plan_cache.compile_cached`, what `onyxia.ort` compiles through):
-    on a hit nothing is parsed or compiled, so the feeds and the dims come whole from the parent."""
-    stamps = {"start": time.time()}
-    import numpy as np
-
-    from onyxia.cli.plan_cache import compile_cached
-    from onyxia.runtime import Runtime
-
-    stamps["imports"] = time.time()
-    runtime = Runtime()
-    stamps["Runtime()"] = time.time()
-    compiled = compile_cached(Path(model), dims, runtime)
-    stamps["compile"] = time.time()
-    executor = runtime.load_model(compiled)
-    stamps["load_model"] = time.time()
-    feeds = dict(np.load(inputs_npz)) if inputs_npz else {}
-    executor.run(feeds)
-    stamps["first run"] = time.time()
-    executor.run(feeds)
-    stamps["second run"] = time.time()
-    return stamps
-
-
-def _prepare(model: Path, inputs: Path | None, dims: dict[str, int], work: Path) -> tuple[Path, dict[str, int]]:
-    """Every input saved (random where not given) and every named dim bound, parsed here in the parent so
-    the cache child can start from a hit."""
-    import numpy as np
-
-    import onyxia.onnx
-
-    graph = onyxia.onnx.load_and_parse_model(model)
-    feeds = _random_feeds(graph, dict(np.load(inputs)) if inputs else {}, dims)
-    saved = work / f"{model.stem}.feeds.npz"
-    np.savez(saved, **feeds)  # type: ignore[arg-type]
-    return saved, _bind(graph, feeds, dims)
-
-
-def _random_feeds(graph: Any, given: dict[str, Any], dims: dict[str, int]) -> dict[str, Any]:
-    """`given` plus a random array for every other graph input, named dims from `dims` (else 1)."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    feeds = dict(given)
-    for tid in graph.inputs:
-        tensor = graph.tensor(tid)
-        if tensor.name in feeds:
-            continue
-        shape = [d if isinstance(d, int) else dims.get(_dim_name(d), 1) for d in getattr(tensor.shape, "dims", ())]
-        dtype = np.dtype(tensor.dtype.numpy)
-        if dtype.kind == "f":
-            feeds[tensor.name] = rng.standard_normal(shape).astype(dtype)
-        else:  # small non-negative integers are valid indices, lengths and booleans alike
-            feeds[tensor.name] = rng.integers(0, 2, shape).astype(dtype)
-    return feeds
-
-
-def _dim_name(dim: object) -> str:
-    return str(dim.args[0]) if getattr(dim, "op", "") == "name" else str(dim)  # type: ignore[attr-defined]
-
-
-def _bind(graph: Any, feeds: dict[str, Any], dims: dict[str, int]) -> dict[str, int]:
-    """Named dims bound from the feeds' shapes (what `onyxia run` and `onyxia.ort` do)."""
-    bound = dict(dims)
-    for tid in graph.inputs:
-        tensor = graph.tensor(tid)
-        for dim, size in zip(getattr(tensor.shape, "dims", ()), feeds[tensor.name].shape):  # type: ignore[attr-defined]
-            if getattr(dim, "op", "") == "name":
-                bound.setdefault(_dim_name(dim), int(size))
-    return bound
-
-
-# ----- the parent: spawn, time, summarise -----------------------------------------------------------
 class ChildFailed(Exception):
     """The child's stderr; the table shows its last line and goes on with the next model."""
 
@@ -298,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dims = {k: int(v) for k, v in (d.split("=", 1) for d in args.dim)}
     if args.child:
-        child = {"ort": _child_ort, "cache": _child_cache}.get(args.via, _child)
+        child = {"ort": child_ort, "cache": child_cache}.get(args.via, child_api)
         print(json.dumps(child(args.model, args.inputs_npz, dims)))
         return 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -319,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_header())
         for name, model, inputs in models:
             seconds: dict[str, float] = {}
-            inputs, model_dims = _prepare(model, inputs, dims, work) if args.via == "cache" else (inputs, dims)
+            inputs, model_dims = prepare(model, inputs, dims, work) if args.via == "cache" else (inputs, dims)
             caches = _fresh_caches(work / "caches" / name) if args.cold else {}
             try:
                 if args.cold:

@@ -1,0 +1,1 @@
+"""Helpers of `tools/startup_profile.py` (the child processes it times)."""
