@@ -1,27 +1,31 @@
-"""Compile time grows linearly with graph size: a 3,000-node elementwise chain (the shape that took
-over two minutes when the fusion rescanned its region) compiles in seconds, and each pass's time per
-node does not grow from 1k to 3k nodes beyond noise."""
+"""Compile work grows linearly with graph size: a 1,500-node elementwise chain (the shape that took
+minutes when the fusion rescanned its region) costs about 3x the Python calls of a 500-node one, not 9x.
+
+Counted in function calls (`onyxia.core.call_count`), not seconds: the count is the same on a loaded machine,
+so the test checks the growth without timing anything (the seconds are the benchmark's:
+``python -m onyxia.cli.bench.compile_scaling``)."""
 
 from __future__ import annotations
 
-from onyxia.compiler.scaling import format_scaling, measure
+from onyxia.compiler.pipeline import CompilerPipeline
+from onyxia.compiler.scaling import elementwise_chain, format_scaling, measure
+from onyxia.core.call_count import count_calls
 from onyxia.operators import core_operator_registry
 
 
-def _compile(length: int) -> tuple[float, dict[str, float], int]:
-    (row,) = measure(core_operator_registry(), [length])
-    return row.seconds, row.passes, row.operations
+def _calls_and_operations(length: int) -> tuple[int, int]:
+    """Python and C function calls made while compiling an elementwise chain of `length` nodes."""
+    graph, pipeline = elementwise_chain(length), CompilerPipeline(core_operator_registry())
+    model, calls = count_calls(lambda: pipeline.compile(graph, {}))
+    return calls, len(model.operations)
 
 
-def test_a_3000_node_chain_compiles_in_under_10_s_and_scales_linearly() -> None:
-    small, small_passes, _ = _compile(1000)
-    seconds, passes, operations = _compile(3000)
-    assert seconds < 10, passes
-    assert operations < 3000 / 5  # fused: at most 7 reads per kernel, so about 9 nodes per dispatch
-    for name, spent in passes.items():
-        if spent > 0.2:  # ignore passes too quick to time reliably
-            assert spent < 3 * 3 * max(small_passes.get(name, 0.0), 0.02), (name, spent, small_passes.get(name))
-    assert seconds < 3 * 3 * small + 1
+def test_compile_work_grows_linearly_with_the_chain() -> None:
+    _calls_and_operations(60)  # one-time work (registry tables, shader sources) out of the comparison
+    small, _ = _calls_and_operations(500)
+    large, operations = _calls_and_operations(1500)
+    assert operations < 1500 / 5  # fused: at most 7 reads per kernel, so about 9 nodes per dispatch
+    assert large < 3.6 * small, (small, large)  # linear: ~3x (a quadratic pass would make it ~9x)
 
 
 def test_the_scaling_table_names_the_slowest_passes() -> None:
