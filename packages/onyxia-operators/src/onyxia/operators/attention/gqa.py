@@ -8,7 +8,8 @@ seqlens_k[b] + 1 is batch row b's valid length, the new tokens take the position
 (rotary positions too; a first prompt's right padding starts at 0), `local_window_size` w lets the
 query at position p see keys j with p - j < w, padded keys stay hidden, and scale 0 means
 1/sqrt(head_size). The row placement lives in one WGSL module (onyxia::kv_rows) that every
-kernel imports. Packed QKV (key and value empty) is read from the query buffer with the row
+kernel imports, and the bindings and functions they share (query, seqlens_k and its check, rotary, softcap,
+output, a one-token step's new rows) in another (onyxia::gqa_io). Packed QKV (key and value empty) is read from the query buffer with the row
 stride and column offsets `Heads` gives (static defs), so it costs no extra dispatch.
 
 Two steps: gqa_cache writes the extended cache (kept past rows + new rows, keys rotated), then

@@ -32,67 +32,26 @@
 enable f16;
 #endif
 #import onyxia::kv_rows
-#ifdef CHECKED
-#import onyxia::errors
-#endif
-#ifdef ROTARY
-#import onyxia::rotary
-#endif
+#import onyxia::gqa_io
 #ifdef DECODE
 #import onyxia::reduce
 #import onyxia::attend_row
 #endif
 
-@group(0) @binding(#{BIND_Q}) var<storage, read> in_q: array<#{T}>;
+// in_q, seqlens_k, cos_cache, sin_cache and out_y: onyxia::gqa_io
 @group(0) @binding(#{BIND_K}) var<storage, read> in_k: array<#{T}>;
 @group(0) @binding(#{BIND_V}) var<storage, read> in_v: array<#{T}>;
-@group(0) @binding(#{BIND_SEQLENS}) var<storage, read> seqlens_k: array<#{SEQLENS_T}>;
-#ifdef ROTARY
-@group(0) @binding(#{BIND_COS}) var<storage, read> cos_cache: array<#{T}>;
-@group(0) @binding(#{BIND_SIN}) var<storage, read> sin_cache: array<#{T}>;
-#endif
-@group(0) @binding(#{BIND_OUT}) var<storage, read_write> out_y: array<#{T}>;
 #ifdef DECODE
 @group(0) @binding(#{BIND_SCORES}) var<storage, read_write> scores: array<f32>;
 var<workgroup> partial: array<f32, #{WORKGROUP_SIZE}>;
 #endif
-
-// seqlens_k[b], which onnxruntime refuses outside [0, KV_ROWS) (the present length): with CHECKED
-// (every cache but the windowed one) a value outside is reported in the node's error slot and clamped.
-// (gqa.wgsl and gqa_decode_append.wgsl hold the same function.)
-fn seqlen(b: u32) -> i32 {
-    let k = i32(seqlens_k[b]);
-#ifdef CHECKED
-    if (k < 0 || k >= i32(#{KV_ROWS})) {
-        report_error(ERROR_INDEX_OUT_OF_RANGE, k);
-        return clamp(k, 0, i32(#{KV_ROWS}) - 1);
-    }
-#endif
-    return k;
-}
-
-fn query_element(q_base: u32, h: u32, position: u32) -> f32 {
-    let x = f32(in_q[q_base + h]);
-#ifdef ROTARY
-    if (h < #{ROTARY}u) {
-        let tap = rotary_tap(h, #{ROTARY}u, #{INTERLEAVED});
-        let c = min(position, #{MAX_POS} - 1u) * (#{ROTARY}u / 2u) + tap.cache;
-        return rotary_apply(x, f32(in_q[q_base + tap.partner]), tap, f32(cos_cache[c]), f32(sin_cache[c]));
-    }
-#endif
-    return x;
-}
 
 fn score(q: ptr<function, array<f32, #{HEAD_SIZE}>>, k_row: u32) -> f32 {
     var dot = 0.0;
     for (var h = 0u; h < #{HEAD_SIZE}u; h++) {
         dot += (*q)[h] * f32(in_k[k_row + h]);
     }
-#ifdef SOFTCAP
-    // tanh saturates long before 15; the clamp keeps exp-based tanh implementations away from inf/inf
-    dot = #{SOFTCAP} * tanh(clamp(dot / #{SOFTCAP}, -15.0, 15.0));
-#endif
-    return dot;
+    return softcapped(dot);
 }
 
 // Query row `s` of (batch b, head): its scaled, rotated q and the cache rows it sees.

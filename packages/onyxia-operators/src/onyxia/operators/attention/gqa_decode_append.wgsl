@@ -20,68 +20,17 @@
 enable f16;
 #endif
 #import onyxia::kv_rows
-#ifdef CHECKED
-#import onyxia::errors
-#endif
+#import onyxia::gqa_io
 #import onyxia::reduce
 #import onyxia::attend_row
-#ifdef ROTARY
-#import onyxia::rotary
-#endif
 
-@group(0) @binding(#{BIND_Q}) var<storage, read> in_q: array<#{T}>;
-#ifdef PACKED
-fn new_k(i: u32) -> #{T} { return in_q[i + #{K_OFFSET}u]; }
-fn new_v(i: u32) -> #{T} { return in_q[i + #{V_OFFSET}u]; }
-#else
-@group(0) @binding(#{BIND_NEW_K}) var<storage, read> in_new_k: array<#{T}>;
-@group(0) @binding(#{BIND_NEW_V}) var<storage, read> in_new_v: array<#{T}>;
-fn new_k(i: u32) -> #{T} { return in_new_k[i]; }
-fn new_v(i: u32) -> #{T} { return in_new_v[i]; }
-#endif
-@group(0) @binding(#{BIND_SEQLENS}) var<storage, read> seqlens_k: array<#{SEQLENS_T}>;
-#ifdef ROTARY
-@group(0) @binding(#{BIND_COS}) var<storage, read> cos_cache: array<#{T}>;
-@group(0) @binding(#{BIND_SIN}) var<storage, read> sin_cache: array<#{T}>;
-#endif
+// in_q, new_k()/new_v() and their bindings, seqlens_k, cos_cache, sin_cache and out_y: onyxia::gqa_io
 @group(0) @binding(#{BIND_CACHE_K}) var<storage, read_write> cache_k: array<#{T}>;
 @group(0) @binding(#{BIND_CACHE_V}) var<storage, read_write> cache_v: array<#{T}>;
-@group(0) @binding(#{BIND_OUT}) var<storage, read_write> out_y: array<#{T}>;
 @group(0) @binding(#{BIND_SCORES}) var<storage, read_write> scores: array<f32>;
 var<workgroup> partial: array<f32, #{WORKGROUP_SIZE}>;
 var<workgroup> new_k_row: array<#{T}, #{HEAD_SIZE}>;  // the new key as the cache holds it (rotated, in T)
 var<workgroup> new_v_row: array<#{T}, #{HEAD_SIZE}>;
-
-// Element h of a head at `base` rotated to `position` (elements past ROTARY pass through).
-fn rotated(x: f32, partner: f32, h: u32, position: u32) -> f32 {
-#ifdef ROTARY
-    if (h < #{ROTARY}u) {
-        let tap = rotary_tap(h, #{ROTARY}u, #{INTERLEAVED});
-        // an id outside the cache is invalid input; clamping reads a real row, never out of bounds
-        let c = min(position, #{MAX_POS} - 1u) * (#{ROTARY}u / 2u) + tap.cache;
-        return rotary_apply(x, partner, tap, f32(cos_cache[c]), f32(sin_cache[c]));
-    }
-#endif
-    return x;
-}
-
-fn partner_of(h: u32) -> u32 {
-#ifdef ROTARY
-    if (h < #{ROTARY}u) {
-        return rotary_tap(h, #{ROTARY}u, #{INTERLEAVED}).partner;
-    }
-#endif
-    return h;
-}
-
-fn softcapped(dot: f32) -> f32 {
-#ifdef SOFTCAP
-    // tanh saturates long before 15; the clamp keeps exp-based tanh implementations away from inf/inf
-    return #{SOFTCAP} * tanh(clamp(dot / #{SOFTCAP}, -15.0, 15.0));
-#else
-    return dot;
-#endif
-}
 
 fn key_element(row: u32, is_new: bool, h: u32) -> f32 {
     if (is_new) {
@@ -95,20 +44,6 @@ fn row_value(base: u32, j: u32, new_row: u32, h: u32) -> f32 {
         return f32(new_v_row[h]);
     }
     return f32(cache_v[base + j * #{HEAD_SIZE}u + h]);
-}
-
-// seqlens_k[b], which onnxruntime refuses outside [0, KV_ROWS) (the present length): with CHECKED
-// (every cache but the windowed one) a value outside is reported in the node's error slot and clamped.
-// (gqa.wgsl and gqa_decode_append.wgsl hold the same function.)
-fn seqlen(b: u32) -> i32 {
-    let k = i32(seqlens_k[b]);
-#ifdef CHECKED
-    if (k < 0 || k >= i32(#{KV_ROWS})) {
-        report_error(ERROR_INDEX_OUT_OF_RANGE, k);
-        return clamp(k, 0, i32(#{KV_ROWS}) - 1);
-    }
-#endif
-    return k;
 }
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})

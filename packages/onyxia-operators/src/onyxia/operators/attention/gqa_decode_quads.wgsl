@@ -29,31 +29,11 @@
 enable f16;
 #endif
 #import onyxia::kv_rows
-#ifdef CHECKED
-#import onyxia::errors
-#endif
-#ifdef ROTARY
-#import onyxia::rotary
-#endif
+#import onyxia::gqa_io
 
-@group(0) @binding(#{BIND_Q}) var<storage, read> in_q: array<#{T}>;
-#ifdef PACKED
-fn new_k(i: u32) -> #{T} { return in_q[i + #{K_OFFSET}u]; }
-fn new_v(i: u32) -> #{T} { return in_q[i + #{V_OFFSET}u]; }
-#else
-@group(0) @binding(#{BIND_NEW_K}) var<storage, read> in_new_k: array<#{T}>;
-@group(0) @binding(#{BIND_NEW_V}) var<storage, read> in_new_v: array<#{T}>;
-fn new_k(i: u32) -> #{T} { return in_new_k[i]; }
-fn new_v(i: u32) -> #{T} { return in_new_v[i]; }
-#endif
-@group(0) @binding(#{BIND_SEQLENS}) var<storage, read> seqlens_k: array<#{SEQLENS_T}>;
-#ifdef ROTARY
-@group(0) @binding(#{BIND_COS}) var<storage, read> cos_cache: array<#{T}>;
-@group(0) @binding(#{BIND_SIN}) var<storage, read> sin_cache: array<#{T}>;
-#endif
+// in_q, new_k()/new_v() and their bindings, seqlens_k, cos_cache, sin_cache and out_y: onyxia::gqa_io
 @group(0) @binding(#{BIND_CACHE_K}) var<storage, read_write> cache_k: array<vec4<#{T}>>;
 @group(0) @binding(#{BIND_CACHE_V}) var<storage, read_write> cache_v: array<vec4<#{T}>>;
-@group(0) @binding(#{BIND_OUT}) var<storage, read_write> out_y: array<#{T}>;
 
 const QUADS: u32 = #{WORKGROUP_SIZE}u / 4u;
 const DQ4: u32 = #{DQ4}u;  // vec4s of a head a lane owns
@@ -66,41 +46,6 @@ var<workgroup> queries: array<vec4<f32>, #{HEADS}u * ROW4>;  // the workgroup's 
 var<workgroup> merge_max: array<f32, QUADS>;
 var<workgroup> merge_sum: array<f32, QUADS>;
 var<workgroup> merge_acc: array<vec4<f32>, QUADS * ROW4>;
-
-// seqlens_k[b], which onnxruntime refuses outside [0, KV_ROWS) (the present length): with CHECKED a value outside
-// is reported in the node's error slot and clamped (as gqa.wgsl and gqa_decode_append.wgsl).
-fn seqlen(b: u32) -> i32 {
-    let k = i32(seqlens_k[b]);
-#ifdef CHECKED
-    if (k < 0 || k >= i32(#{KV_ROWS})) {
-        report_error(ERROR_INDEX_OUT_OF_RANGE, k);
-        return clamp(k, 0, i32(#{KV_ROWS}) - 1);
-    }
-#endif
-    return k;
-}
-
-// Element h of a head whose elements `read` gives, rotated to `position` (elements past ROTARY pass through).
-fn rotated(x: f32, partner: f32, h: u32, position: u32) -> f32 {
-#ifdef ROTARY
-    if (h < #{ROTARY}u) {
-        let tap = rotary_tap(h, #{ROTARY}u, #{INTERLEAVED});
-        // an id outside the cache is invalid input; clamping reads a real row, never out of bounds
-        let c = min(position, #{MAX_POS} - 1u) * (#{ROTARY}u / 2u) + tap.cache;
-        return rotary_apply(x, partner, tap, f32(cos_cache[c]), f32(sin_cache[c]));
-    }
-#endif
-    return x;
-}
-
-fn partner_of(h: u32) -> u32 {
-#ifdef ROTARY
-    if (h < #{ROTARY}u) {
-        return rotary_tap(h, #{ROTARY}u, #{INTERLEAVED}).partner;
-    }
-#endif
-    return h;
-}
 
 // Elements 4 e .. 4 e + 3 of batch row b's new key of kv head `kv_head`, rotated and stored as the cache holds them.
 fn new_key4(b: u32, kv_head: u32, e: u32, position: u32) -> vec4<#{T}> {
@@ -127,15 +72,6 @@ fn query4(b: u32, head: u32, e: u32, position: u32) -> vec4<f32> {
         q[d] = rotated(f32(in_q[row + h]), f32(in_q[row + partner_of(h)]), h, position) * #{SCALE};
     }
     return q;
-}
-
-fn softcapped(dot: f32) -> f32 {
-#ifdef SOFTCAP
-    // tanh saturates long before 15; the clamp keeps exp-based tanh implementations away from inf/inf
-    return #{SOFTCAP} * tanh(clamp(dot / #{SOFTCAP}, -15.0, 15.0));
-#else
-    return dot;
-#endif
 }
 
 // vec4 i of extended-cache row j of the head at `base` (vec4s), the new row from workgroup memory.

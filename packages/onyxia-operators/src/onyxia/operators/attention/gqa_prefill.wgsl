@@ -40,51 +40,15 @@
 enable f16;
 #endif
 #import onyxia::kv_rows
-#ifdef CHECKED
-#import onyxia::errors
-#endif
-#ifdef ROTARY
-#import onyxia::rotary
-#endif
+#import onyxia::gqa_io
 
-@group(0) @binding(#{BIND_Q}) var<storage, read> in_q: array<#{T}>;
+// in_q, seqlens_k, cos_cache, sin_cache and out_y: onyxia::gqa_io
 @group(0) @binding(#{BIND_K}) var<storage, read> in_k: array<vec4<#{T}>>;  // HEAD_SIZE / 4 per cache row
 @group(0) @binding(#{BIND_V}) var<storage, read> in_v: array<vec4<#{T}>>;
-@group(0) @binding(#{BIND_SEQLENS}) var<storage, read> seqlens_k: array<#{SEQLENS_T}>;
-#ifdef ROTARY
-@group(0) @binding(#{BIND_COS}) var<storage, read> cos_cache: array<#{T}>;
-@group(0) @binding(#{BIND_SIN}) var<storage, read> sin_cache: array<#{T}>;
-#endif
-@group(0) @binding(#{BIND_OUT}) var<storage, read_write> out_y: array<#{T}>;
 
 const DIMS4: u32 = #{HEAD_SIZE}u / 4u;
 const ITEM_COUNT: u32 = #{BLOCK}u * #{GROUP}u;
 const UNSEEN: f32 = -3.0e38;  // finite stand-in for -inf: exp(UNSEEN - max) underflows to 0, no inf arithmetic
-
-// seqlens_k[b], which onnxruntime refuses outside [0, KV_ROWS): with CHECKED a value outside is reported
-// in the node's error slot and clamped (gqa.wgsl's function; a shader file cannot import another's).
-fn seqlen(b: u32) -> i32 {
-    let k = i32(seqlens_k[b]);
-#ifdef CHECKED
-    if (k < 0 || k >= i32(#{KV_ROWS})) {
-        report_error(ERROR_INDEX_OUT_OF_RANGE, k);
-        return clamp(k, 0, i32(#{KV_ROWS}) - 1);
-    }
-#endif
-    return k;
-}
-
-fn query_element(q_base: u32, d: u32, position: u32) -> f32 {
-    let x = f32(in_q[q_base + d]);
-#ifdef ROTARY
-    if (d < #{ROTARY}u) {
-        let tap = rotary_tap(d, #{ROTARY}u, #{INTERLEAVED});
-        let c = min(position, #{MAX_POS} - 1u) * (#{ROTARY}u / 2u) + tap.cache;
-        return rotary_apply(x, f32(in_q[q_base + tap.partner]), tap, f32(cos_cache[c]), f32(sin_cache[c]));
-    }
-#endif
-    return x;
-}
 
 struct Item {
     s: u32,           // query row
