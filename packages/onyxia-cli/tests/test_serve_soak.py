@@ -1,8 +1,10 @@
 """tools/soak.py, short: a real `onyxia serve` of the tiny fixture under a mixed concurrent load.
 
 The soak itself is the assertion: every completed answer must equal the same request's answer alone,
-no 5xx, bad requests refused with OpenAI error bodies, in-flight gauges back to 0. Its verdict logic
-is also checked on crafted outcomes, so a soak that compared nothing could not pass as green.
+no 5xx, bad requests refused with OpenAI error bodies, in-flight gauges back to 0, RSS after the warm-up
+bounded. Its verdict logic is checked on crafted outcomes, so a soak that compared nothing could not pass
+as green, and its warm-up on what it must cover, so the RSS baseline cannot come before a shape the mix
+produces.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.append(str(ROOT / "tools"))  # the tools/soak package
 
 from soak.client import Outcome  # noqa: E402
-from soak.mix import make_plan, make_specs  # noqa: E402
+from soak.mix import CHAT, COMPLETIONS, KINDS, make_plan, make_specs  # noqa: E402
 from soak.runner import judge  # noqa: E402
+from soak.warmup import sequence_size, warmup_waves  # noqa: E402
 
 # RSS drift is loose here: with 120 requests the "warm" sample comes after only 12, before allocator
 # pools, driver buffers and HTTP/tokenizer caches reach their steady size, and short runs on this
@@ -59,3 +62,18 @@ def test_the_verdict_is_exact() -> None:
     assert judge(bad, Outcome(400, error_type="invalid_request_error"), None) == "ok"
     assert judge(bad, Outcome(200, "text", "stop", 1), None).startswith("fail")
     assert judge(plan["cancel"], Outcome(200, cancelled=True), alone) == "unchecked"
+
+
+def test_the_warmup_covers_every_batch_size_spec_and_kind() -> None:
+    specs = make_specs(30, seed=2, long_words=20)
+    waves = warmup_waves(specs, slots=8)
+    sent = [planned for wave in waves for planned in wave]
+    assert max(len(wave) for wave in waves) == 8
+    assert {len(wave) for wave in waves} >= set(range(1, 9))  # every decode batch size 1..slots
+    assert {planned.spec for planned in sent} == set(specs)  # every prompt the mix can send
+    assert {planned.kind for planned in sent} == set(KINDS)  # every kind, bad requests included
+    too_long = [planned for planned in sent if planned.kind == "too-long"]
+    assert len(too_long) == 8 and {p.spec.endpoint for p in too_long} == {CHAT, COMPLETIONS}
+    assert {planned.stream for planned in sent} == {True, False}
+    alone = next(wave for wave in waves if len(wave) == 1)[0].spec  # the batch of one is the longest sequence
+    assert sequence_size(alone) == max(map(sequence_size, specs))
