@@ -24,11 +24,11 @@ from soak.mix import CHAT, COMPLETIONS, KINDS, make_plan, make_specs  # noqa: E4
 from soak.runner import judge  # noqa: E402
 from soak.warmup import sequence_size, warmup_waves  # noqa: E402
 
-# RSS drift is loose here: with 120 requests the "warm" sample comes after only 12, before allocator
-# pools, driver buffers and HTTP/tokenizer caches reach their steady size, and short runs on this
-# machine moved 0.4-5% either way from that alone. The 2000-request default (5%) is the real leak
-# check; 25% still fails a leak that grows with every request of this run.
-CI_RSS_DRIFT = 25
+# The acceptance bar (5%), as in the full run: the baseline is read after the warm-up phase, which runs every
+# shape the mix produces (every spec, every batch size, every kind), so what grows before it is bounded and
+# what grows after it is not warm-up. Before the warm-up phase existed the baseline was the 12th request and
+# this run needed 25%; with it, runs here drifted +0.06% and +0.40% (2026-11-29).
+CI_RSS_DRIFT = 5
 
 
 def test_a_short_soak_passes_with_no_mismatch() -> None:
@@ -46,6 +46,9 @@ def test_a_short_soak_passes_with_no_mismatch() -> None:
     )
     assert sent == 120 and mismatched == failed == 0, report
     assert ok >= 60 and unchecked > 0, report  # most answers compared; some cancelled or disconnected
+    warm = re.findall(r"^warm-up\s+(.*)$", proc.stdout, re.M)[0].split()
+    assert int(warm[0]) > 30 and int(warm[3]) == int(warm[4]) == 0, report  # warm-up answers judged too
+    assert re.search(r"^RSS: after warm-up [\d.]+ MiB, end [\d.]+ MiB, drift [+-]", proc.stdout, re.M), report
     assert "server stopped" in proc.stdout, report
 
 
