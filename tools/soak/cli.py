@@ -84,7 +84,7 @@ async def _phases(run: Run, args: argparse.Namespace) -> None:
         file=sys.stderr,
     )
     await reference_phase(run, specs)
-    await warmup_phase(run, specs, slots, args.settle)
+    await warmup_phase(run, specs, slots, args.clients, args.settle)
     await mixed_phase(run, make_plan(specs, args.requests, args.seed), args.clients)
     await quiet_phase(run, specs, args.settle)
 

@@ -69,14 +69,14 @@ def test_the_verdict_is_exact() -> None:
 
 def test_the_warmup_covers_every_batch_size_spec_and_kind() -> None:
     specs = make_specs(30, seed=2, long_words=20)
-    waves = warmup_waves(specs, slots=8)
+    waves = warmup_waves(specs, slots=8, width=10)
     sent = [planned for wave in waves for planned in wave]
-    assert max(len(wave) for wave in waves) == 8
+    assert max(len(wave) for wave in waves) == 10  # as many in flight as the mix's clients
     assert {len(wave) for wave in waves} >= set(range(1, 9))  # every decode batch size 1..slots
     assert {planned.spec for planned in sent} == set(specs)  # every prompt the mix can send
     assert {planned.kind for planned in sent} == set(KINDS)  # every kind, bad requests included
     too_long = [planned for planned in sent if planned.kind == "too-long"]
-    assert len(too_long) == 8 and {p.spec.endpoint for p in too_long} == {CHAT, COMPLETIONS}
+    assert len(too_long) == 10 and {p.spec.endpoint for p in too_long} == {CHAT, COMPLETIONS}
     assert {planned.stream for planned in sent} == {True, False}
     alone = next(wave for wave in waves if len(wave) == 1)[0].spec  # the batch of one is the longest sequence
     assert sequence_size(alone) == max(map(sequence_size, specs))
