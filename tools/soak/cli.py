@@ -17,6 +17,7 @@ from .mix import KINDS, make_plan, make_specs
 from .report import print_summary
 from .runner import Run, mixed_phase, quiet_phase, reference_phase
 from .server import Server, start, stop
+from .warmup import server_slots, warmup_phase
 
 __all__ = ["main", "parse_args"]
 
@@ -47,7 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="seeds the prompts, parameters and mix (default 0)")
     parser.add_argument("--specs", type=int, default=None, help="distinct requests (default requests/5, 8 to 200)")
     parser.add_argument("--max-rss-drift", type=float, default=5.0, help="percent RSS growth allowed (default 5)")
-    parser.add_argument("--warmup", type=float, default=10.0, help="percent of requests before the RSS baseline")
+    parser.add_argument(
+        "--slots", type=int, default=None, help="batch sizes the warm-up covers (default: the server's onyxia_slots)"
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (default 120)")
     parser.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for /health")
     parser.add_argument("--stop-timeout", type=float, default=30.0, help="seconds from SIGINT to SIGKILL")
@@ -60,8 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("give a MODEL directory to serve, or --url of a running server (not both)")
     if args.requests < 1 or args.clients < 1:
         parser.error("--requests and --clients must be at least 1")
-    if not 0 < args.warmup < 100:
-        parser.error("--warmup is a percent of the requests, between 0 and 100")
+    if args.slots is not None and args.slots < 1:
+        parser.error("--slots must be at least 1")
     return args
 
 
@@ -74,9 +77,15 @@ def _served_model(url: str, api_key: str) -> str:
 async def _phases(run: Run, args: argparse.Namespace) -> None:
     count = args.specs or min(200, max(8, args.requests // 5))
     specs = make_specs(count, args.seed, args.long_words)
-    print(f"soak: {len(specs)} specs alone first, then {args.requests} mixed requests", file=sys.stderr)
+    slots = args.slots or await asyncio.to_thread(server_slots, run.url, args.clients)
+    print(
+        f"soak: {len(specs)} specs alone first, a warm-up over batch sizes 1..{slots}, then {args.requests} mixed "
+        "requests",
+        file=sys.stderr,
+    )
     await reference_phase(run, specs)
-    await mixed_phase(run, make_plan(specs, args.requests, args.seed), args.clients, args.warmup)
+    await warmup_phase(run, specs, slots, args.clients, args.settle)
+    await mixed_phase(run, make_plan(specs, args.requests, args.seed), args.clients)
     await quiet_phase(run, specs, args.settle)
 
 

@@ -26,7 +26,7 @@ def _table(run: Run) -> list[str]:
     for record in sorted(run.records, key=lambda r: r.planned.label):
         groups.setdefault(record.planned.label, []).append(record)
     rows = [(label, _row(records)) for label, records in groups.items()]
-    rows += [("all mixed", _row(run.records)), ("after (alone again)", _row(run.after))]
+    rows += [("all mixed", _row(run.records)), ("warm-up", _row(run.warmup)), ("after (alone again)", _row(run.after))]
     width = max(len(label) for label, _ in rows)
     lines = [f"{'kind':<{width}}  " + "  ".join(f"{c:>11}" for c in _COLUMNS)]
     lines += [f"{label:<{width}}  " + "  ".join(f"{v:>11}" for v in values) for label, values in rows]
@@ -45,7 +45,7 @@ def drift_percent(run: Run) -> float | None:
 
 def failures(run: Run, max_drift: float, stop_note: str) -> list[str]:
     found = []
-    for record in [*run.records, *run.after]:
+    for record in [*run.warmup, *run.records, *run.after]:
         if record.verdict == "mismatch":
             reference = run.references[record.planned.spec]
             found.append(
@@ -75,7 +75,7 @@ def print_summary(run: Run, max_drift: float, stop_note: str, wall: float) -> li
     """Print the summary; returns the failures (empty: the soak passed)."""
     found = failures(run, max_drift, stop_note)
     client_statuses = Counter(str(r.outcome.status or "none") for r in run.records)
-    mismatches = sum(r.verdict == "mismatch" for r in [*run.records, *run.after])
+    mismatches = sum(r.verdict == "mismatch" for r in [*run.warmup, *run.records, *run.after])
     drift = drift_percent(run)
     print(f"\nonyxia soak: {run.model} at {run.url}, {len(run.records)} mixed requests, {len(run.references)} specs")
     print("\n".join(_table(run)))
@@ -89,7 +89,9 @@ def print_summary(run: Run, max_drift: float, stop_note: str, wall: float) -> li
     print(f"5xx: {server_errors} (a 5xx status, or a server_error event inside a 200 stream)")
     print(f"leaks: {len(run.leaks)} ({'; '.join(run.gauge_notes)})")
     rss = "n/a (no server pid: pass --pid with --url)" if drift is None else f"{drift:+.2f}% (limit {max_drift}%)"
-    print(f"RSS: warm {_mib(run.rss_warm)}, end {_mib(run.rss_end)}, drift {rss}")
+    print(f"RSS: after warm-up {_mib(run.rss_warm)}, end {_mib(run.rss_end)}, drift {rss} (both read idle)")
+    trend = ", ".join(f"{done}: {_mib(kib)}" for done, kib in run.rss_samples[1:])
+    print(f"RSS under load by mixed requests done: {trend or 'n/a'}")
     phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in run.seconds.items())
     print(f"time: {wall:.1f} s wall ({phases}); server {stop_note or 'not started by the soak'}")
     for failure in found[:20]:

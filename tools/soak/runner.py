@@ -1,12 +1,12 @@
-"""The soak's three phases: the reference answers alone, the mixed load, and the quiet afterwards.
+"""The soak's phases: the reference answers alone, the warm-up (`warmup.py`), the mixed load, the quiet.
 
 1. Reference: every distinct spec once, sequentially, non-streamed: the answer that request gets
    with nothing beside it.
-2. Mixed: `clients` tasks take the plan's requests in order; every completed answer is compared with
-   its reference (text, finish_reason, and completion tokens where both carry usage). The server's
-   RSS is sampled once the first tenth (--warmup) has completed: allocators, caches and compiled
-   pipelines have grown by then.
-3. Quiet: /metrics's in-flight gauges must come back to 0 (a cancelled or abandoned job that never
+2. Warm-up: every shape the mix can produce, once; the RSS baseline is read after it, server idle.
+3. Mixed: `clients` tasks take the plan's requests in order; every completed answer is compared with
+   its reference (text, finish_reason, and completion tokens where both carry usage). RSS is sampled
+   at every tenth of the requests, for the report's trend (under load: transient arrays included).
+4. Quiet: /metrics's in-flight gauges must come back to 0 (a cancelled or abandoned job that never
    ends is a leak), the first specs are asked again alone (the server still answers as at the
    start), and RSS is sampled again.
 """
@@ -25,7 +25,18 @@ from .client import Outcome, body_of, send
 from .mix import BAD_KINDS, Planned, Spec
 from .server import gauges, rss_kib
 
-__all__ = ["AFTER_CHECKS", "Record", "Run", "judge", "quiet_phase", "mixed_phase", "reference_phase"]
+__all__ = [
+    "AFTER_CHECKS",
+    "Record",
+    "Run",
+    "client_for",
+    "idle",
+    "judge",
+    "mixed_phase",
+    "one_request",
+    "quiet_phase",
+    "reference_phase",
+]
 
 MAX_RETRIES = 200  # 429s retried per request; a valid request refused more often fails the soak
 AFTER_CHECKS = 5
@@ -54,17 +65,19 @@ class Run:
     too_long_tokens: int
     api_key: str = "soak"
     references: dict[Spec, Outcome] = field(default_factory=dict)
+    warmup: list[Record] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
     after: list[Record] = field(default_factory=list)
     rss_warm: int | None = None
     rss_end: int | None = None
+    rss_samples: list[tuple[int, int | None]] = field(default_factory=list)  # (mixed requests done, KiB)
     leaks: list[str] = field(default_factory=list)
     gauge_notes: list[str] = field(default_factory=list)
     server_statuses: dict[str, float] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def _client(run: Run, clients: int) -> httpx.AsyncClient:
+def client_for(run: Run, clients: int) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {run.api_key}"}
     return httpx.AsyncClient(base_url=run.url, timeout=run.timeout, limits=limits, headers=headers)
@@ -93,7 +106,7 @@ def judge(planned: Planned, outcome: Outcome, reference: Outcome | None) -> str:
     return "ok" if same and (tokens is None or tokens == reference.completion_tokens) else "mismatch"
 
 
-async def _one(run: Run, client: httpx.AsyncClient, planned: Planned) -> Record:
+async def one_request(run: Run, client: httpx.AsyncClient, planned: Planned) -> Record:
     data, retries, start = body_of(planned, run.model, run.too_long_tokens), 0, time.perf_counter()
     while True:
         try:
@@ -112,9 +125,9 @@ async def _one(run: Run, client: httpx.AsyncClient, planned: Planned) -> Record:
 async def reference_phase(run: Run, specs: list[Spec]) -> None:
     """Each spec alone; a spec the server cannot answer alone makes the whole soak meaningless."""
     start = time.perf_counter()
-    async with _client(run, 1) as client:
+    async with client_for(run, 1) as client:
         for spec in specs:
-            record = await _one(run, client, Planned(-1, "answer", spec, stream=False))
+            record = await one_request(run, client, Planned(-1, "answer", spec, stream=False))
             outcome = record.outcome
             if outcome.status != 200 or outcome.problem or outcome.text is None:
                 hint = " (lower --long-words or raise the server's --max-length)" if outcome.status == 413 else ""
@@ -126,46 +139,50 @@ async def reference_phase(run: Run, specs: list[Spec]) -> None:
     run.seconds["reference"] = time.perf_counter() - start
 
 
-async def mixed_phase(run: Run, plan: list[Planned], clients: int, warmup: float = 10.0) -> None:
-    """`warmup`: percent of the requests completed before the first RSS sample."""
-    pending, warm_at, start = iter(plan), max(1, round(len(plan) * warmup / 100)), time.perf_counter()
+async def mixed_phase(run: Run, plan: list[Planned], clients: int) -> None:
+    pending, start = iter(plan), time.perf_counter()
     step = max(1, len(plan) // 10)
 
     async def worker(client: httpx.AsyncClient) -> None:
         for planned in pending:  # one shared iterator: each request is taken by exactly one client
-            run.records.append(await _one(run, client, planned))
+            run.records.append(await one_request(run, client, planned))
             done = len(run.records)
-            if done == warm_at:
-                run.rss_warm = rss_kib(run.pid)
             if done % step == 0 or done == len(plan):
+                run.rss_samples.append((done, rss_kib(run.pid)))
                 bad = sum(r.verdict != "ok" and r.verdict != "unchecked" for r in run.records)
                 elapsed = time.perf_counter() - start
                 print(f"soak: {done}/{len(plan)} requests, {bad} not ok, {elapsed:.1f} s", file=sys.stderr)
 
-    async with _client(run, clients) as client:
+    async with client_for(run, clients) as client:
         await asyncio.gather(*(worker(client) for _ in range(clients)))
     run.seconds["mixed"] = time.perf_counter() - start
 
 
-async def quiet_phase(run: Run, specs: list[Spec], settle: float) -> None:
+async def idle(run: Run, settle: float) -> tuple[dict[str, float], dict[str, float]]:
+    """Wait up to `settle` s for the in-flight gauges to reach 0 (abandoned jobs may still be running);
+    returns (the gauges still busy, every gauge sample) and keeps the server's status counts."""
     start = time.perf_counter()
-    found: dict[str, float] = {}
-    while True:  # abandoned jobs may still be running: give them `settle` seconds to end
+    while True:
         found, run.server_statuses = await asyncio.to_thread(gauges, run.url)
         busy = {name: value for name, value in found.items() if IN_FLIGHT.search(name) and value != 0}
         if not busy or time.perf_counter() - start > settle:
-            break
+            return busy, found
         await asyncio.sleep(0.5)
+
+
+async def quiet_phase(run: Run, specs: list[Spec], settle: float) -> None:
+    start = time.perf_counter()
+    busy, found = await idle(run, settle)
     run.leaks = [f"{name} = {value:g} after {settle:.0f} s quiet" for name, value in busy.items()]
     names = {name.split("{")[0] for name in found}
     checked = sorted(n for n in names if IN_FLIGHT.search(n))
     run.gauge_notes = [f"checked back to 0: {', '.join(checked) or 'none'}"]
     run.gauge_notes += [f"{n}: not exposed by this server, not checked" for n in EXPECTED_GAUGES if n not in names]
-    async with _client(run, 1) as client:
+    async with client_for(run, 1) as client:
         health = (await client.get("/health")).json()
         if health.get("queue_depth", 0) != 0:
             run.leaks.append(f"/health queue_depth = {health['queue_depth']}")
         for spec in specs[:AFTER_CHECKS]:
-            run.after.append(await _one(run, client, Planned(-1, "answer", spec, stream=False)))
+            run.after.append(await one_request(run, client, Planned(-1, "answer", spec, stream=False)))
     run.rss_end = rss_kib(run.pid)
     run.seconds["quiet"] = time.perf_counter() - start
