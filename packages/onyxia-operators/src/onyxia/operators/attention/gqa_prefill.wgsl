@@ -78,11 +78,23 @@ fn query_row(b: u32, it: Item) -> array<vec4<f32>, DIMS4> {
     return q;
 }
 
-// The union of the workgroup's items' key ranges (both ends grow with the query row): uniform.
+// Keys are stepped from a multiple of this, whatever the block's first visible key: each item's online
+// softmax then meets its keys in the same steps (the same rescales, the same sums) wherever the prompt's
+// chunk started, so a prompt continued over a reused prefix gets the bits of one prefilled whole (a
+// windowed layer's first key follows the block's first row, which follows the chunk's start).
+#ifdef SPREAD
+const KEY_ALIGN: u32 = 8u;
+#else
+const KEY_ALIGN: u32 = #{TILE}u;
+#endif
+
+// The union of the workgroup's items' key ranges (both ends grow with the query row), its start aligned
+// down to KEY_ALIGN (the keys before an item's own range are masked): uniform.
 fn block_keys(wid: vec3<u32>, rows: KvRows) -> vec2<u32> {
     let first = wid.x * #{BLOCK}u;
     let last = min(first + #{BLOCK}u, #{SEQ}) - 1u;
-    return vec2<u32>(key_range(rows, first, #{WINDOW}u).lo, key_range(rows, last, #{WINDOW}u).hi);
+    let lo = key_range(rows, first, #{WINDOW}u).lo;
+    return vec2<u32>(lo - lo % KEY_ALIGN, key_range(rows, last, #{WINDOW}u).hi);
 }
 
 // First element (in vec4s) of the workgroup's kv head's cache rows.
