@@ -42,7 +42,7 @@ from onyxia.cli.llm.logprobs import LOGPROBS, TokenLogprob, asking_rows, check_l
 from onyxia.cli.llm.parallel_samples import ParallelSamples
 from onyxia.cli.llm.pipelined import can_pipeline
 from onyxia.cli.llm.request_checks import checked_request
-from onyxia.cli.llm.sampling import gpu_params, on_gpu, sample_token
+from onyxia.cli.llm.sampling import gpu_rows, on_gpu, sample_token
 from onyxia.cli.llm.slot_table import SlotTable
 from onyxia.cli.llm.step_inputs import Row, per_row_positions, step_feeds
 
@@ -51,9 +51,6 @@ if TYPE_CHECKING:
     from onyxia.runtime.pending import PendingRun
 
 __all__ = ["Batch", "Stream"]
-
-_GREEDY_ROW = np.zeros(3, np.float32)
-
 
 class Batch:
     def __init__(self, session: LlmSession) -> None:
@@ -244,8 +241,7 @@ class Batch:
         session, sig = self.session, self.session.signature
         rows = [Row(s.slot or 0, self.slots.length(s)) for s in streams]
         if sample:
-            draws = [gpu_params(s.params, s.rng) if on_gpu(s.params) else _GREEDY_ROW for s in streams]
-            session.set_sampling(np.stack(draws))
+            session.set_sampling(gpu_rows((s.params, s.rng) for s in streams))
             self._masks = allowed_masks(session, [s.matcher for s in streams])
             set_allowed(session, self._masks)
         count = 1 if ids is None else len(ids[0])
@@ -264,7 +260,7 @@ class Batch:
         """Each row's token (drawn on the GPU, or on the host from its logits row) and its logprobs if asked.
         Log-probabilities come from the raw logits; the rows the host samples see the mask the GPU applied."""
         sig, result = self.session.signature, pending.read()
-        drawn = [int(t) for t in result[NEXT_TOKEN].reshape(-1)]
+        drawn: list[int] = result[NEXT_TOKEN].reshape(-1).tolist()
         logits = result[sig.logits].reshape(len(streams), -1) if sig.logits in result else None
         for b, s in enumerate(streams):
             if logits is not None and not on_gpu(s.params):

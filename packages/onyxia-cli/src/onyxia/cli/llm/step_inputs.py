@@ -50,23 +50,23 @@ def step_feeds(
     GPU carries them), and the plan dims they bind. With `lengths` row b's ids are only its first lengths[b]
     (the rest right-padding: prompts of several lengths prefilled in one run, each row's past the same):
     its mask hides the padding and its logits come from its own last token (`LAST_ROWS`)."""
-    sig = signature
+    sig, batch = signature, len(rows)
     pasts = np.array([row.past for row in rows], np.int64)
-    counts = np.full(len(rows), count, np.int64) if lengths is None else np.array(lengths, np.int64)
-    longest = int(pasts.max())
+    longest = max(row.past for row in rows)
+    ends = pasts + count if lengths is None else pasts + np.array(lengths, np.int64)  # each row's keys after the run
     feeds: dict[str, np.ndarray] = {}
     if ids is not None:
-        feeds[sig.input_ids] = np.array(ids, np.int64).reshape(len(rows), count)
+        feeds[sig.input_ids] = np.array(ids, np.int64).reshape(batch, count)
     if sig.attention_mask:
-        keys = np.arange(longest + count)
-        feeds[sig.attention_mask] = (keys[None, :] < (pasts + counts)[:, None]).astype(np.int64)
+        feeds[sig.attention_mask] = np.less.outer(np.arange(longest + count), ends).T.astype(np.int64, order="C")
     if sig.position_ids:
-        feeds[sig.position_ids] = pasts[:, None] + np.arange(count)[None, :]
+        feeds[sig.position_ids] = pasts[:, None] if count == 1 else pasts[:, None] + np.arange(count)
     if dims.resident:
-        feeds[KV_ROWS] = np.array([[row.slot, row.past] for row in rows], np.int32)
+        feeds[KV_ROWS] = np.array([(row.slot, row.past) for row in rows], np.int32)
     if dims.last_rows:
-        feeds[LAST_ROWS] = (np.arange(len(rows)) * count + counts - 1)[:, None]
-    return feeds, dims(count, longest, len(rows))
+        starts = np.arange(0, batch * count, count, dtype=np.int64)  # each row's first id in the run
+        feeds[LAST_ROWS] = (starts + (count - 1 if lengths is None else np.array(lengths, np.int64) - 1))[:, None]
+    return feeds, dims(count, longest, batch)
 
 
 class StepDims:
