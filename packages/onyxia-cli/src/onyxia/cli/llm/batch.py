@@ -44,13 +44,14 @@ from onyxia.cli.llm.pipelined import can_pipeline
 from onyxia.cli.llm.request_checks import checked_request
 from onyxia.cli.llm.sampling import gpu_rows, on_gpu, sample_token
 from onyxia.cli.llm.slot_table import SlotTable
-from onyxia.cli.llm.step_inputs import Row, per_row_positions, step_feeds
+from onyxia.cli.llm.step_inputs import per_row_positions, step_feeds
 
 if TYPE_CHECKING:
     from onyxia.cli.llm.session import LlmSession
     from onyxia.runtime.pending import PendingRun
 
 __all__ = ["Batch", "Stream"]
+
 
 class Batch:
     def __init__(self, session: LlmSession) -> None:
@@ -239,7 +240,7 @@ class Batch:
         before; `lengths`: the real ids of each padded row); the slot records take the ids now, the carried
         ones when they are read (`_decode`)."""
         session, sig = self.session, self.session.signature
-        rows = [Row(s.slot or 0, self.slots.length(s)) for s in streams]
+        rows = self.slots.rows(streams)
         if sample:
             session.set_sampling(gpu_rows((s.params, s.rng) for s in streams))
             self._masks = allowed_masks(session, [s.matcher for s in streams])

@@ -12,8 +12,7 @@ so no row sees another's or a stale key; its position ids and its cache row (`KV
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -30,9 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["Row", "StepDims", "checked_token_ids", "per_row_positions", "step_feeds", "vocab_size"]
 
 
-@dataclass(frozen=True)
-class Row:
-    """One batch row of a run: the cache slot it extends and the tokens that slot holds before the run."""
+class Row(NamedTuple):
+    """One batch row of a run: the cache slot it extends and the tokens that slot holds before the run (a
+    tuple: a decode step makes one per row)."""
 
     slot: int
     past: int
@@ -58,7 +57,7 @@ def step_feeds(
     if ids is not None:
         feeds[sig.input_ids] = np.array(ids, np.int64).reshape(batch, count)
     if sig.attention_mask:
-        feeds[sig.attention_mask] = np.less.outer(np.arange(longest + count), ends).T.astype(np.int64, order="C")
+        feeds[sig.attention_mask] = (np.arange(longest + count) < ends[:, None]).astype(np.int64)
     if sig.position_ids:
         feeds[sig.position_ids] = pasts[:, None] if count == 1 else pasts[:, None] + np.arange(count)
     if dims.resident:
