@@ -18,8 +18,9 @@ costs little more than one that advances 1. Each `step()`:
 
 Decode is pipelined as a lone stream's is (`llm/pipelined.py`): while the rows stay the same (nobody waits
 for a free slot or prefills, every row samples on the GPU), step N + 1 is submitted with the tokens step N
-drew carried into input_ids on the GPU, before step N's tokens are read. A row that ends on step N's token
-has fed it to step N + 1 (its cache holds it, its slot's record says so) and that row's draw is dropped.
+drew carried into input_ids on the GPU, before step N's tokens are read, its feeds moved on in place from
+step N's (`llm/carried_steps.py`). A row that ends on step N's token has fed it to step N + 1 (its cache
+holds it, its slot's record says so) and that row's draw is dropped.
 
 Graphs that derive positions or a sliding window from the past length alone (optimum and PyTorch exports
 without `position_ids`, or with a window shorter than the cache) cannot give rows of different lengths
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onyxia.cli.llm.batch_stream import Stream
+from onyxia.cli.llm.carried_steps import CarriedSteps
 from onyxia.cli.llm.constrained_rows import allowed_masks, attach_matcher, masked_logits, set_allowed
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
 from onyxia.cli.llm.logprobs import LOGPROBS, TokenLogprob, asking_rows, check_logprobs, row_logprobs, select_rows
@@ -65,6 +67,7 @@ class Batch:
         self._ahead: tuple[list[Stream], PendingRun] | None = None  # a decode run submitted, its tokens unread
         self._masks: np.ndarray | None = None  # the allowed-token masks of the last sampling run (None: all ones)
         self.samples = ParallelSamples(session)  # groups of `n` samples sharing a prefilled prompt
+        self._carried = CarriedSteps(session, self.slots)  # the feeds of decode steps submitted ahead
         can_pipeline(session)  # sets up the token carry now: a run only carries what was set up before it ran
 
     # ----- what callers use --------------------------------------------------------------------
@@ -213,7 +216,7 @@ class Batch:
         assert self._ahead is not None
         rows, pending = self._ahead
         self._ahead = None
-        ahead = self._submit(rows, None) if self._carries(rows) else None
+        ahead = self._carried.submit(rows) if self._carries(rows) else None
         tokens = self._tokens(rows, pending)
         self.steps += 1
         self.last_batch_size = len(rows)
@@ -232,20 +235,20 @@ class Batch:
     def _submit(
         self,
         streams: Sequence[Stream],
-        ids: list[list[int]] | None,
+        ids: list[list[int]],
         sample: bool = True,
         lengths: list[int] | None = None,
     ) -> PendingRun:
-        """Append `ids[b]` to stream b's slot in one run (None: one token each, carried on the GPU from the run
-        before; `lengths`: the real ids of each padded row); the slot records take the ids now, the carried
-        ones when they are read (`_decode`)."""
+        """Append `ids[b]` to stream b's slot in one run (`lengths`: the real ids of each padded row); the slot
+        records take the ids now (a step submitted ahead, `CarriedSteps`, feeds ids the GPU carried: they are
+        recorded when read, in `_decode`)."""
         session, sig = self.session, self.session.signature
         rows = self.slots.rows(streams)
         if sample:
             session.set_sampling(gpu_rows((s.params, s.rng) for s in streams))
             self._masks = allowed_masks(session, [s.matcher for s in streams])
             set_allowed(session, self._masks)
-        count = 1 if ids is None else len(ids[0])
+        count = len(ids[0])
         feeds, dims = step_feeds(sig, rows, ids, count, session.step_dims, lengths)
         session.executor.update_dimensions(dims)
         on_host = sample and any(not on_gpu(s.params) for s in streams)
@@ -253,7 +256,7 @@ class Batch:
         if select_rows(session.executor, asking_rows(streams) if sample else []):
             wanted.append(LOGPROBS)
         pending = session._run(feeds, wanted)
-        for b, (stream, row_ids) in enumerate(zip(streams, ids or [])):
+        for b, (stream, row_ids) in enumerate(zip(streams, ids)):
             self.slots.append(stream, row_ids if lengths is None else row_ids[: lengths[b]])
         return pending
 
