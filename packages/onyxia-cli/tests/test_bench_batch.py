@@ -62,3 +62,24 @@ def test_stream_prompts_grow_by_one_and_share_only_bos() -> None:
 def test_bad_batch_list_is_an_input_error(cli: Callable[..., Any], text: str) -> None:
     result = cli("bench", "--size", "tiny", "--engines", "onyxia", "--batch", text)
     assert result.code == 2 and "--batch" in result.err
+
+
+def test_batch_profile_reports_each_batched_steps_host_split(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """`--batch 1,2 --profile`: each N's profiled batched steps carry the host split (dims, inputs, encode) that
+    the single-stream profile prints, in the JSON and as a column of the batched table."""
+    out = tmp_path / "bench.json"
+    with override(cache_dir=tmp_path / "cache"):
+        result = cli(
+            "bench", "--size", "tiny", "--precision", "fp32", "--engines", "onyxia", "--batch", "1,2", "--profile",
+            "--prompt-tokens", "8", "--decode-tokens", "4", "--prefill-tokens", "8", "--json", str(out),
+        )  # fmt: skip
+    assert result.code == 0, result.err
+    rows = json.loads(out.read_text())["precisions"]["fp32"]["batched"]
+    assert [row["streams"] for row in rows] == [1, 2]
+    for row in rows:
+        assert row["status"] == "ok", row.get("reason")
+        profile = row["profile"]
+        assert profile["steps"] == 4 and profile["dispatches_per_step"] > 0  # the bench's default profile steps
+        for key in ("host_dims_ms_per_step", "host_prepare_ms_per_step", "host_encode_ms_per_step", "gpu_ms_per_step"):
+            assert profile[key] > 0, (key, profile)
+    assert "host ms/step (dims, inputs, encode)" in result.out

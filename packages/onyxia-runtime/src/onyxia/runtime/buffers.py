@@ -102,8 +102,9 @@ class BufferPool:
 
     def write(self, ref: BufferRef, array: np.ndarray, offset: int = 0) -> None:
         """Queue a host write of `array` (already in GPU storage form); empty arrays write nothing."""
-        if array.size:
-            self.ctx.queue.write_buffer(self.get(ref), offset, storage_bytes(array))
+        if array.size:  # whole 4-byte words in order (int32, float32) go as they are, without a byte view
+            aligned = array.flags.c_contiguous and array.nbytes % 4 == 0
+            self.ctx.queue.write_buffer(self.get(ref), offset, array if aligned else storage_bytes(array))
 
     def ensure_staging(self, nbytes: int, slot: int = 0) -> wgpu.GPUBuffer:
         """Staging buffer `slot` (0; 1 for a run submitted while slot 0's is still to be read)."""

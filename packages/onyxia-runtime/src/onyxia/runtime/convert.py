@@ -67,6 +67,8 @@ def to_gpu(where: str, dtype: DataType, array: np.ndarray, error: type[OnyxiaErr
             )
     if array.dtype == target:
         return np.ascontiguousarray(array)
+    if array.dtype.kind != "f":  # integers narrowed after the range check above (a decode step's few feeds)
+        return np.ascontiguousarray(array.astype(target))
     with np.errstate(over="ignore"):  # float64 -> float32 overflow to infinity is the documented rounding
         return np.ascontiguousarray(array.astype(target))
 

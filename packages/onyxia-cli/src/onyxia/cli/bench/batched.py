@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from onyxia.cli.llm import LlmSession
+    from onyxia.cli.llm.batch import Batch
 
 __all__ = ["measure_streams", "run_batched", "stream_prompts"]
 
@@ -40,12 +41,16 @@ def stream_prompts(grown: list[list[int]], vocab_size: int) -> list[list[int]]:
     ]
 
 
-def measure_streams(session: LlmSession, prompts: list[list[int]], decode_tokens: int) -> dict[str, Any]:
+def measure_streams(
+    session: LlmSession, prompts: list[list[int]], decode_tokens: int, profile_steps: int = 0
+) -> dict[str, Any]:
     """Prefill `prompts` into as many streams (see the module docstring), then time `decode_tokens` steps.
 
     Figures: streams, rows_per_step (the fewest streams one timed step advanced: N when all decode
     together), decode_steps, decode_tokens (over all streams), decode_s, aggregate_decode_tok_s,
-    per_stream_decode_tok_s, stream0_tokens (its first token and the next `decode_tokens`)."""
+    per_stream_decode_tok_s, stream0_tokens (its first token and the next `decode_tokens`); with
+    `profile_steps` (a session on a profiling runtime) also profile: `profile_steps` more batched steps run
+    one by one through `profile_run`, summarized as the single-stream profile is (host split included)."""
     from onyxia.cli.llm.batch import Batch, Stream
 
     count = len(prompts)
@@ -55,7 +60,7 @@ def measure_streams(session: LlmSession, prompts: list[list[int]], decode_tokens
     batch = Batch(session)
     # stream 0 has count + 1 tokens once all are prefilled (its first step prefills and decodes), then one
     # untimed step, the timed ones, and one to spare: no stream finishes inside the timed steps
-    new_tokens = count + decode_tokens + 3
+    new_tokens = count + decode_tokens + profile_steps + 4
     streams = [batch.add(Stream(prompt, new_tokens)) for prompt in prompts]  # no stop ids: none ends early
     for _ in range(count * (1 + max(len(p) for p in prompts) // session.prefill_chunk)):
         if all(s.tokens for s in streams):
@@ -71,6 +76,7 @@ def measure_streams(session: LlmSession, prompts: list[list[int]], decode_tokens
         rows = min(rows, batch.last_batch_size)
     decode_s = time.perf_counter() - started
     produced = sum(len(s.tokens) for s in streams) - before
+    profile = _profile_steps(session, batch, profile_steps) if profile_steps else None
     for stream in streams:
         stream.cancel()
     batch.run()  # frees the slots
@@ -83,7 +89,28 @@ def measure_streams(session: LlmSession, prompts: list[list[int]], decode_tokens
         "aggregate_decode_tok_s": produced / decode_s,
         "per_stream_decode_tok_s": produced / decode_s / count,
         "stream0_tokens": streams[0].tokens[: decode_tokens + 1],
+        **({"profile": profile} if profile else {}),
     }
+
+
+def _profile_steps(session: LlmSession, batch: Batch, steps: int) -> dict[str, Any]:
+    """`steps` batched decode steps profiled (unpipelined: a profiled run is timed alone): GPU time per op and
+    the host split before submit (dims, inputs, encode), per step, as `summarize_profiles` gives it."""
+    from onyxia.cli.bench.onyxia_runner import summarize_profiles
+    from onyxia.runtime.profiling import RunProfile
+
+    profiles: list[RunProfile] = []
+    executor = session.executor
+    session.profiles, dims_ns = profiles, executor.stats.dimension_update_ns
+    try:
+        batch.step()  # reads the run submitted ahead in the timed steps (and, profiling, submits none ahead)
+        for _ in range(steps):
+            batch.step()
+    finally:
+        session.profiles = None
+    summary = summarize_profiles(profiles)
+    summary["host_dims_ms_per_step"] = (executor.stats.dimension_update_ns - dims_ns) / 1e6 / max(len(profiles), 1)
+    return summary
 
 
 def run_batched(spec: dict[str, Any]) -> dict[str, Any]:
@@ -97,11 +124,13 @@ def run_batched(spec: dict[str, Any]) -> dict[str, Any]:
         spec["model_dir"],
         spec["precision"],
         lm_head=spec.get("lm_head", "exact"),
+        profile=spec.get("profile", False),
         slots=spec["streams"],
         prefill_chunk=max(PREFILL_CHUNK, *(len(p) for p in prompts)),
     )
     loaded = runner.load()
-    figures = measure_streams(runner.loaded, prompts, spec["decode_tokens"])
+    profile_steps = spec.get("profile_steps", 4) if spec.get("profile") else 0
+    figures = measure_streams(runner.loaded, prompts, spec["decode_tokens"], profile_steps)
     executor = runner.loaded.executor
     return {
         **figures,

@@ -126,7 +126,8 @@ class OnyxiaRunner:
         if self.stream_prompts:  # last: it leaves the session's history to the batch
             from onyxia.cli.bench.batched import measure_streams
 
-            figures["batched"] = measure_streams(session, self.stream_prompts, self.decode_tokens)
+            profile_steps = self.profile_steps if self.profile else 0
+            figures["batched"] = measure_streams(session, self.stream_prompts, self.decode_tokens, profile_steps)
         return figures
 
 

@@ -149,7 +149,9 @@ def _figure_table(precision: str, part: dict[str, Any], settings: dict[str, Any]
 
 def _print_batched(rows: list[dict[str, Any]], reference: list[int] | None, console: Console) -> None:
     table = Table(title="Onyxia batched decode: N streams advanced together per step (onnxruntime: single-stream)")
-    for column in ("streams", "rows per step", "aggregate tok/s", "per-stream tok/s", "vs N=1", "stream 0 ids"):
+    profiled = any(row.get("profile") for row in rows)
+    columns = ["streams", "rows per step", "aggregate tok/s", "per-stream tok/s", "vs N=1", "stream 0 ids"]
+    for column in columns + ["host ms/step (dims, inputs, encode)"] * profiled:
         table.add_column(column, justify="right")
     for row in rows:
         if row.get("status") != "ok":
@@ -164,6 +166,7 @@ def _print_batched(rows: list[dict[str, Any]], reference: list[int] | None, cons
             f"{row['per_stream_decode_tok_s']:,.2f}",
             _ratio(row.get("vs_single")),
             _agreement(reference, row.get("stream0_tokens")) if reference else "-",
+            *([_host_split(row.get("profile"))] if profiled else []),
         )
     console.print(table)
     console.print("[dim]stream 0 ids: its greedy ids equal to the single-stream run's (same prompt)[/]")
@@ -213,6 +216,18 @@ def _print_memory(memory: dict[str, Any], onyxia: dict[str, Any], console: Conso
         f"{memory['rss_over_weights']:.2f}x the weights, {memory['rss_beyond_gpu_over_weights']:.2f}x beyond the GPU "
         "buffers (which lavapipe keeps in host RAM)"
     )
+
+
+def _host_split(profile: dict[str, Any] | None) -> str:
+    """A profiled step's host time before submit and its parts, as `_print_profile` gives them."""
+    if not profile:
+        return "-"
+    dims, inputs, encode = (
+        profile.get("host_dims_ms_per_step", 0.0),  # update_dimensions(): absent from older JSON
+        profile["host_prepare_ms_per_step"],
+        profile["host_encode_ms_per_step"],
+    )
+    return f"{dims + inputs + encode:.2f} ({dims:.2f}, {inputs:.2f}, {encode:.2f})"
 
 
 def _print_profile(profile: dict[str, Any], console: Console) -> None:

@@ -18,8 +18,9 @@ costs little more than one that advances 1. Each `step()`:
 
 Decode is pipelined as a lone stream's is (`llm/pipelined.py`): while the rows stay the same (nobody waits
 for a free slot or prefills, every row samples on the GPU), step N + 1 is submitted with the tokens step N
-drew carried into input_ids on the GPU, before step N's tokens are read. A row that ends on step N's token
-has fed it to step N + 1 (its cache holds it, its slot's record says so) and that row's draw is dropped.
+drew carried into input_ids on the GPU, before step N's tokens are read, its feeds moved on in place from
+step N's (`llm/carried_steps.py`). A row that ends on step N's token has fed it to step N + 1 (its cache
+holds it, its slot's record says so) and that row's draw is dropped.
 
 Graphs that derive positions or a sliding window from the past length alone (optimum and PyTorch exports
 without `position_ids`, or with a window shorter than the cache) cannot give rows of different lengths
@@ -36,23 +37,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onyxia.cli.llm.batch_stream import Stream
+from onyxia.cli.llm.carried_steps import CarriedSteps
 from onyxia.cli.llm.constrained_rows import allowed_masks, attach_matcher, masked_logits, set_allowed
 from onyxia.cli.llm.generation_passes import NEXT_TOKEN
 from onyxia.cli.llm.logprobs import LOGPROBS, TokenLogprob, asking_rows, check_logprobs, row_logprobs, select_rows
 from onyxia.cli.llm.parallel_samples import ParallelSamples
 from onyxia.cli.llm.pipelined import can_pipeline
 from onyxia.cli.llm.request_checks import checked_request
-from onyxia.cli.llm.sampling import gpu_params, on_gpu, sample_token
+from onyxia.cli.llm.sampling import gpu_rows, on_gpu, sample_token
 from onyxia.cli.llm.slot_table import SlotTable
-from onyxia.cli.llm.step_inputs import Row, per_row_positions, step_feeds
+from onyxia.cli.llm.step_inputs import per_row_positions, step_feeds
 
 if TYPE_CHECKING:
     from onyxia.cli.llm.session import LlmSession
     from onyxia.runtime.pending import PendingRun
 
 __all__ = ["Batch", "Stream"]
-
-_GREEDY_ROW = np.zeros(3, np.float32)
 
 
 class Batch:
@@ -67,6 +67,7 @@ class Batch:
         self._ahead: tuple[list[Stream], PendingRun] | None = None  # a decode run submitted, its tokens unread
         self._masks: np.ndarray | None = None  # the allowed-token masks of the last sampling run (None: all ones)
         self.samples = ParallelSamples(session)  # groups of `n` samples sharing a prefilled prompt
+        self._carried = CarriedSteps(session, self.slots)  # the feeds of decode steps submitted ahead
         can_pipeline(session)  # sets up the token carry now: a run only carries what was set up before it ran
 
     # ----- what callers use --------------------------------------------------------------------
@@ -215,7 +216,7 @@ class Batch:
         assert self._ahead is not None
         rows, pending = self._ahead
         self._ahead = None
-        ahead = self._submit(rows, None) if self._carries(rows) else None
+        ahead = self._carried.submit(rows) if self._carries(rows) else None
         tokens = self._tokens(rows, pending)
         self.steps += 1
         self.last_batch_size = len(rows)
@@ -234,21 +235,20 @@ class Batch:
     def _submit(
         self,
         streams: Sequence[Stream],
-        ids: list[list[int]] | None,
+        ids: list[list[int]],
         sample: bool = True,
         lengths: list[int] | None = None,
     ) -> PendingRun:
-        """Append `ids[b]` to stream b's slot in one run (None: one token each, carried on the GPU from the run
-        before; `lengths`: the real ids of each padded row); the slot records take the ids now, the carried
-        ones when they are read (`_decode`)."""
+        """Append `ids[b]` to stream b's slot in one run (`lengths`: the real ids of each padded row); the slot
+        records take the ids now (a step submitted ahead, `CarriedSteps`, feeds ids the GPU carried: they are
+        recorded when read, in `_decode`)."""
         session, sig = self.session, self.session.signature
-        rows = [Row(s.slot or 0, self.slots.length(s)) for s in streams]
+        rows = self.slots.rows(streams)
         if sample:
-            draws = [gpu_params(s.params, s.rng) if on_gpu(s.params) else _GREEDY_ROW for s in streams]
-            session.set_sampling(np.stack(draws))
+            session.set_sampling(gpu_rows((s.params, s.rng) for s in streams))
             self._masks = allowed_masks(session, [s.matcher for s in streams])
             set_allowed(session, self._masks)
-        count = 1 if ids is None else len(ids[0])
+        count = len(ids[0])
         feeds, dims = step_feeds(sig, rows, ids, count, session.step_dims, lengths)
         session.executor.update_dimensions(dims)
         on_host = sample and any(not on_gpu(s.params) for s in streams)
@@ -256,7 +256,7 @@ class Batch:
         if select_rows(session.executor, asking_rows(streams) if sample else []):
             wanted.append(LOGPROBS)
         pending = session._run(feeds, wanted)
-        for b, (stream, row_ids) in enumerate(zip(streams, ids or [])):
+        for b, (stream, row_ids) in enumerate(zip(streams, ids)):
             self.slots.append(stream, row_ids if lengths is None else row_ids[: lengths[b]])
         return pending
 
@@ -264,7 +264,7 @@ class Batch:
         """Each row's token (drawn on the GPU, or on the host from its logits row) and its logprobs if asked.
         Log-probabilities come from the raw logits; the rows the host samples see the mask the GPU applied."""
         sig, result = self.session.signature, pending.read()
-        drawn = [int(t) for t in result[NEXT_TOKEN].reshape(-1)]
+        drawn: list[int] = result[NEXT_TOKEN].reshape(-1).tolist()
         logits = result[sig.logits].reshape(len(streams), -1) if sig.logits in result else None
         for b, s in enumerate(streams):
             if logits is not None and not on_gpu(s.params):

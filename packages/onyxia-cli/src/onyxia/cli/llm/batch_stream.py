@@ -64,20 +64,14 @@ class Stream:
         self.matcher: GrammarMatcher | None = None  # set when added to a batch (checked there)
         self.feed: list[int] = []  # forced ids to feed after `last`, in the same run
         self.forced = 0  # tokens the grammar forced (delivered without being drawn)
-        self._cancelled = threading.Event()
+        # plain flags, read several times per row and step by the stepping thread; `_done` wakes `wait()`
+        self.done = False  # finished (`finish_reason` says why); set only by the stepping thread
+        self.cancelled = False  # asked to stop (`cancel()`, from any thread)
         self._done = threading.Event()
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
 
     def cancel(self) -> None:
         """Stop at the next step (the slot is freed then); a stream still waiting never starts."""
-        self._cancelled.set()
+        self.cancelled = True
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the stream finishes (another thread steps the batch); whether it did within `timeout`."""
@@ -129,4 +123,5 @@ class Stream:
         self.finished_at = time.perf_counter()
         self.last = None
         self.feed = []
+        self.done = True
         self._done.set()

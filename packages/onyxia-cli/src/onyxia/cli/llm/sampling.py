@@ -9,14 +9,14 @@ Greedy and plain temperature / top-k sampling run on the GPU (com.onyxia SampleT
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from onyxia.core import InputError
 
-__all__ = ["SamplingParams", "gpu_params", "on_gpu", "sample_token"]
+__all__ = ["SamplingParams", "gpu_params", "gpu_rows", "on_gpu", "sample_token"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,18 @@ def gpu_params(params: SamplingParams, rng: np.random.Generator) -> np.ndarray:
         return np.zeros(3, np.float32)
     u = min(float(np.float32(rng.random())), _BELOW_ONE)
     return np.array([params.temperature, min(params.top_k, _MAX_TOP_K), u], np.float32)
+
+
+def gpu_rows(draws: Iterable[tuple[SamplingParams, np.random.Generator]]) -> np.ndarray:
+    """SampleToken's params for a batch, one `gpu_params` row per (params, rng) in row order; a row the host
+    samples (top-p, repetition penalty) gets a greedy row and takes no draw. Zeros are left as they are:
+    a greedy row draws nothing, so a batch of greedy rows costs one array."""
+    draws = list(draws)
+    rows = np.zeros((len(draws), 3), np.float32)
+    for b, (params, rng) in enumerate(draws):
+        if params.temperature > 0.0 and on_gpu(params):
+            rows[b] = gpu_params(params, rng)
+    return rows
 
 
 def _finite(value: object) -> bool:

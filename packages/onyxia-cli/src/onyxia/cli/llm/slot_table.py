@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from onyxia.cli.llm.batch_stream import Stream
+from onyxia.cli.llm.step_inputs import Row
 
 if TYPE_CHECKING:
     from onyxia.cli.llm.session import LlmSession
@@ -32,6 +33,11 @@ class SlotTable:
     def length(self, stream: Stream) -> int:
         assert stream.slot is not None, "a stream holds a slot from admission to its end"
         return len(self.history(stream.slot))
+
+    def rows(self, streams: Sequence[Stream]) -> list[Row]:
+        """Each stream's run row: its slot and the tokens that slot holds."""
+        histories, held = self._histories, self.session.history
+        return [Row(s.slot or 0, len(histories[s.slot] if s.slot else held)) for s in streams]
 
     def append(self, stream: Stream, ids: Sequence[int]) -> None:
         """Record that a run wrote `ids` after the tokens `stream`'s slot held."""

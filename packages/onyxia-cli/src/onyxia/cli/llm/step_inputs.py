@@ -3,8 +3,8 @@ and the dims they bind.
 
 Everything a run needs besides the token ids follows from the rows' slots and cached lengths (the attention
 mask, the position ids, the past length, the resident cache's row table), so the host can build a step's
-inputs before it knows the tokens that step consumes (`llm/pipelined.py` leaves the ids out and lets the GPU
-supply them). Rows of one run may have cached different lengths (continuous batching): the run's past
+inputs before it knows the tokens that step consumes (`llm/pipelined.py` and `llm/carried_steps.py` feed no
+ids and let the GPU supply them). Rows of one run may have cached different lengths (continuous batching): the run's past
 length is the longest, and each row's attention mask is right-padded (ones for its own keys, zeros after),
 so no row sees another's or a stale key; its position ids and its cache row (`KV_ROWS`) are its own.
 """
@@ -12,8 +12,7 @@ so no row sees another's or a stale key; its position ids and its cache row (`KV
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -30,9 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["Row", "StepDims", "checked_token_ids", "per_row_positions", "step_feeds", "vocab_size"]
 
 
-@dataclass(frozen=True)
-class Row:
-    """One batch row of a run: the cache slot it extends and the tokens that slot holds before the run."""
+class Row(NamedTuple):
+    """One batch row of a run: the cache slot it extends and the tokens that slot holds before the run (a
+    tuple: a decode step makes one per row)."""
 
     slot: int
     past: int
@@ -41,32 +40,30 @@ class Row:
 def step_feeds(
     signature: LlmSignature,
     rows: Sequence[Row],
-    ids: Sequence[Sequence[int]] | None,
+    ids: Sequence[Sequence[int]],
     count: int,
     dims: StepDims,
     lengths: Sequence[int] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """Feeds for `count` tokens appended to each row (`ids`: one list per row; None leaves input_ids out, the
-    GPU carries them), and the plan dims they bind. With `lengths` row b's ids are only its first lengths[b]
-    (the rest right-padding: prompts of several lengths prefilled in one run, each row's past the same):
-    its mask hides the padding and its logits come from its own last token (`LAST_ROWS`)."""
-    sig = signature
+    """Feeds for `count` tokens appended to each row (`ids`: one list per row), and the plan dims they bind.
+    With `lengths` row b's ids are only its first lengths[b] (the rest right-padding: prompts of several
+    lengths prefilled in one run, each row's past the same): its mask hides the padding and its logits come
+    from its own last token (`LAST_ROWS`)."""
+    sig, batch = signature, len(rows)
     pasts = np.array([row.past for row in rows], np.int64)
-    counts = np.full(len(rows), count, np.int64) if lengths is None else np.array(lengths, np.int64)
-    longest = int(pasts.max())
-    feeds: dict[str, np.ndarray] = {}
-    if ids is not None:
-        feeds[sig.input_ids] = np.array(ids, np.int64).reshape(len(rows), count)
+    longest = max(row.past for row in rows)
+    ends = pasts + count if lengths is None else pasts + np.array(lengths, np.int64)  # each row's keys after the run
+    feeds = {sig.input_ids: np.array(ids, np.int64).reshape(batch, count)}
     if sig.attention_mask:
-        keys = np.arange(longest + count)
-        feeds[sig.attention_mask] = (keys[None, :] < (pasts + counts)[:, None]).astype(np.int64)
+        feeds[sig.attention_mask] = (np.arange(longest + count) < ends[:, None]).astype(np.int64)
     if sig.position_ids:
-        feeds[sig.position_ids] = pasts[:, None] + np.arange(count)[None, :]
+        feeds[sig.position_ids] = pasts[:, None] if count == 1 else pasts[:, None] + np.arange(count)
     if dims.resident:
-        feeds[KV_ROWS] = np.array([[row.slot, row.past] for row in rows], np.int32)
+        feeds[KV_ROWS] = np.array([(row.slot, row.past) for row in rows], np.int32)
     if dims.last_rows:
-        feeds[LAST_ROWS] = (np.arange(len(rows)) * count + counts - 1)[:, None]
-    return feeds, dims(count, longest, len(rows))
+        starts = np.arange(0, batch * count, count, dtype=np.int64)  # each row's first id in the run
+        feeds[LAST_ROWS] = (starts + (count - 1 if lengths is None else np.array(lengths, np.int64) - 1))[:, None]
+    return feeds, dims(count, longest, batch)
 
 
 class StepDims:
