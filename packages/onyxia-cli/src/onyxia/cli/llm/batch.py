@@ -10,7 +10,8 @@ costs little more than one that advances 1. Each `step()`:
    one-row run into its slot — so a running stream waits at most one chunk for a newcomer; newcomers whose
    whole prompts fit one chunk together (and whose slots hold the same number of tokens, mostly none) are
    prefilled in one run, right-padded, each row's logits taken at its own last token, so eight clients
-   arriving at once all get their first token after one chunk;
+   arriving at once all get their first token after one chunk; newcomers whose slots kept prefixes of
+   different lengths give them up to share that run when more of them fit it so;
 3. runs one decode step for every stream that has a sampled token to feed: row b feeds it into slot
    `stream.slot` at that slot's length, with its own mask, positions and sampling params
    (`step_inputs.step_feeds`; SampleToken draws per row; top-p and repetition penalties on the host
@@ -179,6 +180,29 @@ class Batch:
             # before its row's length, which padding would move (onnxruntime pads only first prompts)
             padded = wider != rest or wider != longest
             if self.slots.length(stream) == past and wider * (len(group) + 1) <= chunk and not (padded and past):
+                group.append(stream)
+                longest = wider
+        fresh = self._fresh_group(prefilling)
+        if len(fresh) <= len(group):
+            return group
+        for stream in fresh:  # one run for them all costs less than a run each for the prefixes' few tokens
+            self.slots.forget(stream)
+        return fresh
+
+    def _fresh_group(self, prefilling: list[Stream]) -> list[Stream]:
+        """The oldest stream and the next newcomers whose whole prompts fit one chunk together from empty caches,
+        padded to the longest: newcomers whose slots kept prefixes of different lengths (a shared chat template,
+        other conversations' turns) cannot share a continuation run, but can all start over in one run. Only
+        streams that have prefilled nothing yet and kept less than all but their last token (a parallel
+        sample's copied prompt is kept)."""
+        chunk, end = self.session.prefill_chunk, self.samples.prefill_end
+        fresh = [s for s in prefilling if s.fed == s.cached < len(s.prompt) - 1 and end(s) == len(s.prompt)]
+        if not fresh or fresh[0] is not prefilling[0] or len(fresh[0].prompt) > chunk:
+            return []  # the oldest goes first as it is
+        group, longest = fresh[:1], len(fresh[0].prompt)
+        for stream in fresh[1:]:
+            wider = max(longest, len(stream.prompt))
+            if wider * (len(group) + 1) <= chunk:
                 group.append(stream)
                 longest = wider
         return group
