@@ -181,3 +181,31 @@ def test_newcomers_over_kept_prefixes_of_different_lengths_prefill_in_one_run(
     assert given_up == [3, 2, 0] and groups == [3]
     assert [s.cached for s in streams] == [0, 0, 0]
     assert [s.tokens for s in streams] == alone
+
+
+@pytest.mark.parametrize(("directory", "precision", "expected_file"), LAYOUTS, ids=[d for d, *_ in LAYOUTS])
+def test_resent_prompts_over_kept_slots_of_different_lengths_prefill_in_one_run(
+    directory: str, precision: str | None, expected_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three clients resend prompts of 6, 4 and 3 tokens that their slots kept whole (an earlier request's):
+    each has one token left to prefill, a decode step's shape, so one run takes all three where decode rows
+    may differ in length (`per_row_positions`), else a run each; each equals itself alone."""
+    llm = _session(directory, precision, 8)
+    ids = expected(directory, expected_file)["prompts"][0]["prompt_ids"]
+    prompts = [ids[:6], ids[1:5], ids[2:5]]
+    streams = [Stream(p, NEW_TOKENS, _SAMPLED.get(i, SamplingParams())) for i, p in enumerate(prompts)]
+    alone = _alone(llm, streams)
+    llm.reset()
+    batch = llm.batch()
+    for earlier in prompts:
+        batch.add(Stream(earlier, 2))
+    batch.run()
+    groups: list[int] = []
+    prefill = batch._prefill
+    monkeypatch.setattr(batch, "_prefill", lambda group: (groups.append(len(group)), prefill(group)))
+    for stream in streams:
+        batch.add(stream)
+    batch.run()
+    assert [s.cached for s in streams] == [len(p) - 1 for p in prompts]
+    assert groups == ([3] if batch.per_row_positions else [1, 1, 1])
+    assert [s.tokens for s in streams] == alone

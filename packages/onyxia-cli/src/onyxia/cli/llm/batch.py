@@ -165,12 +165,13 @@ class Batch:
     # ----- runs --------------------------------------------------------------------------------
     def _prefill_group(self, prefilling: list[Stream]) -> list[Stream]:
         """The oldest stream still prefilling, and with it (on a batched plan) the next ones whose slots hold as
-        many tokens and whose remaining prompts all fit one chunk together, padded to the longest."""
+        many tokens (or any number, when each has one prompt token left: a client resending a prompt its slot
+        kept) and whose remaining prompts all fit one chunk together, padded to the longest."""
         first, chunk, end = prefilling[0], self.session.prefill_chunk, self.samples.prefill_end
         group, longest = [first], len(first.prompt) - first.fed
         if not self.session.step_dims.last_rows or longest > chunk or end(first) < len(first.prompt):
             return group
-        past = self.slots.length(first)
+        past, mixed = self.slots.length(first), False  # mixed: rows of other lengths joined
         for stream in prefilling[1:]:
             rest = len(stream.prompt) - stream.fed
             if end(stream) < len(stream.prompt):
@@ -179,9 +180,12 @@ class Batch:
             # padding only after an empty cache: GroupQueryAttention places a continuation's new tokens just
             # before its row's length, which padding would move (onnxruntime pads only first prompts)
             padded = wider != rest or wider != longest
-            if self.slots.length(stream) == past and wider * (len(group) + 1) <= chunk and not (padded and past):
+            # one token a row is a decode step's shape: rows of any lengths share it where decode rows may
+            same = self.slots.length(stream) == past and not mixed
+            one_token = wider == 1 and self.per_row_positions
+            if (same or one_token) and wider * (len(group) + 1) <= chunk and not (padded and past):
                 group.append(stream)
-                longest = wider
+                longest, mixed = wider, mixed or not same
         fresh = self._fresh_group(prefilling)
         if len(fresh) <= len(group):
             return group
