@@ -176,6 +176,7 @@ def main() -> None:
         model_dir, precision = _synthesized(args.synth, args.layout)
 
     from onyxia.cli.llm import LlmSession
+    from onyxia.cli.llm.cache_memory import kv_buffer_bytes
     from onyxia.cli.serve import create_app
 
     started = time.perf_counter()
@@ -230,9 +231,8 @@ def main() -> None:
         f"max_length {session.max_length}, {args.max_tokens} tokens per request, {args.requests} requests per ", end=""
     )
     print(f"client; load + warm-up {ready:.0f} s")
-    executor = session.executor
-    kv = sum(executor.buffer_bytes(pair.past) for pair in session.signature.kv) / session.slots / 2**20
-    print(f"KV caches {kv:.1f} MiB per slot; GPU buffers {executor.gpu_bytes / 2**20:.0f} MiB in all\n")
+    kv = kv_buffer_bytes(session) / session.slots / 2**20
+    print(f"KV caches {kv:.1f} MiB per slot; GPU buffers {session.executor.gpu_bytes / 2**20:.0f} MiB in all\n")
     if args.long_prompt:
         print_long(sorted(long_rows, key=lambda r: (r.decoders, r.chunk)), args.long_prompt)
     for c, rows in tables:
