@@ -214,7 +214,7 @@ def main() -> None:
                 session.prefill_chunk = c
                 newcomer(base_url, long_prompt(session, c + 1, c))
         ready = time.perf_counter() - started
-        for r in range(args.requests if args.long_prompt else 1):
+        for _ in range(args.requests if args.long_prompt else 1):
             for c in chunks:
                 session.prefill_chunk = c
                 if args.long_prompt:

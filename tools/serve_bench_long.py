@@ -8,6 +8,7 @@ before it arrived, and the newcomer's time to first token are the two sides of t
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import threading
 import time
@@ -90,8 +91,8 @@ def long_round(base_url: str, decoders: int, prompt: list[int], chunk: int, max_
         start, first = newcomer(base_url, prompt)
         time.sleep(0.5)
         stop.set()
-    before = [b - a for t in times for a, b in zip(t, t[1:]) if b <= start]
-    during = sorted(b - a for t in times for a, b in zip(t, t[1:]) if start < b <= first + 0.5)
+    before = [b - a for t in times for a, b in itertools.pairwise(t) if b <= start]
+    during = sorted(b - a for t in times for a, b in itertools.pairwise(t) if start < b <= first + 0.5)
     p95 = during[min(len(during) - 1, round(0.95 * (len(during) - 1)))] if during else 0.0
     return LongRow(chunk, decoders, first - start, statistics.median(before), p95, max(during, default=0.0))
 
