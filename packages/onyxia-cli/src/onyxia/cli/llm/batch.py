@@ -194,11 +194,9 @@ class Batch:
         return fresh
 
     def _fresh_group(self, prefilling: list[Stream]) -> list[Stream]:
-        """The oldest stream and the next newcomers whose whole prompts fit one chunk together from empty caches,
-        padded to the longest: newcomers whose slots kept prefixes of different lengths (a shared chat template,
-        other conversations' turns) cannot share a continuation run, but can all start over in one run. Only
-        streams that have prefilled nothing yet and kept less than all but their last token (a parallel
-        sample's copied prompt is kept)."""
+        """The oldest stream and the next newcomers (nothing prefilled, less than all but the last token kept: a
+        sample's copied prompt stays) whose whole prompts fit one chunk from empty caches, padded: over kept
+        prefixes of different lengths (a shared chat template) they cannot share a continuation run."""
         chunk, end = self.session.prefill_chunk, self.samples.prefill_end
         fresh = [s for s in prefilling if s.fed == s.cached < len(s.prompt) - 1 and end(s) == len(s.prompt)]
         if not fresh or fresh[0] is not prefilling[0] or len(fresh[0].prompt) > chunk:
