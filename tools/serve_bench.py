@@ -13,6 +13,16 @@ p50/p95 time to first token (queue wait included) with p95's ratio to the 1-clie
                                 [--max-tokens 64] [--requests 2] [--clients 1,4,8]
     python tools/serve_bench.py --synth qwen2 [--layout genai] ...   # `onyxia bench`'s full-size q4 model
     python tools/serve_bench.py --synth gemma3 ... --record docs/data/serving.json   # also into the docs' figures
+    python tools/serve_bench.py --synth gemma3 --prefill-chunk 64,128,256,512 --long-prompt 1000 --clients 4
+
+`--prefill-chunk 64,128,256,512` loads the session with the largest chunk (activations sized for it) and runs
+every round at each chunk in turn (`LlmSession.prefill_chunk`, what `onyxia serve --prefill-chunk` sets), so
+one load compares them. `--long-prompt N` runs the newcomer scenario instead, at each chunk and each `--clients`
+count D: D streams decode (short prompts, as many tokens as it takes), and once each has streamed a few tokens a
+newcomer sends an N-token prompt (a completion of token ids, shuffled per round so no slot holds its prefix);
+it prints the newcomer's time to first token and the decoding streams' gaps between tokens: the median before
+it arrived (one decode step) and the p95 and max while it prefilled (a running stream waits for a chunk's
+prefill each step). `--requests` repeats each row, chunk by chunk in turn (64 128 ... 64 128 ...).
 
 Without MODEL_DIR it serves the built-in demo, as `onyxia serve` does. `--synth ARCH` serves the synthetic
 full-size 4-bit (MatMulNBits, q4) model `onyxia bench --arch ARCH` measures (gemma3: the 270m shape as
@@ -24,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.resources
 import json
 import os
 import shlex
@@ -35,6 +46,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
+
+from serve_bench_long import LongRow, long_prompt, long_round, newcomer, print_long
 
 PROMPTS = ["Tell me a fortune about love", "What does tomorrow hold?", "A wise saying, please", "Predict my week"]
 
@@ -118,62 +131,7 @@ def _synthesized(arch: str, layout: str | None) -> tuple[Path, str | None]:
     return directory, "q4" if directory == model.directory else None  # onnx-community: one file per precision
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", nargs="?", type=Path, default=None)
-    parser.add_argument("--synth", metavar="ARCH", default=None, help="serve `onyxia bench --arch ARCH`'s q4 model")
-    parser.add_argument("--layout", default=None, help="with --synth: the exporter's layout (default the family's)")
-    parser.add_argument("--precision", default=None)
-    parser.add_argument("--max-length", type=int, default=None)
-    parser.add_argument("--parallel", type=int, default=8, help="sequences the session decodes together (slots)")
-    parser.add_argument("--lm-head", default="exact", help="exact, fp16 or int8 (LlmSession's lm_head; with a model)")
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--requests", type=int, default=2, help="requests per client per round")
-    parser.add_argument("--clients", default="1,4,8", help="comma-separated concurrency levels")
-    parser.add_argument("--record", type=Path, default=None, help="write the rows into this docs figures file")
-    args = parser.parse_args()
-    levels = [int(c) for c in args.clients.split(",")]
-    if args.parallel < 1:
-        parser.error(f"--parallel {args.parallel}: expected at least 1")
-    model_dir, precision = args.model_dir, args.precision
-    if args.synth is not None:
-        if model_dir is not None:
-            parser.error("give MODEL_DIR or --synth ARCH, not both")
-        model_dir, precision = _synthesized(args.synth, args.layout)
-
-    from onyxia.cli.llm import LlmSession
-    from onyxia.cli.serve import create_app
-
-    started = time.perf_counter()
-    loaded = None
-    if args.lm_head != "exact":  # create_app loads with the exact head; load the session here instead
-        if model_dir is None:
-            parser.error("--lm-head needs MODEL_DIR or --synth")
-        loaded = LlmSession.from_pretrained(
-            model_dir, precision, args.max_length, slots=args.parallel, lm_head=args.lm_head
-        )
-    app = create_app(
-        model_dir,
-        precision=precision,
-        max_length=args.max_length,
-        max_queue=max(levels),
-        parallel=args.parallel,
-        session=loaded,
-    )
-    session = app.state.onyxia.session
-    base_url, server, thread = _serve(app)
-    try:
-        _round(base_url, max(levels), 1, 4)  # warm-up: drivers compile a pipeline at its first dispatch, per batch size
-        ready = time.perf_counter() - started
-        rows = [_round(base_url, c, args.requests, args.max_tokens) for c in levels]
-    finally:
-        server.should_exit = True  # type: ignore[attr-defined]
-        thread.join(30)
-    print(f"{session.model_dir.model_path} on {session.adapter}, {session.slots} slots, lm head {args.lm_head},")
-    print(
-        f"max_length {session.max_length}, {args.max_tokens} tokens per request, {args.requests} requests per ", end=""
-    )
-    print(f"client; load + warm-up {ready:.0f} s\n")
+def _print_rows(rows: list[Row]) -> None:
     print(
         "| clients | aggregate tok/s | aggregate decode tok/s | decode vs 1 client | TTFT p50 (ms) | TTFT p95 (ms) "
         "| p95 vs 1 client |"
@@ -187,10 +145,103 @@ def main() -> None:
             f"| {r.clients} | {r.rate:.2f} | {r.decode_rate:.2f} | {decode_ratio} | {r.p50 * 1000:.0f} "
             f"| {r.p95 * 1000:.0f} | {ttft_ratio} |"
         )
-    if args.record is not None:
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir", nargs="?", type=Path, default=None)
+    parser.add_argument("--synth", metavar="ARCH", default=None, help="serve `onyxia bench --arch ARCH`'s q4 model")
+    parser.add_argument("--layout", default=None, help="with --synth: the exporter's layout (default the family's)")
+    parser.add_argument("--precision", default=None)
+    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--parallel", type=int, default=8, help="sequences the session decodes together (slots)")
+    parser.add_argument("--prefill-chunk", default=None, help="comma-separated chunks (default: the session's)")
+    parser.add_argument("--long-prompt", type=int, default=None, metavar="N", help="the newcomer scenario")
+    parser.add_argument("--lm-head", default="exact", help="exact, fp16 or int8 (LlmSession's lm_head; with a model)")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--requests", type=int, default=2, help="requests per client per round")
+    parser.add_argument("--clients", default="1,4,8", help="comma-separated concurrency levels")
+    parser.add_argument("--record", type=Path, default=None, help="write the rows into this docs figures file")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.clients.split(",")]
+    chunks = [int(c) for c in args.prefill_chunk.split(",")] if args.prefill_chunk else []
+    if args.parallel < 1 or max(levels) >= args.parallel and args.long_prompt:
+        parser.error(f"--parallel {args.parallel}: expected at least 1 (and more than --clients, with --long-prompt)")
+    if min(levels + chunks) < 1 or (args.long_prompt is not None and args.long_prompt < 1):
+        parser.error("--clients, --prefill-chunk and --long-prompt take positive numbers")
+    model_dir, precision = args.model_dir, args.precision
+    if args.synth is not None:
+        if model_dir is not None:
+            parser.error("give MODEL_DIR or --synth ARCH, not both")
+        model_dir, precision = _synthesized(args.synth, args.layout)
+
+    from onyxia.cli.llm import LlmSession
+    from onyxia.cli.llm.cache_memory import kv_buffer_bytes
+    from onyxia.cli.serve import create_app
+
+    started = time.perf_counter()
+    loaded = None
+    if args.lm_head != "exact" or chunks:  # create_app loads with the exact head and its chunk; load it here
+        if model_dir is None:
+            from onyxia.cli.commands.llm_options import DEMO_MODEL_DIR
+
+            model_dir = Path(str(importlib.resources.files("onyxia.cli.data") / DEMO_MODEL_DIR))
+        loaded = LlmSession.from_pretrained(
+            model_dir,
+            precision,
+            args.max_length,
+            slots=args.parallel,
+            lm_head=args.lm_head,
+            prefill_chunk=max(chunks, default=None),
+        )
+    app = create_app(
+        model_dir,
+        precision=precision,
+        max_length=args.max_length,
+        max_queue=max(levels),
+        parallel=args.parallel,
+        session=loaded,
+    )
+    session = app.state.onyxia.session
+    chunks = chunks or [session.prefill_chunk]
+    base_url, server, thread = _serve(app)
+    tables: list[tuple[int, list[Row]]] = []
+    long_rows: list[LongRow] = []
+    try:
+        _round(base_url, max(levels), 1, 4)  # warm-up: drivers compile a pipeline at its first dispatch, per batch size
+        if args.long_prompt:  # and per prefill length: one newcomer a chunk and a bit long at each chunk
+            for c in chunks:
+                session.prefill_chunk = c
+                newcomer(base_url, long_prompt(session, c + 1, c))
+        ready = time.perf_counter() - started
+        for _ in range(args.requests if args.long_prompt else 1):
+            for c in chunks:
+                session.prefill_chunk = c
+                if args.long_prompt:
+                    room = session.max_length - 64
+                    prompt = long_prompt(session, args.long_prompt, len(long_rows) + 1000)
+                    long_rows += [long_round(base_url, d, prompt, c, room) for d in levels]
+                else:
+                    tables.append((c, [_round(base_url, n, args.requests, args.max_tokens) for n in levels]))
+    finally:
+        server.should_exit = True  # type: ignore[attr-defined]
+        thread.join(30)
+    print(f"{session.model_dir.model_path} on {session.adapter}, {session.slots} slots, lm head {args.lm_head},")
+    print(
+        f"max_length {session.max_length}, {args.max_tokens} tokens per request, {args.requests} requests per ", end=""
+    )
+    print(f"client; load + warm-up {ready:.0f} s")
+    kv = kv_buffer_bytes(session) / session.slots / 2**20
+    print(f"KV caches {kv:.1f} MiB per slot; GPU buffers {session.executor.gpu_bytes / 2**20:.0f} MiB in all\n")
+    if args.long_prompt:
+        print_long(sorted(long_rows, key=lambda r: (r.decoders, r.chunk)), args.long_prompt)
+    for c, rows in tables:
+        print(f"\nprefill chunk {c}:\n" if len(tables) > 1 else "", end="")
+        _print_rows(rows)
+    if args.record is not None and tables:
         name = args.synth or session.model_dir.root.name
         label = precision or ("q4" if args.synth else "default")  # --synth serves the q4 model
-        _record(args.record, f"{name}-{label}-parallel{session.slots}", session, args, rows)
+        _record(args.record, f"{name}-{label}-parallel{session.slots}", session, args, tables[-1][1])
 
 
 def _record(path: Path, run_id: str, session: object, args: argparse.Namespace, rows: list[Row]) -> None:

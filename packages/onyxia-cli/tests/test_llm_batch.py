@@ -151,3 +151,61 @@ def test_short_prompts_arriving_together_prefill_in_one_run(
     batch.run()
     assert groups == [3, 1]
     assert [s.tokens for s in streams] == alone
+
+
+@pytest.mark.parametrize(("directory", "precision", "expected_file"), LAYOUTS, ids=[d for d, *_ in LAYOUTS])
+def test_newcomers_over_kept_prefixes_of_different_lengths_prefill_in_one_run(
+    directory: str, precision: str | None, expected_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three prompts arriving at once, two over slots that kept 3 and 2 of their tokens from earlier requests and
+    one over none: continuation runs would need one run each; they give the prefixes up and prefill from the
+    start in one run (5 x 3 = 15 tokens of a 16-token chunk), each equal to itself alone."""
+    llm = _session(directory, precision, 8)
+    ids = expected(directory, expected_file)["prompts"][0]["prompt_ids"]
+    prompts = [ids[:5], ids[1:5], ids[2:5]]
+    streams = [Stream(p, NEW_TOKENS, _SAMPLED.get(i, SamplingParams())) for i, p in enumerate(prompts)]
+    alone = _alone(llm, streams)
+    llm.reset()
+    batch = llm.batch()
+    for earlier in (ids[:3], ids[1:3]):  # slots 0 and 1 keep these (and what followed them)
+        batch.add(Stream(earlier, 2))
+    batch.run()
+    groups: list[int] = []
+    given_up: list[int] = []  # the tokens each newcomer's slot kept, given up for the shared run
+    prefill, forget = batch._prefill, batch.slots.forget
+    monkeypatch.setattr(batch, "_prefill", lambda group: (groups.append(len(group)), prefill(group)))
+    monkeypatch.setattr(batch.slots, "forget", lambda stream: (given_up.append(stream.cached), forget(stream)))
+    for stream in streams:
+        batch.add(stream)
+    batch.run()
+    assert given_up == [3, 2, 0] and groups == [3]
+    assert [s.cached for s in streams] == [0, 0, 0]
+    assert [s.tokens for s in streams] == alone
+
+
+@pytest.mark.parametrize(("directory", "precision", "expected_file"), LAYOUTS, ids=[d for d, *_ in LAYOUTS])
+def test_resent_prompts_over_kept_slots_of_different_lengths_prefill_in_one_run(
+    directory: str, precision: str | None, expected_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three clients resend prompts of 6, 4 and 3 tokens that their slots kept whole (an earlier request's):
+    each has one token left to prefill, a decode step's shape, so one run takes all three where decode rows
+    may differ in length (`per_row_positions`), else a run each; each equals itself alone."""
+    llm = _session(directory, precision, 8)
+    ids = expected(directory, expected_file)["prompts"][0]["prompt_ids"]
+    prompts = [ids[:6], ids[1:5], ids[2:5]]
+    streams = [Stream(p, NEW_TOKENS, _SAMPLED.get(i, SamplingParams())) for i, p in enumerate(prompts)]
+    alone = _alone(llm, streams)
+    llm.reset()
+    batch = llm.batch()
+    for earlier in prompts:
+        batch.add(Stream(earlier, 2))
+    batch.run()
+    groups: list[int] = []
+    prefill = batch._prefill
+    monkeypatch.setattr(batch, "_prefill", lambda group: (groups.append(len(group)), prefill(group)))
+    for stream in streams:
+        batch.add(stream)
+    batch.run()
+    assert [s.cached for s in streams] == [len(p) - 1 for p in prompts]
+    assert groups == ([3] if batch.per_row_positions else [1, 1, 1])
+    assert [s.tokens for s in streams] == alone

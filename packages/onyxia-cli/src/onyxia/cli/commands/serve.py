@@ -18,9 +18,16 @@ from onyxia.cli.commands.llm_options import add_llm_arguments, open_session, sam
 from onyxia.cli.console import stderr_console
 from onyxia.core import InputError
 
-__all__ = ["DEFAULT_PARALLEL", "add_parser", "run"]
+__all__ = ["DEFAULT_PARALLEL", "DEFAULT_PREFILL_CHUNK", "add_parser", "run"]
 
-DEFAULT_PARALLEL = 4
+# Chosen by measurement (docs/serving/index.md, "Defaults"): 8 clients on 8 slots decode 3-4x one client's
+# tokens/s with a p95 time to first token of a few seconds; on 4 slots the last 4 queue for whole answers
+# (p95 11-14 s); a slot costs max_length x the KV bytes per position (72 MiB for Gemma 3 270m at 2048).
+DEFAULT_PARALLEL = 8
+# A running stream waits for one chunk's prefill per step. On a compute-bound adapter a prompt's prefill costs
+# about the same per token at any chunk, so a newcomer's first token comes little later with smaller chunks
+# while the others' stall shrinks with the chunk: 128 cuts 256's by a third for at most 13% more wait.
+DEFAULT_PREFILL_CHUNK = 128
 
 NAME = "serve"
 _NEEDS = ("fastapi", "uvicorn", "pydantic", "prometheus_client")
@@ -39,13 +46,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--parallel",
         type=positive_int,
         default=DEFAULT_PARALLEL,
-        help=f"sequences decoded together, each with its own --max-length of KV cache (default {DEFAULT_PARALLEL})",
+        help=f"sequences decoded together (slots), each with its own --max-length of KV cache, which the server "
+        f"logs at start (default {DEFAULT_PARALLEL}; fewer where memory is short: docs/serving 'Defaults')",
     )
     parser.add_argument(
         "--prefill-chunk",
         type=positive_int,
-        default=None,
-        help="prompt tokens a newcomer prefills per step while the others decode (default: the session's, 256)",
+        default=DEFAULT_PREFILL_CHUNK,
+        help="prompt tokens a newcomer prefills per step while the others decode: the longest a running stream "
+        f"waits between tokens, against the newcomer's time to first token (default {DEFAULT_PREFILL_CHUNK})",
     )
     parser.add_argument(
         "--embedding-model",
@@ -67,6 +76,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise InputError(f"serve: --port {args.port} is not a TCP port (1 to 65535)")
     import uvicorn
 
+    from onyxia.cli.llm.cache_memory import kv_buffer_bytes
     from onyxia.cli.serve import create_app
     from onyxia.cli.serve.requests import Defaults
 
@@ -81,6 +91,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         embedding_model=args.embedding_model,
     )
     served = app.state.onyxia.model + (f" and {args.embedding_model.name}" if args.embedding_model else "")
+    kv = kv_buffer_bytes(session) / 2**20
+    errors.print(f"[dim]{session.slots} slots x {session.max_length} tokens: {kv:.0f} MiB of KV cache[/]")
     errors.print(f"[dim]serving {served} on http://{args.host}:{args.port} (Ctrl-C stops)[/]")
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

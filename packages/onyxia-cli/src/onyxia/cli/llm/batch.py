@@ -10,7 +10,8 @@ costs little more than one that advances 1. Each `step()`:
    one-row run into its slot — so a running stream waits at most one chunk for a newcomer; newcomers whose
    whole prompts fit one chunk together (and whose slots hold the same number of tokens, mostly none) are
    prefilled in one run, right-padded, each row's logits taken at its own last token, so eight clients
-   arriving at once all get their first token after one chunk;
+   arriving at once all get their first token after one chunk; newcomers whose slots kept prefixes of
+   different lengths give them up to share that run when more of them fit it so;
 3. runs one decode step for every stream that has a sampled token to feed: row b feeds it into slot
    `stream.slot` at that slot's length, with its own mask, positions and sampling params
    (`step_inputs.step_feeds`; SampleToken draws per row; top-p and repetition penalties on the host
@@ -165,12 +166,13 @@ class Batch:
     # ----- runs --------------------------------------------------------------------------------
     def _prefill_group(self, prefilling: list[Stream]) -> list[Stream]:
         """The oldest stream still prefilling, and with it (on a batched plan) the next ones whose slots hold as
-        many tokens and whose remaining prompts all fit one chunk together, padded to the longest."""
+        many tokens (or any number, when each has one prompt token left: a client resending a prompt its slot
+        kept) and whose remaining prompts all fit one chunk together, padded to the longest."""
         first, chunk, end = prefilling[0], self.session.prefill_chunk, self.samples.prefill_end
         group, longest = [first], len(first.prompt) - first.fed
         if not self.session.step_dims.last_rows or longest > chunk or end(first) < len(first.prompt):
             return group
-        past = self.slots.length(first)
+        past, mixed = self.slots.length(first), False  # mixed: rows of other lengths joined
         for stream in prefilling[1:]:
             rest = len(stream.prompt) - stream.fed
             if end(stream) < len(stream.prompt):
@@ -179,7 +181,31 @@ class Batch:
             # padding only after an empty cache: GroupQueryAttention places a continuation's new tokens just
             # before its row's length, which padding would move (onnxruntime pads only first prompts)
             padded = wider != rest or wider != longest
-            if self.slots.length(stream) == past and wider * (len(group) + 1) <= chunk and not (padded and past):
+            # one token a row is a decode step's shape: rows of any lengths share it where decode rows may
+            same = self.slots.length(stream) == past and not mixed
+            one_token = wider == 1 and self.per_row_positions
+            if (same or one_token) and wider * (len(group) + 1) <= chunk and not (padded and past):
+                group.append(stream)
+                longest, mixed = wider, mixed or not same
+        fresh = self._fresh_group(prefilling)
+        if len(fresh) <= len(group):
+            return group
+        for stream in fresh:  # one run for them all costs less than a run each for the prefixes' few tokens
+            self.slots.forget(stream)
+        return fresh
+
+    def _fresh_group(self, prefilling: list[Stream]) -> list[Stream]:
+        """The oldest stream and the next newcomers (nothing prefilled, less than all but the last token kept: a
+        sample's copied prompt stays) whose whole prompts fit one chunk from empty caches, padded: over kept
+        prefixes of different lengths (a shared chat template) they cannot share a continuation run."""
+        chunk, end = self.session.prefill_chunk, self.samples.prefill_end
+        fresh = [s for s in prefilling if s.fed == s.cached < len(s.prompt) - 1 and end(s) == len(s.prompt)]
+        if not fresh or fresh[0] is not prefilling[0] or len(fresh[0].prompt) > chunk:
+            return []  # the oldest goes first as it is
+        group, longest = fresh[:1], len(fresh[0].prompt)
+        for stream in fresh[1:]:
+            wider = max(longest, len(stream.prompt))
+            if wider * (len(group) + 1) <= chunk:
                 group.append(stream)
                 longest = wider
         return group

@@ -10,12 +10,16 @@ binds whole, so it must fit the device's largest storage binding; together they 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from onyxia.cli.llm.signature import LlmSignature
 from onyxia.core import ModelLoadError, SymbolicExpr
 from onyxia.core.bindings import max_binding_bytes
 
-__all__ = ["bytes_per_position", "check_cache_memory"]
+if TYPE_CHECKING:
+    from onyxia.cli.llm.session import LlmSession
+
+__all__ = ["bytes_per_position", "check_cache_memory", "kv_buffer_bytes"]
 
 _MIB = 1024 * 1024
 
@@ -47,6 +51,12 @@ def check_cache_memory(
             + (f" or --max-length to {limit // (slots * size)} or less" if limit >= slots * size else "")
         )
     return slots * capacity * sum(per_position.values())
+
+
+def kv_buffer_bytes(session: LlmSession) -> int:
+    """Bytes the loaded session's KV cache buffers take on the device: what its slots x max_length cost."""
+    executor = session.executor
+    return sum(executor.buffer_bytes(pair.past) for pair in session.signature.kv)
 
 
 def _known(dim: object, static: Mapping[str, int]) -> int | None:

@@ -78,6 +78,14 @@ class SlotTable:
         stream.slot, stream.cached, stream.fed = best, common, common
         self._owners[best] = stream
 
+    def forget(self, stream: Stream) -> None:
+        """Drop the prefix `stream` kept in its slot: its prompt is prefilled from the start."""
+        assert stream.slot is not None
+        del self.history(stream.slot)[:]
+        if stream.slot == 0:
+            self.session.position = 0
+        stream.cached = stream.fed = 0
+
     def release(self, stream: Stream) -> None:
         if stream.slot is not None and self._owners[stream.slot] is stream:
             self._owners[stream.slot] = None

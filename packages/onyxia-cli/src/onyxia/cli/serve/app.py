@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from onyxia.cli.commands.llm_options import DEMO_MODEL_DIR, sampling_from
-from onyxia.cli.commands.serve import DEFAULT_PARALLEL
+from onyxia.cli.commands.serve import DEFAULT_PARALLEL, DEFAULT_PREFILL_CHUNK
 from onyxia.cli.embeddings import EmbeddingModel
 from onyxia.cli.llm.chat import chat_stop_ids
 from onyxia.cli.llm.session import LlmSession
@@ -102,8 +102,9 @@ _NO_FLAGS = {"temperature": None, "top_k": None, "top_p": None, "repetition_pena
 
 
 def _load(model_dir: str | Path | None, precision: str | None, max_length: int | None, slots: int) -> LlmSession:
+    chunk = DEFAULT_PREFILL_CHUNK  # as `onyxia serve` loads it
     if model_dir is not None:
-        return LlmSession.from_pretrained(model_dir, precision, max_length, slots=slots)
+        return LlmSession.from_pretrained(model_dir, precision, max_length, slots=slots, prefill_chunk=chunk)
     demo = importlib.resources.files("onyxia.cli.data") / DEMO_MODEL_DIR
     with importlib.resources.as_file(demo) as root:
-        return LlmSession.from_pretrained(root, precision, max_length, slots=slots)
+        return LlmSession.from_pretrained(root, precision, max_length, slots=slots, prefill_chunk=chunk)
