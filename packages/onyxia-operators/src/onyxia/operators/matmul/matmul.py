@@ -43,7 +43,7 @@ from onyxia.operators.family import named_rows
 from onyxia.operators.layout import broadcast_strides, type_defs
 from onyxia.operators.matmul.matmul_group import plan_weight_products
 from onyxia.operators.matmul.tiles import Tile
-from onyxia.operators.matmul.variants import covering_tiles, labelled, planned_tiles, shared_a_defs
+from onyxia.operators.matmul.variants import covering_tiles, labelled, planned_tiles, shared_a_defs, spread8_defs
 from onyxia.operators.matmul.weights import panels_fit
 from onyxia.operators.typesets import FLOATS, require_dtype
 
@@ -170,6 +170,8 @@ def _dispatch_rows(ctx: PlanCtx, ops: _Operands, part: _Part, tile: Tile, share:
         "COL_ITEMS": " ".join(str(c) for c in range(tile.columns)),
         "WG": tile.wg_x,
         **shared_a_defs(tile.rows),
+        "CELLS": tile.rows * tile.columns,
+        **spread8_defs(tile.rows),
     }
     dims = {"K4": ops.k // 4, "N": part.n, "Y_COL0": part.n0, "M": ops.m, "Y_ROW": ops.n}
     shader = ctx.compile_shader(labelled("matmul/matmul_rows"), _ROWS_SOURCE, defs, dims)

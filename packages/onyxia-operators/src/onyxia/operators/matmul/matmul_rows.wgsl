@@ -26,6 +26,12 @@
 //             rows and subgroupBroadcast hands each row to every lane: one load per lane per 4 rows, where
 //             SHARED_A's costs a load per row (8 rows: 265 ms against 375 for the lm head); QUADS: the first row
 //             of each 4, "0" or "0 4"
+//       SPREAD8  flag (with SPREAD_A, ROWS 8): on a subgroup of 8 lanes or more lane l loads row l, one load per
+//             lane per step of k where the quads take two (the Gemma 3 270m lm head at 8 rows, process CPU ms on
+//             lavapipe: 126 against 141; 1 row 70 either way); the subgroup size is known only at run time, so
+//             A_READS ("q", or "q 8" with SPREAD8) names a copy of the sums per way of reading a and main picks
+//             one per invocation
+//       CELLS ROWS * COLS
 // Dims: K4 (K / 4: rows of a and b are whole vec4s), N (rows of b this dispatch covers), Y_COL0 (y's first column),
 //       M (rows of a), Y_ROW (y's row length: b's rows in all dispatches).
 // Dispatch: (ceil(N / (COLS * WG)), 1, ceil(M / ROWS)) workgroups; rows of b past N read row N - 1, rows of a past
@@ -56,7 +62,7 @@ fn a_at(k: u32) -> vec4<f32> {
 }
 
 // vec4 k of rows m0 .. m0 + ROWS - 1 of a, the same for every lane.
-fn a_rows(m0: u32, k: u32) -> array<vec4<f32>, ROWS> {
+fn a_rows_q(m0: u32, k: u32) -> array<vec4<f32>, ROWS> {
     var x: array<vec4<f32>, ROWS>;
 #ifdef SPREAD_A
 #for q in #{QUADS}
@@ -73,23 +79,26 @@ fn a_rows(m0: u32, k: u32) -> array<vec4<f32>, ROWS> {
     return x;
 }
 
-@compute @workgroup_size(#{WG})
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-#ifdef SHARED_A
-    @builtin(subgroup_invocation_id) sid: u32,
+#ifdef SPREAD8
+// a_rows_q on a subgroup of at least 8 lanes (ROWS 8): lane l loads row m0 + l % 8, one load per lane where
+// a_rows_q's quads take two (lanes 4 .. 7 repeat the rows of lanes 0 .. 3): the same values.
+fn a_rows_8(m0: u32, k: u32) -> array<vec4<f32>, ROWS> {
+    var x: array<vec4<f32>, ROWS>;
+    let mine = vec4<f32>(in_a[(m0 + subgroup_lane % 8u) * #{K4} + k]);
+#for i in #{ROW_ITEMS}
+    x[#{i}] = subgroupBroadcast(mine, #{i}u);
+#endfor
+    return x;
+}
 #endif
-) {
-#ifdef SHARED_A
-    subgroup_lane = sid;
-#endif
-    // x (and y, when the runtime splits a long x) count workgroups; z counts blocks of ROWS rows of a
-    let col0 = ((wid.x + wid.y * nwg.x) * #{WG}u + lid) * COLS;
-    let m0 = wid.z * ROWS;
+
+// The sums of rows m0 .. m0 + ROWS - 1 of a by b's rows cols0 .. (COLS of them, each times K4), cell i * COLS + c,
+// reading a through `a_rows_<via>` (one copy per A_READS item, so the choice between them is made once per
+// invocation, outside the loop: a branch inside it would blend every sum each pass).
+#for via in #{A_READS}
+fn sums_#{via}(m0: u32, cols: array<u32, COLS>) -> array<f32, #{CELLS}> {
 #for c in #{COL_ITEMS}
-    let cols#{c} = min(col0 + #{c}u, #{N} - 1u) * #{K4};
+    let cols#{c} = cols[#{c}];
 #endfor
 #for i in #{ROW_ITEMS}
 #for c in #{COL_ITEMS}
@@ -100,7 +109,7 @@ fn main(
 #for c in #{COL_ITEMS}
         let b#{c} = vec4<f32>(in_b[cols#{c} + k]);
 #endfor
-        let x = a_rows(m0, k);
+        let x = a_rows_#{via}(m0, k);
 #for i in #{ROW_ITEMS}
         let x#{i} = x[#{i}];
 #for c in #{COL_ITEMS}
@@ -108,11 +117,54 @@ fn main(
 #endfor
 #endfor
     }
+    return array<f32, #{CELLS}>(
+#for i in #{ROW_ITEMS}
+#for c in #{COL_ITEMS}
+        acc#{i}_#{c},
+#endfor
+#endfor
+    );
+}
+#endfor
+
+@compute @workgroup_size(#{WG})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+#ifdef SHARED_A
+    @builtin(subgroup_invocation_id) sid: u32,
+#endif
+#ifdef SPREAD8
+    @builtin(subgroup_size) lanes: u32,
+#endif
+) {
+#ifdef SHARED_A
+    subgroup_lane = sid;
+#endif
+    // x (and y, when the runtime splits a long x) count workgroups; z counts blocks of ROWS rows of a
+    let col0 = ((wid.x + wid.y * nwg.x) * #{WG}u + lid) * COLS;
+    let m0 = wid.z * ROWS;
+    let cols = array<u32, COLS>(
+#for c in #{COL_ITEMS}
+        min(col0 + #{c}u, #{N} - 1u) * #{K4},
+#endfor
+    );
+#ifdef SPREAD8
+    var acc: array<f32, #{CELLS}>;
+    if (lanes >= 8u) {
+        acc = sums_8(m0, cols);
+    } else {
+        acc = sums_q(m0, cols);
+    }
+#else
+    let acc = sums_q(m0, cols);
+#endif
 #for i in #{ROW_ITEMS}
     if (m0 + #{i}u < #{M}) {
 #for c in #{COL_ITEMS}
         if (col0 + #{c}u < #{N}) {
-            out_y[(m0 + #{i}u) * #{Y_ROW} + #{Y_COL0} + col0 + #{c}u] = #{T}(acc#{i}_#{c});
+            out_y[(m0 + #{i}u) * #{Y_ROW} + #{Y_COL0} + col0 + #{c}u] = #{T}(acc[#{i}u * COLS + #{c}u]);
         }
 #endfor
     }

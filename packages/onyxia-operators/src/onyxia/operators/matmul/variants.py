@@ -41,6 +41,7 @@ __all__ = [
     "panel_columns",
     "planned_tiles",
     "shared_a_defs",
+    "spread8_defs",
     "tile_for",
 ]
 
@@ -204,6 +205,15 @@ def shared_a_defs(rows: int = 1) -> dict[str, bool | str]:
     if rows % 4:
         return {"SHARED_A": True}
     return {"SHARED_A": True, "SPREAD_A": True, "QUADS": " ".join(str(q) for q in range(0, rows, 4))}
+
+
+def spread8_defs(rows: int) -> dict[str, bool | str]:
+    """matmul_rows.wgsl's SPREAD8 flag, with SPREAD_A and `rows` 8: on subgroups of at least 8 lanes lane l loads
+    row l of a for the whole subgroup, one load per lane where SPREAD_A's quads take two (lanes 4 .. 7 repeat
+    lanes 0 .. 3's rows); the values and so the bits are the same."""
+    if rows == 8 and shared_a_defs(rows).get("SPREAD_A", False):
+        return {"SPREAD8": True, "A_READS": "q 8"}
+    return {"A_READS": "q"}
 
 
 def labelled(label: str) -> str:

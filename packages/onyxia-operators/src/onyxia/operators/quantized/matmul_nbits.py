@@ -168,10 +168,12 @@ def _dispatch(
     }
     if kernel.split > 1 and chosen_variant().subgroup_split:
         kernel_defs["SUBGROUP_SPLIT"] = True  # the split threads are neighbouring lanes of one subgroup
+    kernel_defs["A_READS"] = "w"  # onyxia::nbits_shared_rows' ways of spreading rows of a: one copy of the sums each
     if kernel.split == 1:
         kernel_defs |= shared_a_defs()  # every thread of a workgroup reads the same rows of a
         if "SHARED_A" in kernel_defs and kernel.rows in SPREAD_ROWS:
             kernel_defs["SPREAD_A"] = True  # each lane loads one of the rows for the whole subgroup
+            kernel_defs["A_READS"] = "w n" if kernel.rows == 8 else "w"
     label = labelled(f"MatMulNBits/{kernel.name}")
     shader = ctx.compile_shader(label, source, kernel_defs, dims)
     ctx.dispatch(shader, reads, writes, (groups, 1, ceil_div(dims["M"], kernel.rows)))

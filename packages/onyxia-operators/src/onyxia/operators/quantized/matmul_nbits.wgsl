@@ -94,7 +94,8 @@ var<workgroup> partial: array<vec4<f32>, #{WORKGROUP_SIZE}u * CELLS>;
 // written out (`#for`): lavapipe keeps a constant-bound WGSL loop a loop, blending every value it carries with the
 // exec mask (the column groups written out made rows 8 ~17% faster).
 // Each row's arithmetic is the same whatever ROWS, so a row gets the same bits in any tile.
-fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec4<f32>, CELLS>>) {
+#for via in #{A_READS}
+fn add_block_#{via}(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec4<f32>, CELLS>>) {
     // zeroed explicitly: a `var` declared without initializer in a loop body kept the previous
     // iteration's value here (wgpu 0.32 on lavapipe), though WGSL says it starts at zero
     var dot_q = array<vec4<f32>, CELLS>();
@@ -119,7 +120,7 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
             let p#{g} = nibble_pairs(b_words(slot, n0 + 4u * #{g}u, w));
 #endfor
 #ifdef SPREAD_A
-            let spread = a_spread(m0, w * 8u);  // rows past M read clamped garbage and are never stored
+            let spread = a_spread_#{via}(m0, w * 8u);  // rows past M read clamped garbage and are never stored
             let mine = spread.mine.lo;
             let mine_hi = spread.mine.hi;
             let high = spread.high.lo;
@@ -127,7 +128,7 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
 #endif
 #for r in #{ROW_ITEMS}
 #ifdef SPREAD_A
-            let up#{r} = spread_high(#{r}u);
+            let up#{r} = spread_high_#{via}(#{r}u);
             let lo#{r} = select(subgroupBroadcast(mine, #{r}u), subgroupBroadcast(high, #{r}u % 4u), up#{r});
             let hi#{r} = select(subgroupBroadcast(mine_hi, #{r}u), subgroupBroadcast(high_hi, #{r}u % 4u), up#{r});
 #else
@@ -165,11 +166,11 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
 #endfor
         // rows past M read clamped garbage (WebGPU bounds every access) and are never stored
 #ifdef SPREAD_A
-        let spread = a_spread(m0, w * 8u);
+        let spread = a_spread_#{via}(m0, w * 8u);
 #endif
 #for r in #{ROW_ITEMS}
 #ifdef SPREAD_A
-        let up#{r} = spread_high(#{r}u);
+        let up#{r} = spread_high_#{via}(#{r}u);
         let x#{r} = Eight(
             select(subgroupBroadcast(spread.mine.lo, #{r}u), subgroupBroadcast(spread.high.lo, #{r}u % 4u), up#{r}),
             select(subgroupBroadcast(spread.mine.hi, #{r}u), subgroupBroadcast(spread.high.hi, #{r}u % 4u), up#{r})
@@ -220,8 +221,8 @@ fn add_block(slot: u32, n0: u32, m0: u32, blk: u32, acc: ptr<function, array<vec
 #endfor
 }
 
-// This thread's sums (see add_block) over blocks t, t + SPLIT, ... in order, whatever the tile.
-fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
+// This thread's sums (see add_block_<way>) over blocks t, t + SPLIT, ... in order, whatever the tile.
+fn accumulate_#{via}(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
     var acc = array<vec4<f32>, CELLS>();
 #ifndef SPREAD_A
     if (n0 >= slot_n(slot)) {
@@ -229,9 +230,22 @@ fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
     }
 #endif
     for (var blk = t; blk < #{NB}; blk += #{SPLIT}u) {
-        add_block(slot, n0, m0, blk, &acc);
+        add_block_#{via}(slot, n0, m0, blk, &acc);
     }
     return acc;
+}
+#endfor
+
+// accumulate_<way> for this subgroup's way of spreading rows of a (onyxia::nbits_shared_rows), chosen once.
+fn accumulate(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CELLS> {
+#ifdef SPREAD_A
+#if ROWS == 8
+    if (subgroup_lanes < 8u) {
+        return accumulate_n(slot, n0, m0, t);
+    }
+#endif
+#endif
+    return accumulate_w(slot, n0, m0, t);
 }
 
 // The SPLIT threads of a column group add their sums (thread t = 0 gets the total); call in uniform control flow.

@@ -44,35 +44,43 @@ fn spread_row(m0: u32, k0: u32, lanes: u32) -> Row {
     return a_row(min(m0 + subgroup_lane % lanes, #{M} - 1u), k0);
 }
 
-// Rows m0 .. m0 + ROWS - 1 (ROWS 4 or 8), elements k0 .. k0 + 7, spread over the subgroup: lane l loads row
-// m0 + l % ROWS into `mine` (with 4-lane subgroups and ROWS 8, row m0 + l % 4, and row m0 + 4 + l % 4 into
-// `high`): one load per lane where a_shared's costs a load per row, lane by lane. The caller broadcasts each row
-// where it uses it (`spread_high`), so only `mine` and `high` stay live across the rows, not every row at once.
-// Every lane of the subgroup must call it.
+// Rows m0 .. m0 + ROWS - 1 (ROWS 4 or 8), elements k0 .. k0 + 7, spread over the subgroup: one load per lane where
+// a_shared's costs a load per row, lane by lane. Two ways (the A_READS items; matmul_nbits.wgsl keeps a copy of its
+// sums per way and picks one per invocation, since the subgroup size is known only at run time and a branch in the
+// loop blended the spread rows every word: 5% of the rows8 tile): `w`, lane l loads row m0 + l % ROWS into `mine`
+// (subgroups of at least ROWS lanes, and ROWS 4 on any); `n` (ROWS 8 on 4-lane subgroups), lane l loads rows
+// m0 + l % 4 into `mine` and m0 + 4 + l % 4 into `high`. The caller broadcasts each row where it uses it
+// (`spread_high_<way>`), so only `mine` and `high` stay live across the rows, not every row at once. Every lane of
+// the subgroup must call it.
 struct Spread {
     mine: Row,
     high: Row,
 }
 
-fn a_spread(m0: u32, k0: u32) -> Spread {
+fn a_spread_w(m0: u32, k0: u32) -> Spread {
     var s = Spread();
-#if ROWS == 8
-    if (subgroup_lanes < 8u) {
-        s.mine = spread_row(m0, k0, 4u);
-        s.high = spread_row(m0 + 4u, k0, 4u);
-        return s;
-    }
-#endif
     s.mine = spread_row(m0, k0, #{ROWS}u);
     return s;
 }
 
-// Whether row r of the spread rows (a constant: each row is broadcast where it is used, since subgroupBroadcast
-// takes a constant lane, so only `mine` and `high` stay live across the rows) comes from `high`, lane r % 4, rather
-// than `mine`, lane r: rows 4 .. 7 on a 4-lane subgroup. For r < 4 the select folds and the high broadcast is dead.
-fn spread_high(r: u32) -> bool {
-    return r >= 4u && subgroup_lanes < 8u;
+// Whether row r of the spread rows (a constant: subgroupBroadcast takes a constant lane) comes from `high`, lane
+// r % 4, rather than `mine`, lane r: never with `w`; rows 4 .. 7 with `n`.
+fn spread_high_w(r: u32) -> bool {
+    return false;
 }
+
+#if ROWS == 8
+fn a_spread_n(m0: u32, k0: u32) -> Spread {
+    var s = Spread();
+    s.mine = spread_row(m0, k0, 4u);
+    s.high = spread_row(m0 + 4u, k0, 4u);
+    return s;
+}
+
+fn spread_high_n(r: u32) -> bool {
+    return r >= 4u;
+}
+#endif
 #endif
 
 #ifdef INT8
