@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from serve_bench_long import LongRow, long_prompt, long_round, newcomer, print_long
+from serve_bench_long import LongRow, chat_stream, long_prompt, long_round, newcomer, print_long
 
 PROMPTS = ["Tell me a fortune about love", "What does tomorrow hold?", "A wise saying, please", "Predict my week"]
 
@@ -85,19 +85,8 @@ def _serve(app: object) -> tuple[str, object, threading.Thread]:
 
 def _one(base_url: str, prompt: str, max_tokens: int) -> Request:
     """One streamed chat completion, timed."""
-    import openai
-
-    client = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0, timeout=3600)
     start, first, tokens = time.perf_counter(), None, 0
-    stream = client.chat.completions.create(
-        model="any",
-        messages=[{"role": "user", "content": prompt}],
-        max_tokens=max_tokens,
-        temperature=0,
-        stream=True,
-        stream_options={"include_usage": True},
-        extra_body={"ignore_eos": True},
-    )
+    stream = chat_stream(base_url, prompt, max_tokens)
     for chunk in stream:
         if first is None and chunk.choices and chunk.choices[0].delta.content:
             first = time.perf_counter()

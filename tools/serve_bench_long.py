@@ -13,9 +13,9 @@ import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-__all__ = ["LongRow", "long_prompt", "long_round", "newcomer", "print_long"]
+__all__ = ["LongRow", "chat_stream", "long_prompt", "long_round", "newcomer", "print_long"]
 
 # short chat prompts for the decoding streams
 PROMPTS = ["Tell me a fortune about love", "What does tomorrow hold?", "A wise saying, please", "Predict my week"]
@@ -36,19 +36,26 @@ class LongRow(NamedTuple):
     worst: float
 
 
-def _decoder(base_url: str, prompt: str, max_tokens: int, times: list[float], stop: threading.Event) -> None:
-    """A chat stream that records when each piece of text arrives, until `stop` is set."""
+def chat_stream(base_url: str, prompt: str, max_tokens: int) -> Any:
+    """A streamed greedy chat completion of exactly `max_tokens` tokens (`ignore_eos`) through the `openai`
+    client, its usage in the last chunk: the request every serving measurement sends."""
     import openai
 
     client = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0, timeout=3600)
-    stream = client.chat.completions.create(
+    return client.chat.completions.create(
         model="any",
         messages=[{"role": "user", "content": prompt}],
         max_tokens=max_tokens,
         temperature=0,
         stream=True,
+        stream_options={"include_usage": True},
         extra_body={"ignore_eos": True},
     )
+
+
+def _decoder(base_url: str, prompt: str, max_tokens: int, times: list[float], stop: threading.Event) -> None:
+    """A chat stream that records when each piece of text arrives, until `stop` is set."""
+    stream = chat_stream(base_url, prompt, max_tokens)
     for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
             times.append(time.perf_counter())
