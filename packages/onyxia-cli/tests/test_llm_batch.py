@@ -153,6 +153,25 @@ def test_short_prompts_arriving_together_prefill_in_one_run(
     assert [s.tokens for s in streams] == alone
 
 
+def _over_kept_slots(
+    directory: str, precision: str | None, prompts: list[list[int]], earlier: list[list[int]], mp: pytest.MonkeyPatch
+) -> tuple[list[Stream], list[list[int]], Any, list[int]]:
+    """Streams of `prompts` (their tokens alone first) and an 8-slot batch whose slots kept the `earlier`
+    requests' tokens, its prefill runs' sizes recorded in the returned list as the streams are added."""
+    llm = _session(directory, precision, 8)
+    streams = [Stream(p, NEW_TOKENS, _SAMPLED.get(i, SamplingParams())) for i, p in enumerate(prompts)]
+    alone = _alone(llm, streams)
+    llm.reset()
+    batch = llm.batch()
+    for kept in earlier:
+        batch.add(Stream(kept, 2))
+    batch.run()
+    groups: list[int] = []
+    prefill = batch._prefill
+    mp.setattr(batch, "_prefill", lambda group: (groups.append(len(group)), prefill(group)))
+    return streams, alone, batch, groups
+
+
 @pytest.mark.parametrize(("directory", "precision", "expected_file"), LAYOUTS, ids=[d for d, *_ in LAYOUTS])
 def test_newcomers_over_kept_prefixes_of_different_lengths_prefill_in_one_run(
     directory: str, precision: str | None, expected_file: str, monkeypatch: pytest.MonkeyPatch
@@ -160,20 +179,13 @@ def test_newcomers_over_kept_prefixes_of_different_lengths_prefill_in_one_run(
     """Three prompts arriving at once, two over slots that kept 3 and 2 of their tokens from earlier requests and
     one over none: continuation runs would need one run each; they give the prefixes up and prefill from the
     start in one run (5 x 3 = 15 tokens of a 16-token chunk), each equal to itself alone."""
-    llm = _session(directory, precision, 8)
     ids = expected(directory, expected_file)["prompts"][0]["prompt_ids"]
-    prompts = [ids[:5], ids[1:5], ids[2:5]]
-    streams = [Stream(p, NEW_TOKENS, _SAMPLED.get(i, SamplingParams())) for i, p in enumerate(prompts)]
-    alone = _alone(llm, streams)
-    llm.reset()
-    batch = llm.batch()
-    for earlier in (ids[:3], ids[1:3]):  # slots 0 and 1 keep these (and what followed them)
-        batch.add(Stream(earlier, 2))
-    batch.run()
-    groups: list[int] = []
+    # slots 0 and 1 keep ids[:3] and ids[1:3] (and what followed them)
+    streams, alone, batch, groups = _over_kept_slots(
+        directory, precision, [ids[:5], ids[1:5], ids[2:5]], [ids[:3], ids[1:3]], monkeypatch
+    )
     given_up: list[int] = []  # the tokens each newcomer's slot kept, given up for the shared run
-    prefill, forget = batch._prefill, batch.slots.forget
-    monkeypatch.setattr(batch, "_prefill", lambda group: (groups.append(len(group)), prefill(group)))
+    forget = batch.slots.forget
     monkeypatch.setattr(batch.slots, "forget", lambda stream: (given_up.append(stream.cached), forget(stream)))
     for stream in streams:
         batch.add(stream)
@@ -190,19 +202,9 @@ def test_resent_prompts_over_kept_slots_of_different_lengths_prefill_in_one_run(
     """Three clients resend prompts of 6, 4 and 3 tokens that their slots kept whole (an earlier request's):
     each has one token left to prefill, a decode step's shape, so one run takes all three where decode rows
     may differ in length (`per_row_positions`), else a run each; each equals itself alone."""
-    llm = _session(directory, precision, 8)
     ids = expected(directory, expected_file)["prompts"][0]["prompt_ids"]
     prompts = [ids[:6], ids[1:5], ids[2:5]]
-    streams = [Stream(p, NEW_TOKENS, _SAMPLED.get(i, SamplingParams())) for i, p in enumerate(prompts)]
-    alone = _alone(llm, streams)
-    llm.reset()
-    batch = llm.batch()
-    for earlier in prompts:
-        batch.add(Stream(earlier, 2))
-    batch.run()
-    groups: list[int] = []
-    prefill = batch._prefill
-    monkeypatch.setattr(batch, "_prefill", lambda group: (groups.append(len(group)), prefill(group)))
+    streams, alone, batch, groups = _over_kept_slots(directory, precision, prompts, prompts, monkeypatch)
     for stream in streams:
         batch.add(stream)
     batch.run()
