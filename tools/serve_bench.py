@@ -2,7 +2,8 @@
 
 Starts the server in this process (uvicorn in a thread on a free port) with `--parallel` slots (default 8:
 that many requests decode together, `llm/batch.py`), warms it up, then for each concurrency runs
-`--requests` streamed chat completions per client with the `openai` client, each generating exactly
+`--requests` streamed chat completions per client with the `openai` client (the clients start together, from a
+process of their own: `serve_bench_clients.py`), each generating exactly
 `--max-tokens` tokens (`ignore_eos`, temperature 0; the warm-up is a short round at the most clients, so
 every batch size has run once), and prints a Markdown table: aggregate completion tok/s
 over the round's wall time (prefills included), aggregate decode tok/s (tokens after each request's first,
@@ -43,20 +44,11 @@ import statistics
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from serve_bench_long import LongRow, chat_stream, long_prompt, long_round, newcomer, print_long
-
-PROMPTS = ["Tell me a fortune about love", "What does tomorrow hold?", "A wise saying, please", "Predict my week"]
-
-
-class Request(NamedTuple):
-    start: float  # perf_counter seconds
-    first: float  # when the first content arrived
-    end: float
-    tokens: int
+from serve_bench_clients import ClientProcess
+from serve_bench_long import LongRow, long_prompt, long_round, newcomer, print_long
 
 
 class Row(NamedTuple):
@@ -83,27 +75,10 @@ def _serve(app: object) -> tuple[str, object, threading.Thread]:
     return f"http://127.0.0.1:{sock.getsockname()[1]}/v1", server, thread
 
 
-def _one(base_url: str, prompt: str, max_tokens: int) -> Request:
-    """One streamed chat completion, timed."""
-    start, first, tokens = time.perf_counter(), None, 0
-    stream = chat_stream(base_url, prompt, max_tokens)
-    for chunk in stream:
-        if first is None and chunk.choices and chunk.choices[0].delta.content:
-            first = time.perf_counter()
-        if chunk.usage is not None:
-            tokens = chunk.usage.completion_tokens
-    end = time.perf_counter()
-    return Request(start, first if first is not None else end, end, tokens)
-
-
-def _round(base_url: str, clients: int, requests: int, max_tokens: int) -> Row:
-    def client(index: int) -> list[Request]:
-        return [_one(base_url, PROMPTS[(index + r) % len(PROMPTS)], max_tokens) for r in range(requests)]
-
-    start = time.perf_counter()
-    with ThreadPoolExecutor(clients) as pool:
-        results = [r for rs in pool.map(client, range(clients)) for r in rs]
-    wall = time.perf_counter() - start
+def _round(users: ClientProcess, base_url: str, clients: int, requests: int, max_tokens: int) -> Row:
+    results = users.round(base_url, clients, requests, max_tokens)
+    start = min(r.start for r in results)
+    wall = max(r.end for r in results) - start
     ttfts = sorted(r.first - r.start for r in results)
     p95 = ttfts[min(len(ttfts) - 1, round(0.95 * (len(ttfts) - 1)))]
     span = max(r.end for r in results) - min(r.first for r in results)
@@ -194,10 +169,12 @@ def main() -> None:
     session = app.state.onyxia.session
     chunks = chunks or [session.prefill_chunk]
     base_url, server, thread = _serve(app)
+    users = ClientProcess()
     tables: list[tuple[int, list[Row]]] = []
     long_rows: list[LongRow] = []
     try:
-        _round(base_url, max(levels), 1, 4)  # warm-up: drivers compile a pipeline at its first dispatch, per batch size
+        # warm-up: drivers compile a pipeline at its first dispatch, per batch size
+        _round(users, base_url, max(levels), 1, 4)
         if args.long_prompt:  # and per prefill length: one newcomer a chunk and a bit long at each chunk
             for c in chunks:
                 session.prefill_chunk = c
@@ -211,8 +188,9 @@ def main() -> None:
                     prompt = long_prompt(session, args.long_prompt, len(long_rows) + 1000)
                     long_rows += [long_round(base_url, d, prompt, c, room) for d in levels]
                 else:
-                    tables.append((c, [_round(base_url, n, args.requests, args.max_tokens) for n in levels]))
+                    tables.append((c, [_round(users, base_url, n, args.requests, args.max_tokens) for n in levels]))
     finally:
+        users.close()
         server.should_exit = True  # type: ignore[attr-defined]
         thread.join(30)
     print(f"{session.model_dir.model_path} on {session.adapter}, {session.slots} slots, lm head {args.lm_head},")

@@ -13,12 +13,12 @@ import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-__all__ = ["LongRow", "chat_stream", "long_prompt", "long_round", "newcomer", "print_long"]
+from serve_bench_clients import PROMPTS, chat_stream, make_client
 
-# short chat prompts for the decoding streams
-PROMPTS = ["Tell me a fortune about love", "What does tomorrow hold?", "A wise saying, please", "Predict my week"]
+__all__ = ["LongRow", "long_prompt", "long_round", "newcomer", "print_long"]
+
 # the newcomer's text (tokenized, repeated to length and shuffled)
 TEXT = (
     "The batch prefills a newcomer's prompt one chunk per step while the other streams keep decoding, so no "
@@ -36,26 +36,9 @@ class LongRow(NamedTuple):
     worst: float
 
 
-def chat_stream(base_url: str, prompt: str, max_tokens: int) -> Any:
-    """A streamed greedy chat completion of exactly `max_tokens` tokens (`ignore_eos`) through the `openai`
-    client, its usage in the last chunk: the request every serving measurement sends."""
-    import openai
-
-    client = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0, timeout=3600)
-    return client.chat.completions.create(
-        model="any",
-        messages=[{"role": "user", "content": prompt}],
-        max_tokens=max_tokens,
-        temperature=0,
-        stream=True,
-        stream_options={"include_usage": True},
-        extra_body={"ignore_eos": True},
-    )
-
-
 def _decoder(base_url: str, prompt: str, max_tokens: int, times: list[float], stop: threading.Event) -> None:
     """A chat stream that records when each piece of text arrives, until `stop` is set."""
-    stream = chat_stream(base_url, prompt, max_tokens)
+    stream = chat_stream(make_client(base_url), prompt, max_tokens)
     for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
             times.append(time.perf_counter())
@@ -66,9 +49,7 @@ def _decoder(base_url: str, prompt: str, max_tokens: int, times: list[float], st
 
 def newcomer(base_url: str, prompt: list[int]) -> tuple[float, float]:
     """A streamed completion of token ids: when it was sent and when its first text arrived."""
-    import openai
-
-    client = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0, timeout=3600)
+    client = make_client(base_url)
     start = time.perf_counter()
     stream = client.completions.create(
         model="any", prompt=prompt, max_tokens=2, temperature=0, stream=True, extra_body={"ignore_eos": True}

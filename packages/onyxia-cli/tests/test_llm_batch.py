@@ -196,18 +196,29 @@ def test_newcomers_over_kept_prefixes_of_different_lengths_prefill_in_one_run(
 
 
 @pytest.mark.parametrize(("directory", "precision", "expected_file"), LAYOUTS, ids=[d for d, *_ in LAYOUTS])
-def test_resent_prompts_over_kept_slots_of_different_lengths_prefill_in_one_run(
+def test_resent_prompts_over_kept_slots_of_different_lengths_ride_one_decode_run(
     directory: str, precision: str | None, expected_file: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three clients resend prompts of 6, 4 and 3 tokens that their slots kept whole (an earlier request's):
-    each has one token left to prefill, a decode step's shape, so one run takes all three where decode rows
-    may differ in length (`per_row_positions`), else a run each; each equals itself alone."""
+    each has one token left to prefill, a decode step's shape, so where decode rows may differ in length
+    (`per_row_positions`) all three feed it in the first decode run (3 rows of one id, no prefill run), else
+    a prefill run each; each equals itself alone."""
     ids = expected(directory, expected_file)["prompts"][0]["prompt_ids"]
     prompts = [ids[:6], ids[1:5], ids[2:5]]
     streams, alone, batch, groups = _over_kept_slots(directory, precision, prompts, prompts, monkeypatch)
+    runs: list[tuple[int, int]] = []  # (rows, ids a row) of every run
+    submit = batch._submit
+    monkeypatch.setattr(
+        batch,
+        "_submit",
+        lambda rows, fed, *a, **k: (runs.append((len(rows), len(fed[0]))), submit(rows, fed, *a, **k))[1],
+    )
     for stream in streams:
         batch.add(stream)
     batch.run()
     assert [s.cached for s in streams] == [len(p) - 1 for p in prompts]
-    assert groups == ([3] if batch.per_row_positions else [1, 1, 1])
+    if batch.per_row_positions:
+        assert groups == [] and runs[0] == (3, 1)
+    else:
+        assert groups == [1, 1, 1]
     assert [s.tokens for s in streams] == alone

@@ -12,7 +12,9 @@ costs little more than one that advances 1. Each `step()`:
    prefilled in one run, right-padded, each row's logits taken at its own last token, so eight clients
    arriving at once all get their first token after one chunk; newcomers whose slots kept prefixes of
    different lengths give them up to share that run when more of them fit it so;
-3. runs one decode step for every stream that has a sampled token to feed: row b feeds it into slot
+3. runs one decode step for every stream that has a sampled token to feed, and for every newcomer with one
+   prompt token left (its slot kept the rest: a client resending its conversation, a group of samples), which
+   draws its first token there: row b feeds its id into slot
    `stream.slot` at that slot's length, with its own mask, positions and sampling params
    (`step_inputs.step_feeds`; SampleToken draws per row; top-p and repetition penalties on the host
    from the logits rows).
@@ -32,7 +34,7 @@ records (`slot_table`) outlive their streams, for the next request's prefix.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,6 +46,7 @@ from onyxia.cli.llm.generation_passes import NEXT_TOKEN
 from onyxia.cli.llm.logprobs import LOGPROBS, TokenLogprob, asking_rows, check_logprobs, row_logprobs, select_rows
 from onyxia.cli.llm.parallel_samples import ParallelSamples
 from onyxia.cli.llm.pipelined import can_pipeline
+from onyxia.cli.llm.prefill_groups import one_token_riders, prefill_group
 from onyxia.cli.llm.request_checks import checked_request
 from onyxia.cli.llm.sampling import gpu_rows, on_gpu, sample_token
 from onyxia.cli.llm.slot_table import SlotTable
@@ -54,6 +57,10 @@ if TYPE_CHECKING:
     from onyxia.runtime.pending import PendingRun
 
 __all__ = ["Batch", "Stream"]
+
+
+def _none() -> bool:
+    return False
 
 
 class Batch:
@@ -69,6 +76,9 @@ class Batch:
         self._masks: np.ndarray | None = None  # the allowed-token masks of the last sampling run (None: all ones)
         self.samples = ParallelSamples(session)  # groups of `n` samples sharing a prefilled prompt
         self._carried = CarriedSteps(session, self.slots)  # the feeds of decode steps submitted ahead
+        # whether requests wait outside the batch for its next step (a server's queue, `serve/engine.py`): a
+        # step is then not run ahead, so they are admitted at the next step rather than one step later
+        self.arrivals: Callable[[], bool] = _none
         can_pipeline(session)  # sets up the token carry now: a run only carries what was set up before it ran
 
     # ----- what callers use --------------------------------------------------------------------
@@ -103,15 +113,19 @@ class Batch:
             self.samples.share(self.slots)
             if self._ahead is None:
                 prefilling = [s for s in self.running if s.fed < self.samples.prefill_end(s)]
+                riders = one_token_riders(self, prefilling)
+                prefilling = [s for s in prefilling if s not in riders]
                 if prefilling:
-                    self._prefill(self._prefill_group(prefilling))
+                    self._prefill(prefill_group(self, prefilling))
                 for stream in [s for s in self.running if s.feed and not s.done]:
                     self._feed_forced(stream)
                 decoding = [s for s in self.running if s.last is not None and not s.feed]
-                if decoding:
-                    rows = self._group(decoding)
-                    fed = [[s.last] for s in rows if s.last is not None]
-                    self._ahead = (rows, self._submit(rows, fed))
+                if decoding or riders:
+                    rows = self._group(decoding) if decoding else []
+                    fed = [[s.last] for s in rows if s.last is not None] + [[s.prompt[s.fed]] for s in riders]
+                    self._ahead = (rows + riders, self._submit(rows + riders, fed))
+                    for stream in riders:
+                        stream.fed += 1
             if self._ahead is not None:
                 self._decode()
             self.running = [s for s in self.running if not s.done]
@@ -158,58 +172,23 @@ class Batch:
 
     def _carries(self, rows: list[Stream]) -> bool:
         """Whether the next decode step can run ahead on these rows: the same rows (all alive, each the only
-        one decoding besides them), nobody to admit or prefill, every draw on the GPU."""
-        alive = all(not s.done and not s.cancelled and on_gpu(s.params) and s.matcher is None for s in rows)
-        others = len(self.running) != len(rows) or (self.waiting and self.slots.free)
+        one decoding besides them), nobody to admit or prefill, every draw on the GPU; and none whose token
+        being read is its first or, by its length, its last. wgpu-py resolves a read once the whole queue
+        is idle, so a run read with a step submitted ahead of it comes back when that step ends too: a first
+        token would reach its client a step later (Gemma 3 270m, 8 rows: 197 ms against 100), and a step run
+        past every row's last token holds the next requests' admission for a run."""
+        alive = all(
+            not s.done
+            and not s.cancelled
+            and on_gpu(s.params)
+            and s.matcher is None
+            and 0 < len(s.tokens) < s.max_new_tokens - 1
+            for s in rows
+        )
+        others = len(self.running) != len(rows) or ((self.waiting or self.arrivals()) and self.slots.free)
         return alive and not others and can_pipeline(self.session)
 
     # ----- runs --------------------------------------------------------------------------------
-    def _prefill_group(self, prefilling: list[Stream]) -> list[Stream]:
-        """The oldest stream still prefilling, and with it (on a batched plan) the next ones whose slots hold as
-        many tokens (or any number, when each has one prompt token left: a client resending a prompt its slot
-        kept) and whose remaining prompts all fit one chunk together, padded to the longest."""
-        first, chunk, end = prefilling[0], self.session.prefill_chunk, self.samples.prefill_end
-        group, longest = [first], len(first.prompt) - first.fed
-        if not self.session.step_dims.last_rows or longest > chunk or end(first) < len(first.prompt):
-            return group
-        past, mixed = self.slots.length(first), False  # mixed: rows of other lengths joined
-        for stream in prefilling[1:]:
-            rest = len(stream.prompt) - stream.fed
-            if end(stream) < len(stream.prompt):
-                continue  # a leader prefilling its samples' shared prefix samples nothing yet
-            wider = max(longest, rest)
-            # padding only after an empty cache: GroupQueryAttention places a continuation's new tokens just
-            # before its row's length, which padding would move (onnxruntime pads only first prompts)
-            padded = wider != rest or wider != longest
-            # one token a row is a decode step's shape: rows of any lengths share it where decode rows may
-            same = self.slots.length(stream) == past and not mixed
-            one_token = wider == 1 and self.per_row_positions
-            if (same or one_token) and wider * (len(group) + 1) <= chunk and not (padded and past):
-                group.append(stream)
-                longest, mixed = wider, mixed or not same
-        fresh = self._fresh_group(prefilling)
-        if len(fresh) <= len(group):
-            return group
-        for stream in fresh:  # one run for them all costs less than a run each for the prefixes' few tokens
-            self.slots.forget(stream)
-        return fresh
-
-    def _fresh_group(self, prefilling: list[Stream]) -> list[Stream]:
-        """The oldest stream and the next newcomers (nothing prefilled, less than all but the last token kept: a
-        sample's copied prompt stays) whose whole prompts fit one chunk from empty caches, padded: over kept
-        prefixes of different lengths (a shared chat template) they cannot share a continuation run."""
-        chunk, end = self.session.prefill_chunk, self.samples.prefill_end
-        fresh = [s for s in prefilling if s.fed == s.cached < len(s.prompt) - 1 and end(s) == len(s.prompt)]
-        if not fresh or fresh[0] is not prefilling[0] or len(fresh[0].prompt) > chunk:
-            return []  # the oldest goes first as it is
-        group, longest = fresh[:1], len(fresh[0].prompt)
-        for stream in fresh[1:]:
-            wider = max(longest, len(stream.prompt))
-            if wider * (len(group) + 1) <= chunk:
-                group.append(stream)
-                longest = wider
-        return group
-
     def _prefill(self, streams: list[Stream]) -> None:
         chunk = self.session.prefill_chunk
         parts = [s.prompt[s.fed : min(s.fed + chunk, self.samples.prefill_end(s))] for s in streams]

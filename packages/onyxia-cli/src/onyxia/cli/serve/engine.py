@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from onyxia.cli.llm.batch import Batch
 from onyxia.cli.llm.session import LlmSession
 from onyxia.cli.serve.generation import JobStream, job_streams
 from onyxia.cli.serve.jobs import Failed, Job
@@ -46,7 +47,7 @@ class Engine:
             raise ValueError(f"max_queue is {max_queue}; expected at least 1")
         self.session, self.max_queue = session, max_queue
         self.metrics = metrics or Metrics()
-        self.batch = session.batch()
+        self.batch = self._new_batch()
         self._pending: deque[Job] = deque()  # admitted, not handed to the batch yet (no free slot, or paused)
         self._running: list[JobStream] = []  # in the batch (holding a slot or about to)
         self._cond = threading.Condition()
@@ -55,6 +56,16 @@ class Engine:
         self.metrics.slots_total.set(session.slots)
         self._thread = threading.Thread(target=self._serve, name="onyxia-serve-worker", daemon=True)
         self._thread.start()
+
+    def _new_batch(self) -> Batch:
+        batch = self.session.batch()
+        batch.arrivals = self._arrived  # newcomers wait for no step run ahead
+        return batch
+
+    def _arrived(self) -> bool:
+        """Whether jobs wait that the batch could take now (read by the worker, outside the condition: a
+        `deque`'s length is read atomically)."""
+        return bool(self._pending) and not self._paused
 
     @property
     def queue_depth(self) -> int:
@@ -177,7 +188,7 @@ class Engine:
         with self._cond:
             failed, self._running = self._running, []
         self.session.reset()  # the failed step's rows are in no known state: start every slot over
-        self.batch = self.session.batch()
+        self.batch = self._new_batch()
         for run in failed:
             run.job.emit(Failed(error))
         self.metrics.slots_active.set(0)

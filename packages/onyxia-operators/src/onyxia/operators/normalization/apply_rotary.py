@@ -29,7 +29,7 @@ from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, Symbo
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.layout import node_literal, type_defs
 from onyxia.operators.normalization.checks import require_equal_dim
-from onyxia.operators.normalization.layer_norm import normalize_rows, row_workgroup_size
+from onyxia.operators.normalization.layer_norm import normalize_rows, row_lanes
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = ["APPLY_ROTARY", "ApplyRotaryPosEmbOp", "apply_rotary_numpy"]
@@ -79,7 +79,7 @@ class ApplyRotaryPosEmbOp:
         types = {"X_T": ctx.input_dtype(0), "COS_T": ctx.input_dtype(1), "SIN_T": ctx.input_dtype(2), "Y_T": out_dtype}
         if norm:
             types["SCALE_T"] = ctx.input_dtype(_SCALE)
-        defs: dict[str, object] = {**type_defs(**types), "WORKGROUP_SIZE": row_workgroup_size(head)}
+        defs: dict[str, object] = {**type_defs(**types), **row_lanes(head)}
         if norm:
             defs["NORM"] = True
             defs["EPSILON"] = node_literal(ctx, DataType.FLOAT, _epsilon(ctx), "attribute 'epsilon'")

@@ -7,7 +7,7 @@
 // result equals the unfused norm followed by the rotation.
 // Bindings: 0 in_x, 1 in_cos, 2 in_sin, [3 in_scale with NORM] (read), B_Y out_y.
 // Defs: X_T, COS_T, SIN_T, SCALE_T, Y_T  WGSL storage types; F16 (flag: some type is f16); Y_F16 (flag, with
-//       NORM: Y_T is f16); WORKGROUP_SIZE (a power of two: SimplifiedLayerNormalization's for a row of HEAD);
+//       NORM: Y_T is f16); WORKGROUP_SIZE, SPAN (SimplifiedLayerNormalization's for a row of HEAD);
 //       NORM (flag: input 3 is the norm's scale), EPSILON (f32 literal, with NORM); TRANSPOSE_INPUT (flag: x is
 //       [B, S, N, HEAD], else [B, N, S, HEAD]); B_Y (the output's binding: 3, or 4 with NORM).
 // Dims (literal when static, immediates when symbolic): ROWS (B * N * S output head rows); HEADS (N); S; HEAD;
@@ -67,12 +67,16 @@ fn main(
     let base = row * #{HEAD};
 #endif
 #ifdef NORM
-    var squares = 0.0;
-    for (var d = lid; d < #{HEAD}; d += #{WORKGROUP_SIZE}u) {
-        let v = f32(in_x[base + d]);
-        squares += v * v;
+    var parts: array<f32, #{SPAN}>;  // this invocation's virtual lanes' partial sums (onyxia::reduce)
+    for (var t = 0u; t < #{SPAN}u; t++) {
+        var squares = 0.0;
+        for (var d = lid + t * #{WORKGROUP_SIZE}u; d < #{HEAD}; d += TREE) {
+            let v = f32(in_x[base + d]);
+            squares += v * v;
+        }
+        parts[t] = squares;
     }
-    let inv_std = 1.0 / sqrt(workgroup_sum(lid, squares) / f32(#{HEAD}) + f32(#{EPSILON}));
+    let inv_std = 1.0 / sqrt(lanes_sum(lid, &parts) / f32(#{HEAD}) + f32(#{EPSILON}));
 #else
     let inv_std = 1.0;
 #endif

@@ -30,7 +30,8 @@ __all__ = [
     "LAYER_NORMS_ONYXIA",
     "NormalizationOp",
     "normalize_rows",
-    "row_workgroup_size",
+    "row_lanes",
+    "row_tree_width",
 ]
 
 _SOURCE = load_wgsl(__package__, "normalization.wgsl")
@@ -126,7 +127,7 @@ class NormalizationOp:
             return  # nothing to normalise; the outputs are empty
         types = {f"{role.upper()}_T": ctx.input_dtype(i) for role, i in reads}
         types.update({f"{role.upper()}_T": ctx.output_tensor(i).dtype for role, i in writes})
-        defs: dict[str, object] = {**type_defs(**types), "WORKGROUP_SIZE": row_workgroup_size(length)}
+        defs: dict[str, object] = {**type_defs(**types), **row_lanes(length)}
         defs["EPSILON"] = node_literal(ctx, DataType.FLOAT, self._epsilon(ctx), "attribute 'epsilon'")
         if self.rms:
             defs["RMS"] = True
@@ -145,12 +146,28 @@ class NormalizationOp:
         ctx.dispatch(shader, [ctx.input(i) for _, i in reads], [ctx.output(i) for _, i in writes], rows)
 
 
-def row_workgroup_size(length: SymbolicDim) -> int:
-    """One invocation per element up to 256 (a power of two, as the tree reduction needs); symbolic
-    row lengths get the largest."""
+# Invocations of a row's workgroup: the reduction tree is wider (`row_lanes`), each invocation holding the
+# partial sums of several of its lanes. On lavapipe a barrier switches through a workgroup's coroutines (one
+# per 8 invocations): Gemma 3 270m's decode step at 8 rows spent 5.3 ms in NormAddNorm and 5.6 in
+# RmsNormRotaryPair with 256 invocations per row, 1.9 and 1.4 with 16.
+ROW_INVOCATIONS = 16
+
+
+def row_tree_width(length: SymbolicDim) -> int:
+    """The width of a row's reduction tree: one lane per element up to 256 (a power of two, as the tree
+    needs); symbolic row lengths get the largest. Kernels that must reduce a row as another does (a fused
+    norm and the unfused one) get the same width, so the same sums."""
     if not isinstance(length, int):
         return 256
     return min(256, max(32, 1 << max(length - 1, 1).bit_length()))
+
+
+def row_lanes(length: SymbolicDim) -> dict[str, int]:
+    """onyxia::reduce's defs for a row of `length`: WORKGROUP_SIZE invocations holding SPAN lanes each of a
+    `row_tree_width` tree (the sum's bits depend on the width alone)."""
+    width = row_tree_width(length)
+    invocations = min(width, ROW_INVOCATIONS)
+    return {"WORKGROUP_SIZE": invocations, "SPAN": width // invocations}
 
 
 def normalize_rows(

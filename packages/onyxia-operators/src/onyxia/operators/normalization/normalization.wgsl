@@ -7,7 +7,8 @@
 //   B_X in_x, [B_SKIP in_skip], [B_BIAS in_bias], B_SCALE in_scale, [B_BETA in_beta], [B_SKIP_SCALE in_skip_scale],
 //   then B_Y out_y, [B_MEAN out_mean], [B_INV_STD out_inv_std], [B_SUM out_sum].
 // Defs: X_T, SKIP_T, BIAS_T, SCALE_T, BETA_T, SKIP_SCALE_T, Y_T, MEAN_T, INV_STD_T, SUM_T  WGSL storage types
-//       F16 (flag), WORKGROUP_SIZE (power of two), EPSILON (float literal)
+//       F16 (flag), WORKGROUP_SIZE and SPAN (powers of two: the row's reduction tree is WORKGROUP_SIZE * SPAN
+//       virtual lanes wide, SPAN per invocation, `layer_norm.row_lanes`), EPSILON (float literal)
 //       RMS (flag: no mean subtraction; out_mean receives 0, as onnxruntime writes)
 //       SKIP, BIAS, BETA, OUT_MEAN, OUT_INV_STD, OUT_SUM (flags: that binding exists)
 //       SKIP_NORM (flag, with SKIP: the skip row is RMS-normalised and scaled by in_skip_scale before it is
@@ -89,32 +90,42 @@ fn main(
         return;  // uniform: the whole workgroup leaves together
     }
     let base = row * #{L};
+    var parts: array<f32, #{SPAN}>;  // this invocation's virtual lanes' partial sums (onyxia::reduce)
 #ifdef SKIP_NORM
-    var skip_squares = 0.0;
-    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
-        let s = f32(in_skip[base + l]);
-        skip_squares += s * s;
+    for (var t = 0u; t < #{SPAN}u; t++) {
+        var skip_squares = 0.0;
+        for (var l = lid + t * #{WORKGROUP_SIZE}u; l < #{L}; l += TREE) {
+            let s = f32(in_skip[base + l]);
+            skip_squares += s * s;
+        }
+        parts[t] = skip_squares;
     }
-    skip_inv_std = 1.0 / sqrt(workgroup_sum(lid, skip_squares) / f32(#{L}) + f32(#{SKIP_EPSILON}));
+    skip_inv_std = 1.0 / sqrt(lanes_sum(lid, &parts) / f32(#{L}) + f32(#{SKIP_EPSILON}));
 #endif
 #ifdef RMS
     let mean = 0.0;
 #else
-    var partial = 0.0;
-    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
-        partial += load_value(base + l, l);
+    for (var t = 0u; t < #{SPAN}u; t++) {
+        var partial = 0.0;
+        for (var l = lid + t * #{WORKGROUP_SIZE}u; l < #{L}; l += TREE) {
+            partial += load_value(base + l, l);
+        }
+        parts[t] = partial;
     }
-    let mean = workgroup_sum(lid, partial) / f32(#{L});
+    let mean = lanes_sum(lid, &parts) / f32(#{L});
 #endif
-    var squares = 0.0;
-    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
-        let v = load_value(base + l, l);
+    for (var t = 0u; t < #{SPAN}u; t++) {
+        var squares = 0.0;
+        for (var l = lid + t * #{WORKGROUP_SIZE}u; l < #{L}; l += TREE) {
+            let v = load_value(base + l, l);
 #ifdef OUT_SUM
-        out_sum[base + l] = #{SUM_T}(v);
+            out_sum[base + l] = #{SUM_T}(v);
 #endif
-        squares += (v - mean) * (v - mean);
+            squares += (v - mean) * (v - mean);
+        }
+        parts[t] = squares;
     }
-    let inv_std = 1.0 / sqrt(workgroup_sum(lid, squares) / f32(#{L}) + f32(#{EPSILON}));
+    let inv_std = 1.0 / sqrt(lanes_sum(lid, &parts) / f32(#{L}) + f32(#{EPSILON}));
     for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
         var y = (load_value(base + l, l) - mean) * inv_std * f32(in_scale[l % #{SCALE_N}]);
 #ifdef BETA

@@ -27,7 +27,7 @@ from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, Tenso
 from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import node_literal, type_defs
 from onyxia.operators.normalization.checks import require_equal_dim
-from onyxia.operators.normalization.layer_norm import normalize_rows, row_workgroup_size
+from onyxia.operators.normalization.layer_norm import normalize_rows, row_lanes
 from onyxia.operators.normalization.rotary import (
     RotaryGeometry,
     angle_cache,
@@ -84,7 +84,7 @@ class RmsNormRotaryOp:
             **type_defs(SCALE_T=ctx.input_dtype(_SCALE), Y_T=ctx.output_tensor(0).dtype),
         }
         defs |= {
-            "WORKGROUP_SIZE": row_workgroup_size(geo.head),
+            **row_lanes(geo.head),
             "EPSILON": node_literal(ctx, DataType.FLOAT, _epsilon(ctx), "attribute 'epsilon'"),
         }
         defs["INTERLEAVED"] = is_interleaved(ctx)

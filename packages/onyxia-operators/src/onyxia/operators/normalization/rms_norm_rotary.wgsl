@@ -9,7 +9,7 @@
 //       [5 in_x2, 6 in_scale2 with PAIR] (read), then B_Y out_y, [B_Y2 out_y2 with PAIR].
 // Defs: X_T, COS_T, SIN_T, SCALE_T, Y_T  WGSL storage types (Y_T is X_T: the rotation's input type; x2, scale2
 //       and y2 have x's, scale's and y's); F16 (flag: some type is f16), Y_F16 (flag: Y_T is f16)
-//       WORKGROUP_SIZE (a power of two: SimplifiedLayerNormalization's for a row of HEAD), EPSILON (f32 literal)
+//       WORKGROUP_SIZE, SPAN (SimplifiedLayerNormalization's for a row of HEAD), EPSILON (f32 literal)
 //       INTERLEAVED, POS_OFFSET, ANGLE_CACHE  as rotary.wgsl; B_Y, B_Y2 (binding numbers), PAIR (flag)
 // Dims (literal when static, immediates when symbolic): HEADS_TOTAL (heads in x: elements / HEAD); HEAD, ROTARY,
 //       ROW, S, BATCH, POS_B_STRIDE, CACHE_W, MAX_POS as rotary.wgsl; with PAIR also HEADS_TOTAL2, ROW2, BATCH2
@@ -100,12 +100,16 @@ fn main(
 #endif
     }
     let base = head * #{HEAD};
-    var squares = 0.0;
-    for (var d = lid; d < #{HEAD}; d += #{WORKGROUP_SIZE}u) {
-        let v = x_at(second, base + d);
-        squares += v * v;
+    var parts: array<f32, #{SPAN}>;  // this invocation's virtual lanes' partial sums (onyxia::reduce)
+    for (var t = 0u; t < #{SPAN}u; t++) {
+        var squares = 0.0;
+        for (var d = lid + t * #{WORKGROUP_SIZE}u; d < #{HEAD}; d += TREE) {
+            let v = x_at(second, base + d);
+            squares += v * v;
+        }
+        parts[t] = squares;
     }
-    let inv_std = 1.0 / sqrt(workgroup_sum(lid, squares) / f32(#{HEAD}) + f32(#{EPSILON}));
+    let inv_std = 1.0 / sqrt(lanes_sum(lid, &parts) / f32(#{HEAD}) + f32(#{EPSILON}));
     let s = (base / row_len) % #{S};
 #ifdef POS_OFFSET
     let position = in_pos[0] + i32(s);

@@ -19,6 +19,27 @@ fn workgroup_sum(lid: u32, value: f32) -> f32 {
     return result;
 }
 
+#ifdef SPAN
+// Row reductions over virtual lanes (`layer_norm.row_lanes`): the tree is TREE = WORKGROUP_SIZE * SPAN wide,
+// each invocation holding SPAN partial sums, parts[t] being virtual lane lid + WORKGROUP_SIZE * t's (it
+// accumulates elements lid + WORKGROUP_SIZE * t, + TREE, + 2 * TREE, ... in that order). `lanes_sum` adds exactly
+// the pairs a workgroup of TREE invocations adds in `workgroup_sum`, in the same order: the levels whose pairs
+// lie within one invocation (a stride of WORKGROUP_SIZE or more) inside it, without a barrier, the last
+// log2(WORKGROUP_SIZE) across the workgroup; so a row's sum has the same bits whatever the split. lavapipe runs
+// each 8 invocations of a workgroup as a coroutine and switches through all of them at every barrier: a
+// 256-wide tree of 256 invocations paid 32 switches at each of its 10 barriers per row.
+const TREE: u32 = #{WORKGROUP_SIZE}u * #{SPAN}u;
+
+fn lanes_sum(lid: u32, parts: ptr<function, array<f32, #{SPAN}>>) -> f32 {
+    for (var half = #{SPAN}u / 2u; half > 0u; half >>= 1u) {
+        for (var t = 0u; t < half; t++) {
+            (*parts)[t] += (*parts)[t + half];
+        }
+    }
+    return workgroup_sum(lid, (*parts)[0]);
+}
+#endif
+
 fn workgroup_max(lid: u32, value: f32) -> f32 {
     reduce_scratch[lid] = value;
     workgroupBarrier();
