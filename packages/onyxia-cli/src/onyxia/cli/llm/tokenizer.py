@@ -76,22 +76,23 @@ class TextTokenizer:
 
         specials = {k: self._special(k) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
         try:
-            return self._compiled_template().render(
+            text: str = self._compiled_template(self.chat_template).render(
                 messages=messages, add_generation_prompt=add_generation_prompt, tools=tools, **specials
             )
+            return text
         except TemplateSyntaxError as e:
             raise ModelLoadError(f"chat template line {e.lineno}: {e.message}") from e
         except (TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
             raise InputError(f"the chat template refused the conversation: {e}") from e
 
-    def _compiled_template(self) -> Any:
+    def _compiled_template(self, text: str) -> Any:
         """`chat_template` compiled once per text (transformers caches it too): compiling took ~2.5 ms of every
         chat request, under the GIL the server's stepping thread needs, so eight requests arriving together
         held a batch step back by ~20 ms."""
         from jinja2.exceptions import TemplateError
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-        if self._template is not None and self._template[0] == self.chat_template:
+        if self._template is not None and self._template[0] == text:
             return self._template[1]
 
         def raise_exception(message: str) -> None:
@@ -101,8 +102,8 @@ class TextTokenizer:
         env.globals["raise_exception"] = raise_exception
         env.globals["strftime_now"] = _strftime_now
         env.filters["tojson"] = _tojson
-        compiled = env.from_string(self.chat_template)
-        self._template = (self.chat_template, compiled)
+        compiled = env.from_string(text)
+        self._template = (text, compiled)
         return compiled
 
     def _special(self, key: str) -> str:
