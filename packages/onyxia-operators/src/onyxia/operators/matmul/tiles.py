@@ -117,6 +117,16 @@ SHARED_TILES: dict[str, tuple[Tile, ...]] = {
         Tile("rows8", rows=8, columns=4, wg_x=64),
     ),
     "matmul_nbits": (TILES["matmul_nbits"][0], Tile("prefill", rows=8, wg_x=64, column_groups=2)),
+    # MatMulNBits' batched decode tiles (matmul_nbits_tiles.py): the decode tile with 4 or 8 rows, one 8-lane SIMD
+    # row per workgroup (64 columns) rather than the decode tile's 32 invocations: at 8 rows a workgroup is ~8x a
+    # decode one's work, so 4-5 of them (Qwen2.5-0.5B's q/k/v, o and down at 256 columns each) left one CPU thread
+    # idle for up to a workgroup's time. Qwen2.5-0.5B q4 step, GPU ms (A/B, 3 processes each): 8 rows 91.4 -> 89.5
+    # (the products 25.6 -> 23.0), 3 rows 65.4 -> 57.7; Gemma 3 270m 8 rows 95.5 -> 93.8. (At one row the decode
+    # tile's 32 stay: 8 gained on the small products and lost as much on the lm head's 2,374 workgroups.)
+    "matmul_nbits_rows": (
+        Tile("rows4", rows=4, wg_x=8, column_groups=2, max_m=4),
+        Tile("rows8", rows=8, wg_x=8, column_groups=2, max_m=8),
+    ),
 }
 
 

@@ -6,10 +6,10 @@ by reading the weights, so B rows should cost little more than one: a rows tile 
 every row. Where subgroups are shared (the ``simd8_shared`` variant) each lane loads one of the rows of A for the
 whole subgroup (matmul_nbits.wgsl's SPREAD_A).
 
-A rows tile is the chosen variant's decode tile with more rows: the same threads per column group (`split`) and
-so the same summation order, which with one arithmetic per row (`add_block`) makes each row's outputs
-bit-identical to what the decode tile computes for that row alone, on every variant: a stream served in a batch
-gets exactly the tokens it gets alone. (The prefill tile may split differently; no batch of decode rows reaches
+A rows tile is the chosen variant's decode tile with more rows (in a workgroup shape of its own where the variant
+lists "matmul_nbits_rows" tiles): the same threads per column group (`split`) and so the same summation order,
+which with one arithmetic per row (`add_block`) makes each row's outputs bit-identical to what the decode tile
+computes for that row alone, on every variant: a stream served in a batch gets exactly the tokens it gets alone. (The prefill tile may split differently; no batch of decode rows reaches
 it.) The tile table itself (`onyxia.operators.matmul.tiles`) is shared with the dense kernels, hence this
 module's own constants.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from onyxia.core import SymbolicDim
+from onyxia.core import PlanningError, SymbolicDim
 from onyxia.operators.matmul.tiles import Tile, at_most
 from onyxia.operators.matmul.variants import chosen_variant, tile_for
 
@@ -32,9 +32,19 @@ SPREAD_ROWS = (4, 8)  # tiles of these many rows read A spread over the lanes of
 
 
 def rows_tiles() -> list[Tile]:
-    """The chosen variant's decode tile, as many rows high as each of ROWS_TILES."""
+    """The chosen variant's "matmul_nbits_rows" tiles where it lists them (their workgroup shape its own, for
+    balance), else its decode tile as many rows high as each of ROWS_TILES; either way with the decode tile's
+    split, which keeps each row's bits (the module docstring)."""
     decode = tile_for("matmul_nbits", 1)
-    return [replace(decode, name=f"rows{rows}", rows=rows, max_m=rows) for rows in ROWS_TILES]
+    listed = chosen_variant().tiles.get("matmul_nbits_rows")
+    if listed is None:
+        return [replace(decode, name=f"rows{rows}", rows=rows, max_m=rows) for rows in ROWS_TILES]
+    if tuple(t.rows for t in listed) != ROWS_TILES or any(t.split != decode.split for t in listed):
+        raise PlanningError(
+            f"matmul variant '{chosen_variant().name}': its matmul_nbits_rows tiles must have {ROWS_TILES} rows and "
+            f"the decode tile's split ({decode.split}), so a batched row gets the bits it gets alone"
+        )
+    return list(listed)
 
 
 def nbits_tiles(m: SymbolicDim) -> list[tuple[Tile, SymbolicDim]]:
