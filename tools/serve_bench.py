@@ -125,6 +125,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--requests", type=int, default=2, help="requests per client per round")
     parser.add_argument("--clients", default="1,4,8", help="comma-separated concurrency levels")
+    parser.add_argument("--gather-ms", type=float, default=None, help="`onyxia serve --gather-ms` (default its)")
     parser.add_argument("--record", type=Path, default=None, help="write the rows into this docs figures file")
     args = parser.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
@@ -165,6 +166,7 @@ def main() -> None:
         max_queue=max(levels),
         parallel=args.parallel,
         session=loaded,
+        **({} if args.gather_ms is None else {"gather": args.gather_ms / 1000}),
     )
     session = app.state.onyxia.session
     chunks = chunks or [session.prefill_chunk]

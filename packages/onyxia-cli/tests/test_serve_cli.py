@@ -15,13 +15,15 @@ from serve_process import serve_command
 def test_help_lists_the_server_flags(cli: Callable[..., Any]) -> None:
     result = cli("serve", "--help")
     assert result.code == 0
-    for flag in ("--host", "--port", "--max-queue", "--api-key", "--max-length", "--precision"):
+    for flag in ("--host", "--port", "--max-queue", "--api-key", "--max-length", "--precision", "--gather-ms"):
         assert flag in result.out
 
 
 def test_bad_flags_stop_at_the_parser(cli: Callable[..., Any]) -> None:
     assert cli("serve", "--port", "zero").code == 2
     assert cli("serve", "--max-queue", "0").code == 2
+    refused = cli("serve", "--gather-ms", "5000")
+    assert refused.code == 2 and "expected 0 to 1000" in refused.err
 
 
 def test_without_the_serve_extra_it_says_what_to_install(

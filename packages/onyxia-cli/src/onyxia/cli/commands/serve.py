@@ -13,12 +13,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from onyxia.cli.arguments import positive_int
+from onyxia.cli.arguments import non_negative_float, positive_int
 from onyxia.cli.commands.llm_options import add_llm_arguments, open_session, sampling_from
 from onyxia.cli.console import stderr_console
 from onyxia.core import InputError
 
-__all__ = ["DEFAULT_PARALLEL", "DEFAULT_PREFILL_CHUNK", "add_parser", "run"]
+__all__ = ["DEFAULT_GATHER_MS", "DEFAULT_PARALLEL", "DEFAULT_PREFILL_CHUNK", "add_parser", "run"]
 
 # Chosen by measurement (docs/serving/index.md, "Defaults"): 8 clients on 8 slots decode 3-4x one client's
 # tokens/s with a p95 time to first token of a few seconds; on 4 slots the last 4 queue for whole answers
@@ -28,6 +28,9 @@ DEFAULT_PARALLEL = 8
 # about the same per token at any chunk, so a newcomer's first token comes little later with smaller chunks
 # while the others' stall shrinks with the chunk: 128 cuts 256's by a third for at most 13% more wait.
 DEFAULT_PREFILL_CHUNK = 128
+# An idle server starts once no request has arrived for this long, so clients starting together share a first run
+# (serve/engine.py); a lone request waits it once. Measured in docs/serving/index.md, "Defaults".
+DEFAULT_GATHER_MS = 2.0
 
 NAME = "serve"
 _NEEDS = ("fastapi", "uvicorn", "pydantic", "prometheus_client")
@@ -57,6 +60,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"waits between tokens, against the newcomer's time to first token (default {DEFAULT_PREFILL_CHUNK})",
     )
     parser.add_argument(
+        "--gather-ms",
+        type=_gather_ms,
+        default=DEFAULT_GATHER_MS,
+        help="when idle, start once no request has arrived for this long, so requests sent together start "
+        f"together; a lone request waits it once (default {DEFAULT_GATHER_MS:g}; 0 starts at once)",
+    )
+    parser.add_argument(
         "--embedding-model",
         type=Path,
         default=None,
@@ -64,6 +74,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="also serve this sentence-transformers ONNX directory on /v1/embeddings",
     )
     parser.set_defaults(handler=run)
+
+
+def _gather_ms(text: str) -> float:
+    value = non_negative_float(text)
+    if value > 1000:
+        raise argparse.ArgumentTypeError(f"{value:g} ms is more than a second; expected 0 to 1000")
+    return value
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -89,6 +106,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         max_queue=args.max_queue,
         api_key=args.api_key,
         embedding_model=args.embedding_model,
+        gather=args.gather_ms / 1000,
     )
     served = app.state.onyxia.model + (f" and {args.embedding_model.name}" if args.embedding_model else "")
     kv = kv_buffer_bytes(session) / 2**20

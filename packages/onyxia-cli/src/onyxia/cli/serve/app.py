@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from onyxia.cli.commands.llm_options import DEMO_MODEL_DIR, sampling_from
-from onyxia.cli.commands.serve import DEFAULT_PARALLEL, DEFAULT_PREFILL_CHUNK
+from onyxia.cli.commands.serve import DEFAULT_GATHER_MS, DEFAULT_PARALLEL, DEFAULT_PREFILL_CHUNK
 from onyxia.cli.embeddings import EmbeddingModel
 from onyxia.cli.llm.chat import chat_stop_ids
 from onyxia.cli.llm.session import LlmSession
@@ -27,13 +27,14 @@ from onyxia.cli.serve.embeddings import embeddings_router, install_embeddings
 from onyxia.cli.serve.engine import Engine
 from onyxia.cli.serve.errors import install_error_handlers
 from onyxia.cli.serve.metrics import Metrics
-from onyxia.cli.serve.middleware import ApiKeyCheck, CountRequests
+from onyxia.cli.serve.middleware import ApiKeyCheck, CountRequests, NoteArrivals
 from onyxia.cli.serve.requests import Defaults
 from onyxia.cli.serve.routes import ServerState, router
 
 __all__ = ["DEFAULT_MAX_QUEUE", "STATIC_DIR", "create_app"]
 
 DEFAULT_MAX_QUEUE = 16
+GENERATION_PATHS = ("/v1/chat/completions", "/v1/completions")  # the requests the engine runs
 STATIC_DIR = Path(__file__).parent / "static"
 
 
@@ -49,13 +50,16 @@ def create_app(
     model_name: str | None = None,
     parallel: int = DEFAULT_PARALLEL,
     embedding_model: EmbeddingModel | str | Path | None = None,
+    gather: float = DEFAULT_GATHER_MS / 1000,
 ) -> FastAPI:
     """`model_dir` None serves the built-in demo (as `onyxia generate` does). `session` serves a session
     already loaded instead (the app then owns it: nothing else may generate on it while it serves).
     `defaults` fill the sampling fields a request leaves out; by default the ones `onyxia generate`
     uses (greedy, or the demo's temperature 0.8 and top-k 40). `parallel` is the number of sequences decoded
     together when the app loads the model (`onyxia serve --parallel`); a given `session` has its own slots.
-    `embedding_model` (a loaded model or its directory) answers /v1/embeddings beside the chat model."""
+    `embedding_model` (a loaded model or its directory) answers /v1/embeddings beside the chat model.
+    `gather`: seconds of quiet an idle server waits for before starting, so requests sent together start
+    together (`onyxia serve --gather-ms`; `Engine`)."""
     if isinstance(embedding_model, (str, Path)):  # before the chat model: a bad directory fails fast
         embedding_model = EmbeddingModel.from_pretrained(embedding_model)
     if session is None:
@@ -65,7 +69,7 @@ def create_app(
     if defaults is None:
         defaults = Defaults(sampling_from(argparse.Namespace(**_NO_FLAGS, model_dir=model_dir)))
     metrics = Metrics()
-    engine = Engine(session, max_queue, metrics)
+    engine = Engine(session, max_queue, metrics, gather)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -88,6 +92,7 @@ def create_app(
     install_embeddings(app, embedding_model, None, app.state.onyxia.created)
     if STATIC_DIR.is_dir():  # the page's own files (scripts, styles), if it has any beside index.html
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.add_middleware(NoteArrivals, engine=engine, paths=GENERATION_PATHS)
     if api_key:
         app.add_middleware(ApiKeyCheck, api_key=api_key)
     app.add_middleware(

@@ -1,10 +1,11 @@
-"""Two ASGI layers around every request: the API key check, and counting answers for /metrics.
+"""ASGI layers around every request: the API key check, counting answers for /metrics, and noting arrivals.
 
 Plain ASGI rather than Starlette's BaseHTTPMiddleware, which buffers nothing but does run the
 endpoint in another task: a streamed response's cancellation must reach the endpoint unchanged.
 The key guards /v1/* only; /health, /metrics and the page stay open for probes and browsers (the
 page sends the key the user types). Requests are counted by route, unknown paths as "other", so a
-scanner cannot grow the metric's label set.
+scanner cannot grow the metric's label set. A generation request is noted as it enters the app, before its body
+is read and templated, so an idle worker gathering newcomers (`Engine.gather`) knows one is on its way.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from collections.abc import Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from onyxia.cli.serve.engine import Engine
 from onyxia.cli.serve.errors import ApiError, error_response
 from onyxia.cli.serve.metrics import Metrics
 
-__all__ = ["ApiKeyCheck", "CountRequests"]
+__all__ = ["ApiKeyCheck", "CountRequests", "NoteArrivals"]
 
 
 class ApiKeyCheck:
@@ -65,3 +67,13 @@ class CountRequests:
             await self.app(scope, receive, counting_send)
         finally:
             self.metrics.requests.labels(endpoint, str(status)).inc()
+
+
+class NoteArrivals:
+    def __init__(self, app: ASGIApp, engine: Engine, paths: Collection[str]) -> None:
+        self.app, self.engine, self.paths = app, engine, frozenset(paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "POST" and scope.get("path") in self.paths:
+            self.engine.note_arrival()
+        await self.app(scope, receive, send)
