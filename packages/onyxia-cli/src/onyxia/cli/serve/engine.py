@@ -146,11 +146,13 @@ class Engine:
     def _serve(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._closed or self._running or (self._pending and not self._paused))
+                self._cond.wait_for(self._has_work)
+                if not self._running:
+                    self._gather()  # releases the condition while it waits: look again after it
+                    if not self._has_work():
+                        continue  # paused meanwhile
                 if self._closed and not self._running:
                     return
-                if not self._running:
-                    self._gather()
                 self._admit()
                 self._busy = True
             try:
@@ -159,6 +161,9 @@ class Engine:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+    def _has_work(self) -> bool:
+        return self._closed or bool(self._running) or (bool(self._pending) and not self._paused)
 
     def _gather(self) -> None:
         """Idle, with a newcomer: wait (releasing the condition) until no request has arrived for `gather`
