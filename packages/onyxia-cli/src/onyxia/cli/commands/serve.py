@@ -95,8 +95,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     from onyxia.cli.llm.cache_memory import kv_buffer_bytes
     from onyxia.cli.serve import create_app
+    from onyxia.cli.serve.heap import fix_mmap_threshold
     from onyxia.cli.serve.requests import Defaults
 
+    fix_mmap_threshold()  # a long-running process: transient peaks given back (serve/heap.py)
     errors = stderr_console()
     session = open_session(args, errors)
     defaults = Defaults(sampling_from(args), args.max_new_tokens)

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from onyxia.cli.commands.serve import DEFAULT_PARALLEL
 from onyxia.cli.serve.app import DEFAULT_MAX_QUEUE, create_app
+from onyxia.cli.serve.heap import fix_mmap_threshold
 
 __all__ = ["REPLICA_HEADER", "OnyxiaReplica", "app_builder", "deployment"]
 
@@ -82,6 +83,7 @@ class OnyxiaReplica:
         self.app_options = app_options
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
+        fix_mmap_threshold()  # the replica's process serves for long: transient peaks given back (serve/heap.py)
         app = create_app(self.model_dir, **self.app_options)
         replica_id = _ray_serve().get_replica_context().replica_id.unique_id
         app.add_middleware(_ReplicaHeader, replica_id=str(replica_id))
