@@ -30,7 +30,7 @@ DEFAULT_PARALLEL = 8
 DEFAULT_PREFILL_CHUNK = 128
 # An idle server starts once no request has arrived for this long, so clients starting together share a first run
 # (serve/engine.py); a lone request waits it once. Measured in docs/serving/index.md, "Defaults".
-DEFAULT_GATHER_MS = 2.0
+DEFAULT_GATHER_MS = 3.0
 
 NAME = "serve"
 _NEEDS = ("fastapi", "uvicorn", "pydantic", "prometheus_client")
