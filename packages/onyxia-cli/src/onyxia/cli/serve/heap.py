@@ -6,8 +6,9 @@ from the heap, whose freed memory the process keeps. A server meets large transi
 64k-token prompt tokenized before it is refused, a burst's feeds), and its RSS then stepped up by 20-30 MiB at
 some request of a soak, once, at a different request each run: `tools/soak.py` on gemma3-tiny with 8 slots
 drifted +3.95%, +0.17%, +6.55%, +7.44%, +7.67% and +8.93% over 2,000 requests (the issue's bar is 5%).
-With the threshold fixed at 1 MiB (`mallopt(M_MMAP_THRESHOLD)`, which turns the adjustment off) two runs
-drifted +1.22% and +0.78%, smoothly, from a lower baseline (331 against 342-350 MiB). The decode path
+With the threshold fixed at 1 MiB (`MALLOC_MMAP_THRESHOLD_=1048576` in the server's environment, then this
+module's `mallopt(M_MMAP_THRESHOLD)`; either turns the adjustment off) runs drifted +1.22%, +0.78%, +1.27%,
++0.72% (q4f16) and +1.28% (fp32), smoothly, from a lower baseline (331-343 against 342-350 MiB). The decode path
 allocates nothing that large per step (it reads back token ids; the largest per-step array, logits for
 host-side sampling, is one row of the vocabulary per stream: a mmap per step only past 1 MiB).
 
