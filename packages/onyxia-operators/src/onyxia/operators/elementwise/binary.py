@@ -27,7 +27,17 @@ from onyxia.operators.elementwise.broadcast import emit_broadcast
 from onyxia.operators.elementwise.widened import narrowed
 from onyxia.operators.family import named_rows
 from onyxia.operators.int64_checks import CARRIED, checked_binary
-from onyxia.operators.typesets import ALL_GPU, BOOL, FLOATS, INTS, NUMERIC, SIGNED, UNSIGNED_INTS, require_dtype
+from onyxia.operators.typesets import (
+    ALL_GPU,
+    BOOL,
+    FLOATS,
+    INTS,
+    NUMERIC,
+    SIGNED,
+    SIGNED_INTS,
+    UNSIGNED_INTS,
+    require_dtype,
+)
 
 __all__ = ["BINARY", "BinaryElementwiseOp", "ComparisonOp", "TernaryElementwiseOp"]
 
@@ -111,7 +121,10 @@ class _ModOp(BinaryElementwiseOp):
 
     def expression(self, ctx: NodeCtx, dtype: DataType) -> str:
         if ctx.attr_int("fmod", 0) == 1:
-            return f"{dtype.wgsl}(fmod_f32(f32(a), f32(b)))" if dtype in FLOATS else "a % b"
+            if dtype in FLOATS:
+                return f"{dtype.wgsl}(fmod_f32(f32(a), f32(b)))"
+            # rem_i32, not `%`: NVIDIA's Vulkan driver evaluates i32 `%` as unsigned (onyxia::math)
+            return f"{dtype.wgsl}(rem_i32(i32(a), i32(b)))" if dtype in SIGNED_INTS else "a % b"
         if dtype in FLOATS:
             return f"{dtype.wgsl}(mod_floor_f32(f32(a), f32(b)))"
         return "a % b" if dtype not in SIGNED else f"{dtype.wgsl}(mod_floor_i32(i32(a), i32(b)))"

@@ -12,6 +12,12 @@
 enable f16;
 #endif
 #import onyxia::entry
+#if MODE == reflect
+#import onyxia::math::{mod_floor_i32}
+#endif
+#if MODE == wrap
+#import onyxia::math::{mod_floor_i32}
+#endif
 
 @group(0) @binding(0) var<storage, read> in_x: array<#{X_T}>;
 #if OUT_BINDING == 2
@@ -36,7 +42,7 @@ fn element(i: u32) {
         let n = i32(in_dims[d]);
         var c = i32(coord) * bitcast<i32>(steps[d]) + bitcast<i32>(starts[d]);
 #if MODE == tile
-        c = c % n;
+        c = i32(u32(c) % in_dims[d]);  // Tile's starts are 0 and steps 1: c >= 0, so u32 `%` is exact
 #endif
 #if MODE == constant
         inside = inside && c >= 0 && c < n;
@@ -47,14 +53,14 @@ fn element(i: u32) {
 #if MODE == reflect
         if (n > 1) {
             let period = 2 * n - 2;
-            c = ((c % period) + period) % period;
+            c = mod_floor_i32(c, period);  // not i32 `%`, wrong for negative c on some drivers
             c = select(c, period - c, c >= n);
         } else {
             c = 0;
         }
 #endif
 #if MODE == wrap
-        c = ((c % n) + n) % n;
+        c = mod_floor_i32(c, n);
 #endif
         offset += u32(max(c, 0)) * in_strides[d];
     }

@@ -30,7 +30,7 @@ fn tap(o: u32, k: u32, stride: u32, dilation: u32, pad: u32, size: u32) -> i32 {
     return select(-1, p, p >= 0 && p < i32(size));
 #else
     let t = i32(o + pad) - i32(k * dilation);
-    if (t < 0 || t % i32(stride) != 0) {
+    if (t < 0 || u32(t) % stride != 0u) {  // t >= 0 by then: u32, as i32 `%` is wrong on some drivers
         return -1;
     }
     let p = t / i32(stride);

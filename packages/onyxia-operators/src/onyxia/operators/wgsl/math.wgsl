@@ -51,9 +51,11 @@ fn pow_f32(a: f32, b: f32) -> f32 {
     return select(magnitude, -magnitude, odd);
 }
 
+// A negative exponent: 1 / a^-b truncates to 0 unless |a| is 1 (then 1, or -1 to an odd power). The parity is
+// read with `&`, not `%`, which some drivers get wrong for a negative i32 (see rem_i32).
 fn pow_i32(a: i32, b: i32) -> i32 {
     if (b < 0) {
-        return select(0, select(-1, 1, (b % 2) == 0), a == -1) + select(0, 1, a == 1);
+        return select(0, select(-1, 1, (b & 1) == 0), a == -1) + select(0, 1, a == 1);
     }
     var result = 1;
     var base = a;
@@ -77,9 +79,20 @@ fn isinf_f32(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
 }
 
+// C remainder of i32 (the dividend's sign; ONNX Mod fmod=1), 0 for a zero divisor as WGSL's `%` and numpy's
+// fmod give. Spelled with `/` because NVIDIA's Vulkan driver (580, on an H200) evaluates i32 `%` as if both
+// operands were u32 (7 % -3 gave 7, -7 % 3 gave 0) while its i32 `/` truncates correctly; lavapipe, CI's
+// adapter, gets both right, so only a GPU run shows it. A shader `%` whose i32 operands may be negative
+// calls this instead. i32::MIN over -1 is i32::MIN in WGSL, and the wrapping product leaves 0, as C's
+// remainder would be.
+fn rem_i32(a: i32, b: i32) -> i32 {
+    let d = select(b, 1, b == 0);
+    return a - d * (a / d);
+}
+
 // ONNX Mod with fmod=0 takes the sign of the divisor (Python %); integer inputs only.
 fn mod_floor_i32(a: i32, b: i32) -> i32 {
-    let r = a % b;
+    let r = rem_i32(a, b);
     return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
 }
 
