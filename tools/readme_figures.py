@@ -4,7 +4,7 @@
     python tools/readme_figures.py --check   # exit 1 when README.md's table differs from the JSON's
 
 `tests/test_readme_figures.py` runs the check, so the README cannot quote a figure the JSON does not hold.
-The rendering is the docs hook's (`docs/hooks/figures_tables.readme_table`): one source for both.
+The rendering is `docs/hooks/figures_readme.readme_table`, on the docs hook's figures: one source for both.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ END = "<!-- results:end -->\n"
 
 
 def _tables() -> object:
-    path = ROOT / "docs" / "hooks" / "figures_tables.py"
-    spec = importlib.util.spec_from_file_location("onyxia_docs_figures_tables", path)
+    hooks = ROOT / "docs" / "hooks"
+    if str(hooks) not in sys.path:
+        sys.path.insert(0, str(hooks))  # figures_readme imports figures_tables, as the docs hook does
+    spec = importlib.util.spec_from_file_location("onyxia_docs_figures_readme", hooks / "figures_readme.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses and typing look the module up by name

@@ -1,8 +1,8 @@
-"""The measured figures in docs/data/*.json, rendered as Markdown: tables, single figures, the README's table.
+"""The measured figures in docs/data/*.json, rendered as Markdown: tables and single figures.
 
 One source: each JSON file is written by the tool that measures it (`--record PATH`; the file's "about"
 names the command) and holds one entry per run, each with its id, date, command and machine. The docs
-hook (`figures.py`) and `tools/readme_figures.py` render from here only, so a re-measurement changes every
+hook (`figures.py`) and the README's table (`figures_readme.py`) render from here only, so a re-measurement changes every
 page, plot and the README's table at once. A marker naming a missing run or figure raises `KeyError`, which
 fails the strict docs build instead of printing a stale or empty cell.
 """
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DATA", "figure", "load", "readme_table", "render_table", "run", "TABLES"]
+__all__ = ["DATA", "figure", "load", "render_table", "run", "TABLES"]
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 Data = dict[str, dict[str, Any]]
@@ -149,14 +149,28 @@ def bench_layouts(data: Data) -> str:
                 *gpu,
             ]
         )
-    header = [
-        "fp32, Onyxia decode tok/s",
-        "genai",
-        "dynamo",
-        "dynamo / genai",
-        "dispatches per step (per layer) genai / dynamo",
-    ]
+    header = ["fp32, Onyxia decode tok/s", "genai", "dynamo", "dynamo / genai"]
+    header += ["dispatches per step (per layer) genai / dynamo"]
     return _table([*header, "GPU ms per step, lm head / layers: genai", "dynamo"], rows, _source(entries))
+
+
+def gpu(data: Data) -> str:
+    """Every run on a lent GPU (docs/data/gpu.json): decode alone and batched, prefill, first token, bound."""
+    rows, entries = [], data["gpu"]["runs"]
+    for e in entries:
+        for precision, part in e["precisions"].items():
+            on, cpu = part["engines"]["onyxia"], part["engines"]["ort-cpu"]
+            batched, many = part.get("batched_decode_tok_s", {}), "-"
+            if batched:
+                top = max(batched, key=int)
+                many = f"{_fmt(batched[top])} ({top} streams, {_ratio(batched[top], batched['1'])} of 1)"
+            row = [f"{e['family']} {precision}", str(e["prompt_tokens"]), _cell(on, "decode_tok_s")]
+            row += [_cell(cpu, "decode_tok_s"), _ratio(on["decode_tok_s"], cpu["decode_tok_s"]), many]
+            row += [f"{_cell(on, k)} / {_cell(cpu, k)}" for k in ("prefill_s", "ttft_s")]
+            rows.append([*row, f"{part['percent_of_bound']}%"])
+    header = ["model", "prompt", "Onyxia decode tok/s", "ORT CPU", "Onyxia / CPU", "Onyxia batched, aggregate tok/s"]
+    header += ["prefill 128 (s) Onyxia / CPU", "first token (s) Onyxia / CPU", "decode vs bound"]
+    return _table(header, rows, _source(entries))
 
 
 def serving(data: Data) -> str:
@@ -195,15 +209,8 @@ def packaged_models(data: Data) -> str:
         + [f"{e['onyxia_run_ms'] / e['ort_cpu_run_ms']:.0f}x"]
         for e in entries
     ]
-    header = [
-        "model",
-        "domain",
-        "package",
-        "ops",
-        "max diff vs ORT",
-        "Onyxia compile + load (s)",
-        "Onyxia first run (s)",
-    ]
+    header = ["model", "domain", "package", "ops", "max diff vs ORT", "Onyxia compile + load (s)"]
+    header += ["Onyxia first run (s)"]
     return _table([*header, "Onyxia run (ms)", "ORT CPU run (ms)", "Onyxia / ORT"], rows, _source(entries))
 
 
@@ -268,6 +275,7 @@ SUMMARIES: dict[str, Callable[[Data], Any]] = {
 TABLES: dict[str, Callable[[Data], str]] = {
     "bench_families": bench_families,
     "bench_layouts": bench_layouts,
+    "gpu": gpu,
     "serving": serving,
     "real_models": real_models,
     "packaged_models": packaged_models,
@@ -282,52 +290,3 @@ def render_table(data: Data, name: str) -> str:
     if name.startswith("bench:"):
         return bench_run(data, name.split(":", 1)[1])
     return TABLES[name](data)
-
-
-def readme_table(data: Data, docs: str = "docs") -> str:
-    """The README's one results table: a line per surface, linking to the docs page with the full tables."""
-    gemma = run(data, "bench", FAMILY_RUNS[0])["precisions"]["q4"]["engines"]
-    conf = data["conformance"]["runs"][0]
-    serve = data["serving"]["runs"][0]
-    one, many = serve["rows"][0], serve["rows"][-1]
-    rows = [
-        [
-            f"[LLM decode]({docs}/benchmarks/index.md), Gemma 3 270m q4",
-            f"{gemma['onyxia']['decode_tok_s']} tok/s",
-            f"CPU {gemma['ort-cpu']['decode_tok_s']}, WebGPU {gemma['ort-webgpu']['decode_tok_s']} tok/s",
-            run(data, "bench", FAMILY_RUNS[0])["date"],
-        ],
-        [
-            f"[Serving]({docs}/serving/index.md), {serve['model']}, {many['clients']} clients",
-            f"{many['decode_tok_s']} tok/s ({_ratio(many['decode_tok_s'], one['decode_tok_s'])} vs 1 client)",
-            "-",
-            serve["date"],
-        ],
-        [
-            f"[Real models]({docs}/models/real-models.md), run time (median of {SUMMARIES['real_models.count'](data)})",
-            f"{SUMMARIES['real_models.median_ratio'](data):.0f}x ORT CPU's",
-            "CPU EP: 1x",
-            max(e["date"] for e in data["real_models"]["runs"]),
-        ],
-        [
-            f"[Packaged models]({docs}/models/packaged.md), run time (median of "
-            f"{SUMMARIES['packaged_models.count'](data)})",
-            f"{SUMMARIES['packaged_models.median_ratio'](data):.0f}x ORT CPU's",
-            "CPU EP: 1x",
-            max(e["date"] for e in data["packaged_models"]["runs"]),
-        ],
-        [
-            f"[Packages' pipelines on `onyxia.ort`]({docs}/guide/ort.md)",
-            f"{SUMMARIES['pipelines.equal'](data)} of {SUMMARIES['pipelines.count'](data)} results equal",
-            f"warm {SUMMARIES['pipelines.median_ratio'](data):.1f}x ORT CPU's time (median)",
-            max(e["date"] for e in data["pipelines"]["runs"]),
-        ],
-        [
-            f"[ONNX node conformance]({docs}/reference/conformance.md)",
-            f"{conf['baked_passed']:,} / {conf['storable']:,} storable cases pass",
-            "-",
-            conf["date"],
-        ],
-    ]
-    lines = ["| what | Onyxia | onnxruntime | measured |", "|---|---|---|---|"]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"

@@ -12,7 +12,7 @@ import pytest
 from onyxia.core.settings import override
 
 ARGV = ["bench", "--size", "tiny", "--precision", "q4", "--engines", "onyxia", "--prompt-tokens", "8"]
-ARGV += ["--decode-tokens", "4", "--prefill-tokens", "8"]
+ARGV += ["--decode-tokens", "4", "--prefill-tokens", "8", "--batch", "1,2"]
 OTHER = {"id": "someone-else", "date": "2026-01-01", "command": "onyxia bench", "precisions": {}}
 
 
@@ -52,4 +52,6 @@ def test_a_rerun_replaces_it_with_the_json_reports_figures(
         assert engine[key] == measured[key], key
     bound = report["precisions"]["q4"]["bound"]["onyxia_percent_of_bound"]
     assert runs[1]["precisions"]["q4"]["percent_of_bound"] == round(bound)
+    batched = {str(b["streams"]): b["aggregate_decode_tok_s"] for b in report["precisions"]["q4"]["batched"]}
+    assert runs[1]["precisions"]["q4"]["batched_decode_tok_s"] == batched and set(batched) == {"1", "2"}
     assert not figures.with_name("bench.json.tmp").exists()

@@ -3,8 +3,9 @@
 The docs' tables, plots and quoted figures are rendered from that file (docs/hooks/figures_tables.py), so
 recording a re-measurement updates every page at once. An entry keeps what the docs show (per precision
 and engine: status, decode tok/s, prefill and first-token times, load+compile, memory; the percent of the
-decode bound) with the date, the command line and the adapter; a run with the same id (arch, size, layout,
-precisions, prompt tokens) is replaced, any other kept.
+decode bound; with `--batch`, Onyxia's aggregate decode tok/s per batch size) with the date, the command
+line and the adapter; a run with the same id (arch, size, layout, precisions, prompt tokens) is replaced,
+any other kept. A lent GPU's runs go to their own file (docs/data/gpu.json): same ids, other machine.
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ def run_entry(doc: dict[str, Any], command: str, date: datetime.date | None = No
         bound = part.get("bound") or {}
         if "onyxia_percent_of_bound" in bound:
             figures["percent_of_bound"] = round(bound["onyxia_percent_of_bound"])
+        batched = {
+            str(b["streams"]): b["aggregate_decode_tok_s"] for b in part.get("batched") or [] if b["status"] == "ok"
+        }
+        if len(batched) > 1:  # `--batch`: aggregate decode tok/s by streams stepped together
+            figures["batched_decode_tok_s"] = batched
         entry["precisions"][precision] = figures
     return entry
 
