@@ -13,7 +13,7 @@ import onnx
 import pytest
 from fusion_models import check_fused, graph_model, ops_of
 from onnx import helper
-from oracle import compile_model
+from oracle import compile_model, runtime
 
 from onyxia.compiler import ShapeInferencePass
 from onyxia.core import DataType, GraphBuilder
@@ -126,3 +126,20 @@ def test_outputs_equal_onnxruntime_and_the_unfused_plan(dtype: type, hidden: int
         {"x": (3 * RNG.standard_normal((1, s, hidden))).astype(dtype)} for s in (5, 1)
     ]
     check_fused(model, feeds, {"FuseNormAddNorm"}, tolerance=(2e-2, 2e-2) if dtype == np.float16 else None)
+
+
+def test_a_gpu_split_of_the_rows_sums_the_same_bits() -> None:
+    """On a GPU a norm row's workgroup has one invocation per lane of the reduction tree (`row_lanes`), on
+    lavapipe 16 holding several lanes each: the same tree, so the same bits; run here, on lavapipe."""
+    from onyxia.core.adapter_facts import AdapterFacts, target_adapter
+
+    model = _model(np.float32, 640, 2)
+    with target_adapter(AdapterFacts(cpu=False, subgroups=True, subgroup_min_size=32, subgroup_max_size=32)):
+        gpu_plan = compile_model(model)
+    norms = [shader.source for shader in gpu_plan.shaders if "normalization" in shader.label]
+    assert norms and all("@workgroup_size(256)" in source for source in norms)
+    feeds = {"x": (3 * RNG.standard_normal((1, 4, 640))).astype(np.float32)}
+    gpu_split = runtime().load_model(gpu_plan).run(dict(feeds))
+    cpu_split = runtime().load_model(compile_model(model)).run(dict(feeds))
+    for name, value in cpu_split.items():
+        np.testing.assert_array_equal(gpu_split[name], value, err_msg=name)

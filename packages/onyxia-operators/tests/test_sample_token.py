@@ -5,6 +5,7 @@ numpy's float64 CDF says and no token outside the top k ever is."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -12,14 +13,20 @@ import pytest
 from oracle import compile_model, make_model, runtime
 
 from onyxia.core import OnyxiaError
+from onyxia.core.adapter_facts import AdapterFacts, target_adapter
 
 RNG = np.random.default_rng(23)
 
 
-def _executor(logits: np.ndarray) -> Any:
+def _executor(logits: np.ndarray, gpu: bool = False) -> Any:
+    """`gpu`: planned as for a GPU (256 invocations per row instead of lavapipe's 64), run here on lavapipe."""
     params = np.zeros(3, np.float32)
     model = make_model("SampleToken", {"logits": logits, "params": params}, domain="com.onyxia")
-    return runtime().load_model(compile_model(model))
+    facts = AdapterFacts(cpu=False, subgroups=True, subgroup_min_size=32, subgroup_max_size=32) if gpu else None
+    with target_adapter(facts) if facts else contextlib.nullcontext():
+        plan = compile_model(model)
+    assert f"@workgroup_size({256 if gpu else 64})" in plan.shaders[-1].source
+    return runtime().load_model(plan)
 
 
 def _draw(executor: Any, logits: np.ndarray, temperature: float, top_k: int, u: float) -> np.ndarray:
@@ -42,26 +49,29 @@ def _intervals(row: np.ndarray, temperature: float, top_k: int) -> tuple[np.ndar
     return kept, np.stack([starts[kept], cdf[kept]], axis=1)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_temperature_zero_is_argmax_with_first_index_on_ties(dtype: type) -> None:
+@pytest.mark.parametrize(("dtype", "gpu"), [(np.float32, False), (np.float16, False), (np.float32, True)])
+def test_temperature_zero_is_argmax_with_first_index_on_ties(dtype: type, gpu: bool) -> None:
     vocab = 262_144 + 7  # Gemma 3's vocabulary plus a ragged last chunk
     logits: np.ndarray = RNG.standard_normal((1, 1, vocab)).astype(dtype)
     top = int(np.argmax(logits))
     logits[0, 0, vocab - 3] = logits[0, 0, top]  # a later tie: the first index wins
-    executor = _executor(logits)
+    executor = _executor(logits, gpu)
     token = _draw(executor, logits, 0.0, 0, 0.5)
     assert token.shape == (1, 1) and token.dtype == np.int64
     assert int(token[0, 0]) == top
 
 
-@pytest.mark.parametrize(("temperature", "top_k"), [(0.7, 8), (1.0, 1), (1.3, 0), (0.9, 5)])
-def test_draws_follow_the_inverse_cdf(temperature: float, top_k: int) -> None:
+@pytest.mark.parametrize(
+    ("temperature", "top_k", "gpu"),
+    [(0.7, 8, False), (1.0, 1, False), (1.3, 0, False), (0.9, 5, False), (1.3, 0, True)],
+)
+def test_draws_follow_the_inverse_cdf(temperature: float, top_k: int, gpu: bool) -> None:
     vocab = 3_001
     logits = (RNG.standard_normal((1, 1, vocab)) * 2).astype(np.float32)
     logits[0, 0, RNG.choice(vocab, 6, replace=False)] += 9.0  # a few likely tokens, wide intervals
     if top_k == 5:
         logits[0, 0, 10:13] = np.sort(logits[0, 0])[-5]  # ties at the 5th score: all of them kept
-    executor = _executor(logits)
+    executor = _executor(logits, gpu)
     kept, spans = _intervals(logits[0, 0], temperature, top_k)
     checked = 0
     for token, (start, end) in zip(kept, spans):

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from fusion_models import check_fused, graph_model, ops_of
 from onnx import TensorProto, helper
-from oracle import check_model, check_op, compile_model, make_model
+from oracle import adapter_is_cpu, check_model, check_op, compile_model, make_model
 
 from onyxia.core import PlanningError, ShapeInferenceError
 
@@ -28,7 +28,13 @@ def _x(dtype: type) -> np.ndarray:
 
 @pytest.mark.parametrize("alpha", [INF, -INF, NAN, 1e38, -1e38, 3.4028235e38, 1e-45, 0.1])
 def test_leaky_relu_alpha(alpha: float) -> None:
-    check_op("LeakyRelu", {"x": X}, {"alpha": alpha})
+    x = X
+    if 0 < abs(alpha) < np.finfo(np.float32).tiny and not adapter_is_cpu():
+        # The denormal's point is its literal, checked everywhere. WGSL lets a GPU flush it to 0 (NVIDIA does), and
+        # then alpha * -inf is 0 * inf, which has no defined value there (an H200 gave 1.4e-45); the other
+        # products stay within the tolerance of onnxruntime's
+        x = X[~np.isneginf(X)]
+    check_op("LeakyRelu", {"x": x}, {"alpha": alpha})
 
 
 @pytest.mark.parametrize("alpha", [1e5, INF, NAN])

@@ -33,7 +33,12 @@ def test_immediates_and_uniform_paths_agree(runtime: Runtime, uniform_runtime: R
     a = runtime.load_model(plan).run({"x": x})["y"]
     b = uniform_runtime.load_model(plan).run({"x": x})["y"]
     np.testing.assert_array_equal(a, b)
-    np.testing.assert_allclose(a, x * 3 + 1, rtol=1e-6)
+    # x * 3 rounded then + 1 rounded (lavapipe), or one fused multiply-add (WGSL lets a GPU contract them: an
+    # H200 does), which float64 computes exactly here and rounds once; near zero the two differ by far more
+    # than a relative tolerance of the result allows
+    unfused = x * np.float32(3) + np.float32(1)
+    fused = (x.astype(np.float64) * 3 + 1).astype(np.float32)
+    assert np.all((a == unfused) | (a == fused)), "neither x * 3 + 1 rounded twice nor once"
 
 
 def test_dims_change_grows_buffers_without_recompiling(any_runtime: Runtime) -> None:

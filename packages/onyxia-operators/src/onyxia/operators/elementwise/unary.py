@@ -206,7 +206,12 @@ UNARY: dict[str, UnaryElementwiseOp] = named_rows(
         "Neg": UnaryElementwiseOp("-x", np.negative, SIGNED),
         "Abs": UnaryElementwiseOp("abs(x)", np.abs, NUMERIC),
         "Sign": UnaryElementwiseOp("select(sign(x), x, isnan_f32(f32(x)))", np.sign, SIGNED),  # NaN stays NaN
-        "Relu": UnaryElementwiseOp("select(x, {T}(0), x < {T}(0))", lambda x: np.maximum(x, 0).astype(x.dtype), SIGNED),
+        # NaN stays NaN, as in onnxruntime. Without the bit test an H200 (NVIDIA's Vulkan driver) gave 0 for NaN
+        # and +0 for -0, as if the select were max(x, 0): Vulkan lets a driver assume no NaN unless the SPIR-V
+        # asks otherwise (naga's does not), so only an integer test of the bits (isnan_f32) is sure to see one
+        "Relu": UnaryElementwiseOp(
+            "select(x, {T}(0), x < {T}(0) && !isnan_f32(f32(x)))", lambda x: np.maximum(x, 0).astype(x.dtype), SIGNED
+        ),
         "Not": UnaryElementwiseOp("1u - x", np.logical_not, BOOL),
         # ~x sets the high bits of a widened uint8/uint16; `expression` masks them (elementwise/widened.py)
         "BitwiseNot": UnaryElementwiseOp("~x", np.bitwise_not, _COMPLEMENTABLE),
@@ -223,9 +228,10 @@ UNARY: dict[str, UnaryElementwiseOp] = named_rows(
             attrs={"alpha": 0.01},
         ),
         "Softplus": UnaryElementwiseOp("select({T}(log(1.0 + exp(f32(x)))), x, x > {T}(20))", softplus),
-        # onnxruntime's order: alpha * x + beta, then min 1, then max 0 (MobileNetV3, PaddleOCR)
+        # onnxruntime's order: alpha * x + beta, then min 1, then max 0 (MobileNetV3, PaddleOCR); NaN stays NaN
+        # there, while WGSL's min and max drop it (1 on lavapipe)
         "HardSigmoid": UnaryElementwiseOp(
-            "max(min({alpha} * x + {beta}, {T}(1)), {T}(0))",
+            "select(max(min({alpha} * x + {beta}, {T}(1)), {T}(0)), x, isnan_f32(f32(x)))",
             lambda x, alpha, beta: np.maximum(np.minimum(alpha * x + beta, 1), 0).astype(x.dtype),
             attrs={"alpha": 0.2, "beta": 0.5},
         ),

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onyxia.core import DataType, FoldCtx, InferenceCtx, NodeCtx, PlanCtx, SymbolicDim, TensorType, load_wgsl
+from onyxia.core.adapter_facts import adapter_facts
 from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import node_literal, type_defs
@@ -146,10 +147,12 @@ class NormalizationOp:
         ctx.dispatch(shader, [ctx.input(i) for _, i in reads], [ctx.output(i) for _, i in writes], rows)
 
 
-# Invocations of a row's workgroup: the reduction tree is wider (`row_lanes`), each invocation holding the
-# partial sums of several of its lanes. On lavapipe a barrier switches through a workgroup's coroutines (one
-# per 8 invocations): Gemma 3 270m's decode step at 8 rows spent 5.3 ms in NormAddNorm and 5.6 in
-# RmsNormRotaryPair with 256 invocations per row, 1.9 and 1.4 with 16.
+# Invocations of a row's workgroup on a CPU rasteriser: the reduction tree is wider (`row_lanes`), each
+# invocation holding the partial sums of several of its lanes. On lavapipe a barrier switches through a
+# workgroup's coroutines (one per 8 invocations): Gemma 3 270m's decode step at 8 rows spent 5.3 ms in
+# NormAddNorm and 5.6 in RmsNormRotaryPair with 256 invocations per row, 1.9 and 1.4 with 16. A GPU gets one
+# invocation per lane: at 16 a decode row's loads are 40 dependent trips to memory per invocation, and an
+# H200 spent 53 us on each of Gemma 3's NormAddNorm rows (a 640-wide row; 1.9 ms of a 6.4 ms step).
 ROW_INVOCATIONS = 16
 
 
@@ -164,9 +167,11 @@ def row_tree_width(length: SymbolicDim) -> int:
 
 def row_lanes(length: SymbolicDim) -> dict[str, int]:
     """onyxia::reduce's defs for a row of `length`: WORKGROUP_SIZE invocations holding SPAN lanes each of a
-    `row_tree_width` tree (the sum's bits depend on the width alone)."""
+    `row_tree_width` tree (the sum's bits depend on the width alone, so every adapter's split sums alike):
+    ROW_INVOCATIONS on a CPU rasteriser, one invocation per lane on a GPU."""
     width = row_tree_width(length)
-    invocations = min(width, ROW_INVOCATIONS)
+    facts = adapter_facts()
+    invocations = min(width, ROW_INVOCATIONS if facts.cpu else facts.invocations_per_workgroup)
     return {"WORKGROUP_SIZE": invocations, "SPAN": width // invocations}
 
 

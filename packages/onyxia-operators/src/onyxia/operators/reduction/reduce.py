@@ -174,12 +174,19 @@ def _rows(name: str, row: ReductionOp, since: int) -> dict[tuple[str, int, int |
     }
 
 
+def _mean(x: np.ndarray) -> np.ndarray:
+    """numpy's mean, 0 where nothing is reduced (as the shader and onnxruntime give)."""
+    return np.mean(x, -1) if x.shape[-1] else np.zeros(x.shape[:-1], x.dtype)
+
+
 _ORDERED = NUMERIC | BOOL
 _LSE = "select(max(a, b) + log(1.0 + exp(-abs(a - b))), max(a, b), min(a, b) == bitcast<f32>(0xff800000u))"
 
 REDUCTION_OPS: dict[tuple[str, int, int | None], ReductionOp] = {
     **_rows("ReduceSum", ReductionOp("zero", "a + b", lambda x: np.sum(x, -1)), 13),
-    **_rows("ReduceMean", ReductionOp("zero", "a + b", lambda x: np.mean(x, -1), final="acc / count"), 18),
+    # an empty mean is 0 in onnxruntime (the spec leaves it undefined); 0 / 0 is NaN on a GPU, so the empty
+    # case returns `acc`, the identity 0, rather than leaving it to the adapter's division
+    **_rows("ReduceMean", ReductionOp("zero", "a + b", _mean, final="select(acc / count, acc, count == 0)"), 18),
     # bool since opset 20: max is any, min is all, on the 0/1 words
     **_rows(
         "ReduceMax",

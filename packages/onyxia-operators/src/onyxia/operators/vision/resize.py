@@ -32,6 +32,7 @@ from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.layout import WORKGROUP_SIZE, node_literal, type_defs
 from onyxia.operators.typesets import FLOATS, require_dtype
 from onyxia.operators.vision.geometry import unsupported, unsupported_attribute
+from onyxia.operators.vision.resize_nearest import nearest_axis
 from onyxia.operators.vision.resize_taps import Filter, axis_taps
 from onyxia.operators.vision.resize_target import ResizeTarget, constant_input, resize_target, static_size
 
@@ -135,7 +136,6 @@ class ResizeOp(OperatorBase):
             return
         defs = {**type_defs(X_T=ctx.input_dtype(0), Y_T=ctx.output_tensor(0).dtype), "WORKGROUP_SIZE": WORKGROUP_SIZE}
         defs["MODE"] = _check_modes(ctx)
-        defs["NEAREST_MODE"] = ctx.attr_str("nearest_mode", "round_prefer_floor")
         plane: dict[str, SymbolicDim] = {"TOTAL": total}
         for name, axis in _kernel_axes(len(dims)).items():
             plane[name], plane[f"O{name}"], _ = _axis(target, dims, axis)
@@ -146,14 +146,41 @@ class ResizeOp(OperatorBase):
             plane.update(_bind_taps(ctx, target, dims, reads))
             value = ctx.attr_float("extrapolation_value", 0.0)
             defs["EXTRAPOLATION_VALUE"] = node_literal(ctx, DataType.FLOAT, value, "attribute 'extrapolation_value'")
+        elif defs["MODE"] == "nearest":
+            defs.update(_nearest_defs(ctx, target, dims, reads))
         else:
             defs.update(_affine_defs(ctx, target, dims))
         shader = ctx.compile_shader("vision/resize", _SOURCE, defs, plane)
         ctx.dispatch(shader, reads, [ctx.output(0)], ceil_div(total, WORKGROUP_SIZE))
 
 
+def _nearest_defs(ctx: PlanCtx, target: ResizeTarget, dims: Sequence[SymbolicDim], reads: list) -> dict[str, object]:
+    """Each axis's index table (its start in one buffer, appended to `reads`) or exact integer map
+    (`resize_nearest`): where ties fall is settled on the host, not by the adapter's float arithmetic."""
+    name = ctx.attr_str("coordinate_transformation_mode", "half_pixel")
+    nearest_mode = ctx.attr_str("nearest_mode", "round_prefer_floor")
+    defs: dict[str, object] = {}
+    tables: list[np.ndarray] = []
+    for prefix, axis in _kernel_axes(len(dims)).items():
+        size_in, size_out, scale = _axis(target, dims, axis)
+        found = nearest_axis(name, nearest_mode, scale, size_in, size_out)
+        if found is None:
+            raise unsupported(ctx, f"axis {axis} has symbolic size {size_in} -> {size_out}; {name} needs it static")
+        if found.table is not None:
+            defs[f"{prefix}_TABLE"] = sum(len(t) for t in tables)
+            tables.append(found.table)
+        else:
+            a, b, c, up = found.rational or (1, 0, 1, False)
+            defs[f"{prefix}_MAP"] = f"{a}, {b}, {c}, {'true' if up else 'false'}"
+    if tables:
+        data = np.concatenate(tables)
+        reads.append(ctx.constant(f"resize_nearest:{hashlib.sha1(data.tobytes()).hexdigest()[:16]}", data))
+        defs["INDEX_TABLE"] = True
+    return defs
+
+
 def _affine_defs(ctx: PlanCtx, target: ResizeTarget, dims: Sequence[SymbolicDim]) -> dict[str, object]:
-    """The per-axis ``(x + P) * NUM / DEN - Q`` literals of the nearest and linear paths."""
+    """The per-axis ``(x + P) * NUM / DEN - Q`` literals of the linear path."""
     name = ctx.attr_str("coordinate_transformation_mode", "half_pixel")
     transform = _TRANSFORMS[name]
     defs: dict[str, object] = {}

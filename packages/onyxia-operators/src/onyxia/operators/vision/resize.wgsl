@@ -1,17 +1,22 @@
 // Resize of the spatial axes of an [outer, (D,) H, W] tensor, one invocation per output element: NCHW
 // (rank 4), NCW (rank 3: H is 1 and mapped to itself) and NCDHW (rank 5: DEPTH, D resized too).
-// nearest and linear: each axis maps an output coordinate to the input through the affine form
+// nearest: each axis's input index comes from a host table or an exact integer map (`resize_nearest.py`), never
+// from float arithmetic here, where a compiler's contraction or a 2.5-ULP division may move a tie.
+// linear: each axis maps an output coordinate to the input through the affine form
 // x_in = (x_out + P) * NUM / DEN - Q, which covers every coordinate_transformation_mode but
-// tf_crop_and_resize with the operations in the order ORT evaluates them (so nearest ties round alike).
+// tf_crop_and_resize with the operations in the order ORT evaluates them.
 // taps: cubic, antialiased and tf_crop_and_resize filters read host-computed per-axis tap tables
 // (`resize_taps.py`): the H table (OH x TH entries), the W table (OW x TW), then with DEPTH the D table
 // (OD x TD); separable weights.
-// Bindings: 0 in_x (read), [1 tap_index, 2 tap_weight when MODE == taps] (read), then out_y (write).
+// Bindings: 0 in_x (read), [1 tap_index, 2 tap_weight when MODE == taps; 1 tap_index when INDEX_TABLE] (read),
+//           then out_y (write).
 // Defs: X_T, Y_T          WGSL storage types (interpolation is f32)
 //       MODE              nearest | linear | taps
-//       NEAREST_MODE      (nearest) round_prefer_floor | round_prefer_ceil | floor | ceil
-//       H_P, H_NUM, H_DEN, H_Q, W_P, W_NUM, W_DEN, W_Q   (nearest, linear) f32 literals of the per-axis map
-//       D_P, D_NUM, D_DEN, D_Q                           (nearest, linear with DEPTH) the depth axis's map
+//       H_TABLE, W_TABLE, D_TABLE   (nearest) where the axis's indices start in tap_index (one per output
+//                         coordinate); an axis without one has H_MAP (W_MAP, D_MAP): "A, B, C, ceil", its
+//                         index floor (ceil: ceil) of (A x + B) / C in i32; INDEX_TABLE: some axis has a table
+//       H_P, H_NUM, H_DEN, H_Q, W_P, W_NUM, W_DEN, W_Q   (linear) f32 literals of the per-axis map
+//       D_P, D_NUM, D_DEN, D_Q                           (linear with DEPTH) the depth axis's map
 //       EXTRAPOLATION_VALUE  (taps) f32 expression for outputs whose first tap index is -1
 //       DEPTH             flag: a third spatial axis D (rank 5)
 //       F16               flag: some storage type is f16
@@ -29,28 +34,58 @@ enable f16;
 @group(0) @binding(2) var<storage, read> tap_weight: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out_y: array<#{Y_T}>;
 #else
+#ifdef INDEX_TABLE
+@group(0) @binding(1) var<storage, read> tap_index: array<i32>;
+@group(0) @binding(2) var<storage, read_write> out_y: array<#{Y_T}>;
+#else
 @group(0) @binding(1) var<storage, read_write> out_y: array<#{Y_T}>;
 #endif
+#endif
 
+#if MODE == linear
 fn source(x: u32, p: f32, num: f32, den: f32, q: f32) -> f32 {
     return (f32(x) + p) * num / den - q;
 }
+#endif
 
-fn nearest(c: f32, size: u32) -> u32 {
-#if NEAREST_MODE == round_prefer_floor
-    let r = ceil(c - 0.5);
-#endif
-#if NEAREST_MODE == round_prefer_ceil
-    let r = floor(c + 0.5);
-#endif
-#if NEAREST_MODE == floor
-    let r = floor(c);
-#endif
-#if NEAREST_MODE == ceil
-    let r = ceil(c);
-#endif
-    return u32(clamp(r, 0.0, f32(size - 1u)));
+#if MODE == nearest
+// floor (up: ceil) of (a x + b) / c for c > 0, clamped into an axis of `size`: integer arithmetic, exact on every
+// adapter (i32 `/` truncates toward zero; `%` is avoided, NVIDIA's being wrong for negative operands)
+fn rational_index(x: u32, a: i32, b: i32, c: i32, up: bool, size: u32) -> u32 {
+    let n = a * i32(x) + b;
+    var q = n / c;
+    if (q * c != n && (n < 0) != up) {
+        q += select(-1, 1, up);
+    }
+    return u32(clamp(q, 0, i32(size) - 1));
 }
+
+fn h_index(y: u32) -> u32 {
+#ifdef H_TABLE
+    return u32(tap_index[#{H_TABLE}u + y]);
+#else
+    return rational_index(y, #{H_MAP}, #{H});
+#endif
+}
+
+fn w_index(x: u32) -> u32 {
+#ifdef W_TABLE
+    return u32(tap_index[#{W_TABLE}u + x]);
+#else
+    return rational_index(x, #{W_MAP}, #{W});
+#endif
+}
+
+#ifdef DEPTH
+fn d_index(z: u32) -> u32 {
+#ifdef D_TABLE
+    return u32(tap_index[#{D_TABLE}u + z]);
+#else
+    return rational_index(z, #{D_MAP}, #{D});
+#endif
+}
+#endif
+#endif
 
 fn element_count() -> u32 { return #{TOTAL}; }
 
@@ -113,23 +148,20 @@ fn element(i: u32) {
         value = plane_taps(base, ry, rx);
     }
 #endif
+#endif
+#if MODE == nearest
+#ifdef DEPTH
+    let plane = base + d_index(oz) * #{H} * #{W};
 #else
+    let plane = base;
+#endif
+    let value = f32(in_x[plane + h_index(oy) * #{W} + w_index(ox)]);
+#endif
+#if MODE == linear
     let cy = source(oy, #{H_P}, #{H_NUM}, #{H_DEN}, #{H_Q});
     let cx = source(ox, #{W_P}, #{W_NUM}, #{W_DEN}, #{W_Q});
 #ifdef DEPTH
     let cz = source(oz, #{D_P}, #{D_NUM}, #{D_DEN}, #{D_Q});
-#endif
-#endif
-#if MODE == nearest
-#ifdef DEPTH
-    let plane = base + nearest(cz, #{D}) * #{H} * #{W};
-#else
-    let plane = base;
-#endif
-    let value = f32(in_x[plane + nearest(cy, #{H}) * #{W} + nearest(cx, #{W})]);
-#endif
-#if MODE == linear
-#ifdef DEPTH
     let z = clamp(cz, 0.0, f32(#{D} - 1u));
     let z0 = u32(z);
     let z1 = min(z0 + 1u, #{D} - 1u);

@@ -16,15 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Filter", "Taps", "axis_taps"]
+from onyxia.operators.vision.resize_nearest import nearest_round
 
-_ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    # ties as onnxruntime breaks them, in the source coordinate's float32
-    "round_prefer_floor": lambda c: np.ceil(c - np.float32(0.5)),
-    "round_prefer_ceil": lambda c: np.floor(c + np.float32(0.5)),
-    "floor": np.floor,
-    "ceil": np.ceil,
-}
+__all__ = ["Filter", "Taps", "axis_taps"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +46,7 @@ def axis_taps(coords: np.ndarray, size: int, scale: float, f: Filter, outside: n
     and neighbours past the edge repeat the edge unless `exclude_outside` drops and renormalizes them.
     """
     if f.mode == "nearest":
-        index = np.clip(_ROUNDING[f.nearest_mode](coords), 0, size - 1)[:, None].astype(np.int64)
+        index = np.clip(nearest_round(coords, f.nearest_mode), 0, size - 1)[:, None]
         weight = np.ones(index.shape, np.float64)
     else:
         base = np.ceil(coords).astype(np.int64) - 1

@@ -24,10 +24,12 @@ fn bias(m: u32) -> f32 {
 #endif
 }
 
+// relu and clip keep a NaN as the unfused Relu and Clip rows do (elementwise/unary.py): a bit test, since a
+// driver may assume no NaN and turn a float compare-and-select into max or min.
 fn activation(x: f32) -> f32 {
     var y = x;
 #if ACTIVATION == relu
-    y = select(x, 0.0, x < 0.0);
+    y = select(x, 0.0, x < 0.0 && !isnan_f32(x));
 #endif
 #if ACTIVATION == silu
     y = x * sigmoid_f32(x);
@@ -42,7 +44,7 @@ fn activation(x: f32) -> f32 {
     y = select(#{ALPHA} * x, x, x >= 0.0);
 #endif
 #if ACTIVATION == clip
-    y = min(max(x, #{LO}), #{HI});
+    y = select(min(max(x, #{LO}), #{HI}), x, isnan_f32(x));
 #endif
     return y;
 }

@@ -58,11 +58,19 @@ fn atanh_f32(x: f32) -> f32 {
     return select(r, -r, x < 0.0);
 }
 
-// e^a / 2 as (e^(a/2) / 2) * e^(a/2): finite up to sinh's own overflow (e^-a is below f32 precision
-// of e^a once a > 9)
+// ln 2 rounded up to a multiple of 2^-17, so h - SPECIAL_LN2_UP is exact for the h = a / 2 of half_exp_f32,
+// and e^(SPECIAL_LN2_UP - ln 2) that puts the difference back (within 0.02 ULP)
+const SPECIAL_LN2_UP: f32 = 0.6931533813476562;
+const SPECIAL_LN2_UP_EXP: f32 = 1.0000062008069;
+
+// e^a / 2 = e^(a/2) * e^(a/2 - ln 2), finite up to sinh's and cosh's own overflow (e^-a is below f32 precision
+// of e^a once a > 9). Each factor, and the product of any two, stays below the result, so no order a compiler
+// picks (reassociating the product, or merging the two exps into e^(a - ln 2)) overflows early; the former
+// (e^(a/2) / 2) * e^(a/2) gave inf at a = 89 on NVIDIA's Vulkan driver (an H200), where e^(a/2) * e^(a/2) is
+// 4.5e38. a / 2 and the subtraction are exact, so this stays within 4 ULP of C's cosh where exp is exact to 1.
 fn half_exp_f32(a: f32) -> f32 {
-    let h = exp(0.5 * a);
-    return (0.5 * h) * h;
+    let h = 0.5 * a;
+    return exp(h) * exp(h - SPECIAL_LN2_UP) * SPECIAL_LN2_UP_EXP;
 }
 
 // (e^a - e^-a) / 2 cancels for small a: its Taylor series there (next term below 2^-40 relative)
