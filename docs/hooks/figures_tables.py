@@ -170,7 +170,8 @@ def gpu(data: Data) -> str:
             rows.append([*row, f"{part['percent_of_bound']}%"])
     header = ["model", "prompt", "Onyxia decode tok/s", "ORT CPU", "Onyxia / CPU", "Onyxia batched, aggregate tok/s"]
     header += ["prefill 128 (s) Onyxia / CPU", "first token (s) Onyxia / CPU", "decode vs bound"]
-    return _table(header, rows, _source(entries))
+    notes = "".join(f" {e['family']}: {e['note']}." for e in entries if "note" in e)
+    return _table(header, rows, _source(entries) + notes)
 
 
 def serving(data: Data) -> str:
