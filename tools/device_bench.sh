@@ -45,6 +45,7 @@ bench)
     [[ $archs == *" qwen3 "* ]] && timeout 100 onyxia bench --arch qwen3 --size full --precision q4 \
         --engines onyxia,ort-cpu --prompt-tokens 1024 --decode-tokens 32 --json "$out/qwen3-1024.json" \
         --record "$out/bench-gpu.json" 2>&1 | tee "$out/qwen3.log"
+    true  # an arch left out of ARCHS is not a failure
     ;;
 tests)
     # Token equality with onnxruntime for every fixture layout, batched streams equal to solo ones.
