@@ -114,7 +114,7 @@ def e2e(session: nox.Session) -> None:
     """The repository's end-to-end tests (tests/) against onyxia-cli[test] and everything it pulls in."""
     _install(session, "onyxia-cli[test]")
     _check_installed(session, "onyxia-cli[test]")
-    _pytest(session, ROOT / "tests")
+    _pytest(session, ROOT / "tests", parallel=True)
 
 
 @nox.session
@@ -200,16 +200,26 @@ def _test_package(session: nox.Session, package: str, ignore: tuple[str, ...] = 
     _install(session, requirement)
     _check_installed(session, requirement)
     tests = PROJECTS[f"onyxia-{package}"] / "tests"
-    _pytest(session, tests, *(f"--ignore={tests / folder}" for folder in ignore))
+    ignored = (f"--ignore={tests / folder}" for folder in ignore)
+    _pytest(session, tests, *ignored, parallel=package in PARALLEL_PACKAGES)
 
 
-def _pytest(session: nox.Session, tests: Path, *args: str) -> None:
+# pytest-xdist workers for the suites that compile shaders (operators, cli, e2e, packaged models): lavapipe compiles
+# a pipeline on the creating thread, so on a fresh machine (empty Mesa shader cache) one pytest process keeps one
+# core busy compiling while the other idles; a worker per core halves that, and warm runs gain from the Python side.
+# `loadscope` keeps a module's tests (and its module-scoped compiled plans) on one worker. `-- -n 0` runs serially.
+WORKERS = ("--numprocesses", "auto", "--dist", "loadscope")
+PARALLEL_PACKAGES = ("operators", "cli")
+
+
+def _pytest(session: nox.Session, tests: Path, *args: str, parallel: bool = False) -> None:
     """pytest from a scratch cwd, importlib mode, no pythonpath ini: only site-packages provides onyxia."""
     scratch = Path(session.create_tmp()).resolve()
     with session.chdir(scratch):
         session.run(
             "pytest",
             str(tests),
+            *(WORKERS if parallel else ()),
             "--import-mode=importlib",
             f"--rootdir={tests}",
             "-o",
@@ -393,7 +403,7 @@ def packaged_models(session: nox.Session) -> None:
         with session.chdir(Path(session.create_tmp()).resolve()):
             session.run("python", str(folder / "report.py"), *session.posargs[1:], env=env)
         return
-    _pytest(session, folder)
+    _pytest(session, folder, parallel=True)
 
 
 # ----- session: onyxia serve behind Ray Serve (appended; self-contained; in the default list: about a minute with the install)
@@ -457,7 +467,7 @@ def lowest(session: nox.Session, package: str) -> None:
     session.run("uv", "pip", "list", "--python", session.virtualenv.location, silent=False)
     tests = PROJECTS[name] / "tests"
     ignore = [f"--ignore={tests / 'rayserve'}"] if package == "cli" else []  # Ray Serve: its own session
-    _pytest(session, tests, "-x", *ignore)
+    _pytest(session, tests, "-x", *ignore, parallel=package in PARALLEL_PACKAGES)
 
 
 def _third_party_requirements(name: str, extra: str) -> list[str]:

@@ -4,6 +4,7 @@ holding the same figures as `--json`; a second run of the same settings replaces
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
 
 
 def test_the_run_is_one_dated_entry_with_its_command(recorded: tuple[dict[str, Any], dict[str, Any], Path]) -> None:
-    first, _, _ = recorded
+    first, _, figures = recorded
     assert first["about"] == "kept" and first["runs"][0] == OTHER
     (entry,) = first["runs"][1:]
     assert entry["id"] == "gemma3-tiny-onnx-community-q4-p8"
-    assert entry["command"].startswith("onyxia ") and len(entry["date"]) == 10
+    # the command main() was given, whatever the process's own argv (pytest's, a worker's)
+    assert entry["command"] == shlex.join(["onyxia", *ARGV, "--record", str(figures)]) and len(entry["date"]) == 10
     assert entry["arch"] == "gemma3" and entry["layout"] == "onnx-community" and entry["prompt_tokens"] == 8
 
 

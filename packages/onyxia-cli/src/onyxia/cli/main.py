@@ -52,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # the command line as given (a caller's list, not the process's), for `bench --record`
     console = make_console(sys.stdout)
     errors = make_console(sys.stderr)
     _configure_logging(args.verbose, errors)

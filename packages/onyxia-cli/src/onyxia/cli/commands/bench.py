@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -115,7 +114,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.record is not None:
         from onyxia.cli.bench.record import record_run, run_entry
 
-        record_run(Path(args.record), run_entry(doc, shlex.join(["onyxia", *sys.argv[1:]])))
+        record_run(Path(args.record), run_entry(doc, shlex.join(["onyxia", *args.argv])))
         console.print(f"[dim]recorded in {args.record}[/]")
     failed = [e for part in doc["precisions"].values() for e in part["engines"].values() if e["status"] == "failed"]
     return 1 if failed else 0
