@@ -9,11 +9,15 @@ as the SimplifiedLayerNormalization it replaces stores it; that skip must have x
 (ONNX type U; stash_type 1 is the only value onnxruntime's schema accepts). RMS rows write 0 to a
 ``mean`` output, as onnxruntime does. Skip, scale, beta and bias may be shorter than what they
 combine with, broadcasting over leading dims (onnxruntime accepts skip as [1, S, H] or [S, H]).
+
+A com.onyxia ``<norm>Int8A`` twin (the `QuantizeInNorm` pass makes it for a norm feeding a 4-bit product that
+runs int8 activations) has two more outputs, ``qa`` and ``sa``: y quantized per block of attribute
+``a_block_size``, laid out as `quantized.int8_activations` says, from the values y is stored as.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,6 +27,7 @@ from onyxia.core.shapes import dims_product, shape_of
 from onyxia.operators.family import named_rows
 from onyxia.operators.layout import node_literal, type_defs
 from onyxia.operators.normalization.checks import require_rows, require_suffix, unsupported_attribute
+from onyxia.operators.quantized.int8_activations import quantized_a_types, rows_padded
 from onyxia.operators.typesets import FLOATS, require_dtype
 
 __all__ = [
@@ -45,7 +50,9 @@ _FLAGS = {
     "inv_std": "OUT_INV_STD",
     "sum": "OUT_SUM",
     "skip_scale": "SKIP_NORM",
+    "qa": "INT8_A",
 }
+_QUANTIZED = ("qa", "sa")  # the Int8A twins' outputs
 _STASH_FLOAT = 1
 
 
@@ -69,7 +76,25 @@ class NormalizationOp:
             "inv_std": TensorType(DataType.FLOAT, stats),
             "sum": TensorType(ctx.input_dtype(0), ctx.input_shape(0)),
         }
+        if "qa" in self.outputs:
+            types["qa"], types["sa"] = quantized_a_types(
+                dims[:axis], self._row_length(ctx, dims, axis), self._block(ctx)
+            )
         return [types[role] for role in self.outputs[: ctx.num_outputs]]
+
+    def _block(self, ctx: NodeCtx) -> int:
+        """An Int8A twin's block size (attribute a_block_size: a power of two, 16 .. 256, as MatMulNBits')."""
+        block = ctx.attr_int("a_block_size")
+        if block < 16 or block > 256 or block & (block - 1):
+            raise ctx.error(f"attribute 'a_block_size' = {block}; expected a power of two from 16 to 256")
+        return block
+
+    @staticmethod
+    def _row_length(ctx: NodeCtx, dims: tuple[SymbolicDim, ...], axis: int) -> int:
+        length = dims_product(dims[axis:])
+        if not isinstance(length, int):
+            raise ctx.error(f"quantizes rows of symbolic length {length}; an Int8A norm needs a known row length")
+        return length
 
     def _checked_layout(self, ctx: NodeCtx) -> tuple[tuple[SymbolicDim, ...], int]:
         """Validate attributes and operand shapes once; returns the input dims and the normalised axis."""
@@ -105,6 +130,8 @@ class NormalizationOp:
     # ----- folding ---------------------------------------------------------------------------
     def try_fold(self, ctx: FoldCtx) -> list[np.ndarray] | None:
         values = ctx.values()
+        if "qa" in self.outputs:
+            return None  # an Int8A twin exists for the product reading it, made after folding
         if not ctx.all_inputs_have_values() or any(v is not None and v.dtype == object for v in values):
             return None
         _, axis = self._checked_layout(ctx)
@@ -127,8 +154,15 @@ class NormalizationOp:
         if rows == 0 or length == 0:
             return  # nothing to normalise; the outputs are empty
         types = {f"{role.upper()}_T": ctx.input_dtype(i) for role, i in reads}
-        types.update({f"{role.upper()}_T": ctx.output_tensor(i).dtype for role, i in writes})
+        types.update({f"{role.upper()}_T": ctx.output_tensor(i).dtype for role, i in writes if role not in _QUANTIZED})
         defs: dict[str, object] = {**type_defs(**types), **row_lanes(length)}
+        extents: dict[str, SymbolicDim] = {}
+        if "qa" in self.outputs:
+            block = self._block(ctx)
+            defs["BLOCK_SIZE"] = block
+            if ctx.output_tensor(0).dtype == DataType.FLOAT16:
+                defs["Y_F16"] = True  # quantize y as its f16 buffer holds it
+            extents = {"NB": -(-self._row_length(ctx, dims, axis) // block), "MP": rows_padded(rows)}
         defs["EPSILON"] = node_literal(ctx, DataType.FLOAT, self._epsilon(ctx), "attribute 'epsilon'")
         if self.rms:
             defs["RMS"] = True
@@ -140,7 +174,7 @@ class NormalizationOp:
             defs[f"B_{role.upper()}"] = binding
             if role in _FLAGS:
                 defs[_FLAGS[role]] = True
-        extents = {f"{role.upper()}_N": dims_product(ctx.input_dims(i)) for role, i in reads if role != "x"}
+        extents |= {f"{role.upper()}_N": dims_product(ctx.input_dims(i)) for role, i in reads if role != "x"}
         shader = ctx.compile_shader(
             "normalization/normalization", _SOURCE, defs, {"ROWS": rows, "L": length, **extents}
         )
@@ -218,6 +252,18 @@ LAYER_NORMS_MS: dict[str, NormalizationOp] = named_rows(
 )
 
 # com.onyxia: made by the FuseNormAddNorm pass (`normalization.norm_add_norm_fusions`), never by exporters
-LAYER_NORMS_ONYXIA: dict[str, NormalizationOp] = named_rows(
-    {"NormAddNorm": NormalizationOp(("x", "skip", "scale", "skip_scale"), ("y", "mean", "inv_std", "sum"), True, 1e-12)}
-)
+_NORM_ADD_NORM = {
+    "NormAddNorm": NormalizationOp(("x", "skip", "scale", "skip_scale"), ("y", "mean", "inv_std", "sum"), True, 1e-12)
+}
+
+
+def int8_a_twin(norm: NormalizationOp) -> NormalizationOp:
+    """`norm` also writing y quantized for a 4-bit product (outputs qa and sa after its own)."""
+    return replace(norm, outputs=(*norm.outputs, *_QUANTIZED))
+
+
+# com.onyxia <norm>Int8A: made by the QuantizeInNorm pass (`quantized.quantize_in_norm_fusions`)
+_INT8_A_TWINS = {
+    f"{name}Int8A": int8_a_twin(row) for name, row in {**LAYER_NORMS, **LAYER_NORMS_MS, **_NORM_ADD_NORM}.items()
+}
+LAYER_NORMS_ONYXIA: dict[str, NormalizationOp] = named_rows({**_NORM_ADD_NORM, **_INT8_A_TWINS})

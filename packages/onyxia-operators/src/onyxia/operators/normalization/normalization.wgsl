@@ -11,6 +11,11 @@
 //       virtual lanes wide, SPAN per invocation, `layer_norm.row_lanes`), EPSILON (float literal)
 //       RMS (flag: no mean subtraction; out_mean receives 0, as onnxruntime writes)
 //       SKIP, BIAS, BETA, OUT_MEAN, OUT_INV_STD, OUT_SUM (flags: that binding exists)
+//       INT8_A (flag, com.onyxia <norm>Int8A): also write y quantized to int8 per block of BLOCK_SIZE, as the
+//       MatMulNBits reading it at accuracy_level 4 would quantize it (onyxia::quant on the stored values):
+//       out_qa [ROWS, NB * BLOCK_SIZE] int8 bytes, 4 to a u32, the tail past L zero; out_sa [NB, MP] f32,
+//       block-major (matmul_nbits_quantize.wgsl's layout). An invocation takes whole blocks. Y_F16 (flag, with
+//       INT8_A): y is stored as f16, so the values quantized are rounded as stored (onyxia::rounding).
 //       SKIP_NORM (flag, with SKIP: the skip row is RMS-normalised and scaled by in_skip_scale before it is
 //       added, exactly as an unfused SimplifiedLayerNormalization of the same row length computes it: same
 //       workgroup size, same tree), SKIP_EPSILON (f32 literal, with SKIP_NORM), SKIP_Y_F16 (flag: that norm's
@@ -25,6 +30,13 @@ enable f16;
 #import onyxia::reduce
 #ifdef SKIP_Y_F16
 #import onyxia::rounding
+#else
+#ifdef Y_F16
+#import onyxia::rounding
+#endif
+#endif
+#ifdef INT8_A
+#import onyxia::quant
 #endif
 
 @group(0) @binding(#{B_X}) var<storage, read> in_x: array<#{X_T}>;
@@ -62,6 +74,10 @@ fn normed_skip(i: u32, l: u32) -> f32 {
 #ifdef OUT_SUM
 @group(0) @binding(#{B_SUM}) var<storage, read_write> out_sum: array<#{SUM_T}>;
 #endif
+#ifdef INT8_A
+@group(0) @binding(#{B_QA}) var<storage, read_write> out_qa: array<u32>;
+@group(0) @binding(#{B_SA}) var<storage, read_write> out_sa: array<f32>;
+#endif
 
 // The value normalised at flat index `i` (element `l` of its row): input + skip + bias, in f32.
 fn load_value(i: u32, l: u32) -> f32 {
@@ -78,6 +94,31 @@ fn load_value(i: u32, l: u32) -> f32 {
 #endif
     return v;
 }
+
+// Element l of the row at `base`, normalised, scaled and shifted, in f32.
+fn normalized(base: u32, l: u32, mean: f32, inv_std: f32) -> f32 {
+    var y = (load_value(base + l, l) - mean) * inv_std * f32(in_scale[l % #{SCALE_N}]);
+#ifdef BETA
+    y += f32(in_beta[l % #{BETA_N}]);
+#endif
+    return y;
+}
+
+#ifdef INT8_A
+// Element l of the row (0 past L) written to out_y and returned as stored: what a reader would quantize.
+fn stored_one(base: u32, l: u32, mean: f32, inv_std: f32) -> f32 {
+    if (l >= #{L}) {
+        return 0.0;
+    }
+    let y = normalized(base, l, mean, inv_std);
+    out_y[base + l] = #{Y_T}(y);
+#ifdef Y_F16
+    return round_to_f16(y);  // not f32(f16(y)): the compiler may fold that round trip to y
+#else
+    return y;
+#endif
+}
+#endif
 
 @compute @workgroup_size(#{WORKGROUP_SIZE})
 fn main(
@@ -126,13 +167,31 @@ fn main(
         parts[t] = squares;
     }
     let inv_std = 1.0 / sqrt(lanes_sum(lid, &parts) / f32(#{L}) + f32(#{EPSILON}));
-    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
-        var y = (load_value(base + l, l) - mean) * inv_std * f32(in_scale[l % #{SCALE_N}]);
-#ifdef BETA
-        y += f32(in_beta[l % #{BETA_N}]);
-#endif
-        out_y[base + l] = #{Y_T}(y);
+#ifdef INT8_A
+    for (var blk = lid; blk < #{NB}; blk += #{WORKGROUP_SIZE}u) {
+        let k0 = blk * #{BLOCK_SIZE}u;
+        // the block as out_y holds it (0 past L), what a reader would quantize, zeroed explicitly (wgpu 0.32 on
+        // lavapipe kept a loop body's uninitialised `var` from the previous iteration: matmul_nbits.wgsl). Held
+        // in an array: written out with `#for` instead, Gemma 3's 8-row norms took 0.3 ms more per step.
+        var stored = array<f32, #{BLOCK_SIZE}>();
+        var amax = 0.0;
+        for (var j = 0u; j < #{BLOCK_SIZE}u; j++) {
+            stored[j] = stored_one(base, k0 + j, mean, inv_std);
+            amax = max(amax, abs(stored[j]));
+        }
+        let block = int8_block(amax);
+        out_sa[blk * #{MP} + row] = block.y;
+        let dst = (row * #{NB} + blk) * #{BLOCK_SIZE}u / 4u;
+        for (var j = 0u; j < #{BLOCK_SIZE}u; j += 4u) {
+            let four = vec4<f32>(stored[j], stored[j + 1u], stored[j + 2u], stored[j + 3u]);
+            out_qa[dst + j / 4u] = int8_packed(int8_round(four, block.x));
+        }
     }
+#else
+    for (var l = lid; l < #{L}; l += #{WORKGROUP_SIZE}u) {
+        out_y[base + l] = #{Y_T}(normalized(base, l, mean, inv_std));
+    }
+#endif
     if (lid == 0u) {
 #ifdef OUT_MEAN
         out_mean[row] = #{MEAN_T}(mean);

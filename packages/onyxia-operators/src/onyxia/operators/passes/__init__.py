@@ -23,6 +23,7 @@ from onyxia.operators.passes.fusions import (
     FuseRmsNormRotaryPair,
     FuseRotateHalf,
     GroupMatMuls,
+    QuantizeInNorm,
     SimplifyElementwise,
 )
 from onyxia.operators.passes.insert_value_readbacks import InsertValueReadbacksPass
@@ -48,6 +49,7 @@ __all__ = [
     "FuseRmsNormRotaryPair",
     "FuseRotateHalf",
     "GroupMatMuls",
+    "QuantizeInNorm",
     "InsertValueReadbacksPass",
     "MatchOnnxruntimeCpuFloat16",
     "SimplifyElementwise",
@@ -85,6 +87,7 @@ def default_passes() -> list[Pass]:
         FuseRmsNormRotaryPair(),
         FuseResidualRmsNorm(),
         FuseNormAddNorm(),
+        QuantizeInNorm(),
         FuseKvCache(),
         FuseAttention(),
         FuseConvEpilogue(),

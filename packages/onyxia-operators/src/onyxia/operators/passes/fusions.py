@@ -42,6 +42,7 @@ from onyxia.operators.quantized.integer_fusions import (
     INTEGER_GROUP_FUSIONS,
     INTEGER_QUANTIZE_FUSIONS,
 )
+from onyxia.operators.quantized.quantize_in_norm_fusions import QUANTIZE_IN_NORM_FUSIONS
 from onyxia.operators.quantized.split_fusions import SPLIT_PACKED_MATMUL_NBITS
 from onyxia.operators.rearrange.fusions import TRANSPOSE_FUSIONS
 
@@ -61,6 +62,7 @@ __all__ = [
     "FuseRmsNormRotaryPair",
     "FuseRotateHalf",
     "GroupMatMuls",
+    "QuantizeInNorm",
     "SimplifyElementwise",
 ]
 
@@ -186,6 +188,15 @@ class FuseNormAddNorm(RewritePass):
 
     name = "FuseNormAddNorm"
     rules = NORM_ADD_NORM_FUSIONS
+
+
+class QuantizeInNorm(RewritePass):
+    """A norm feeding a 4-bit product with int8 activations writes A quantized, so the product quantizes nothing.
+
+    After FuseNormAddNorm and FuseMlpGate, whose NormAddNorm and gated groups it matches."""
+
+    name = "QuantizeInNorm"
+    rules = QUANTIZE_IN_NORM_FUSIONS
 
 
 class FuseAttention(RewritePass):

@@ -12,7 +12,8 @@ Numerics follow onnxruntime's CPU kernel (1.31), which picks them per node (`_in
   float sums is not reproduced (about 1e-7 relative). An f16 A is widened first and the f32 result
   rounded once, as onnxruntime does on x86. The prefill kernel reads A quantized by a dispatch of
   matmul_nbits_quantize.wgsl; a decode workgroup quantizes its one row itself, in workgroup memory
-  (`Q_SHARED`), so a decode step costs one dispatch, not two.
+  (`Q_SHARED`), so a decode step costs one dispatch, not two. When A's producer wrote it quantized (a norm's
+  Int8A twin: `int8_activations`, the `QuantizeInNorm` pass) every tile reads that and nothing quantizes.
 - Levels 0-3, and level 4 where onnxruntime falls back to dequantizing B: products and sums in f32
   whatever the activation dtype (level 0's numerics).
 
@@ -47,14 +48,13 @@ from onyxia.core.shapes import dims_product
 from onyxia.operators.layout import type_defs
 from onyxia.operators.matmul.tiles import Tile
 from onyxia.operators.matmul.variants import chosen_variant, labelled, panel_columns, shared_a_defs, tile_for
+from onyxia.operators.quantized.int8_activations import int8_activations, rows_padded
 from onyxia.operators.quantized.matmul_nbits_layout import SINGLE, A, Layout, Slot, nbits_layout, unsupported
 from onyxia.operators.quantized.matmul_nbits_ranges import column_ranges
 from onyxia.operators.quantized.matmul_nbits_tiles import SPREAD_ROWS, nbits_tiles
 from onyxia.operators.quantized.packing import PackedInput, bind_packed
 
 __all__ = ["MatMulNBitsOp", "plan_products", "unsupported"]
-
-_INT8_MAX_BLOCK_SIZE = 256  # MLAS has CompInt8 kernels for block sizes 16 .. 256
 
 
 @dataclass(frozen=True)
@@ -77,19 +77,27 @@ def plan_products(
     slots: Sequence[Slot],
     activation: str | None = None,
     scales: Sequence[BufferRef] | None = None,
+    quantized_a: tuple[BufferRef, BufferRef] | None = None,
 ) -> None:
     """Dispatch A times each slot's weights into output s (with `activation`, the shaders' ACTIVATION def
     gelu_none | gelu_tanh | silu: one output, activation(A @ w0) * (A @ w1)). `scales` replaces the slots'
-    scale inputs with derived buffers ([N, NB] each; MatMulBnb4's absmax regathered per column block)."""
+    scale inputs with derived buffers ([N, NB] each; MatMulBnb4's absmax regathered per column block).
+    `quantized_a`: A's int8 rows and block scales as A's producer wrote them (`int8_activations`' layout), so
+    every tile reads them and no quantize dispatch runs."""
     m = dims_product(ctx.input_dims(A)[:-1])
     weights = [bind_packed(ctx, slot.b, columns=slot.n, pad=panel_columns("matmul_nbits")) for slot in slots]
     _check_products(ctx, layout, slots, weights, activation)
     int8 = _int8_activations(ctx, layout, all(w.known for w in weights))
+    if quantized_a is not None and not int8:
+        raise PlanningError(
+            f"node '{ctx.node.name}' ({ctx.node.op_type}): A comes quantized (attribute quantized_a) but the product "
+            "does not run int8 activations (accuracy_level 4, block_size <= 256, no float zero points, constant weights)"
+        )
     tiles = nbits_tiles(m)  # decode, rows, prefill, or some of them, each with its share of the run
-    forms = {tile: _a_form(layout, tile, int8) for tile, _ in tiles}
-    quantized = None
+    forms = {tile: "quantized" if quantized_a else _a_form(layout, tile, int8) for tile, _ in tiles}
+    quantized = quantized_a
     quantize_share = sum(share for tile, share in tiles if forms[tile] == "quantized")
-    if not (isinstance(quantize_share, int) and quantize_share == 0):
+    if quantized is None and not (isinstance(quantize_share, int) and quantize_share == 0):
         quantized = _quantize_activations(ctx, layout, m, quantize_share)
     slot_reads, defs = _slot_bindings(ctx, layout, slots, weights, scales)
     if activation is not None:
@@ -132,7 +140,7 @@ def _dims(layout: Layout, slots: Sequence[Slot], m: SymbolicDim, int8: bool) -> 
         dims[f"N{s}"] = slot.n
     if int8:
         kp = layout.n_blocks * layout.block_size
-        dims |= {"KP": kp, "KP4": kp // 4, "MP": _rows_padded(m)}
+        dims |= {"KP": kp, "KP4": kp // 4, "MP": rows_padded(m)}
     return dims
 
 
@@ -179,11 +187,6 @@ def _dispatch(
     ctx.dispatch(shader, reads, writes, (groups, 1, ceil_div(dims["M"], kernel.rows)))
 
 
-def _rows_padded(m: SymbolicDim) -> SymbolicDim:
-    """M rounded up to 4: the int8 path stores A's scales block-major, 4 rows to a vec4."""
-    return ceil_div(m, 4) * 4
-
-
 def _a_form(layout: Layout, kernel: Tile, int8: bool) -> str:
     """How `kernel` reads A: "shared" (the decode tile quantizes its row in workgroup memory), "quantized" (the
     quantize dispatch's output) or "float"."""
@@ -206,15 +209,8 @@ def _fits_workgroup(layout: Layout, kernel: Tile) -> bool:
 
 
 def _int8_activations(ctx: PlanCtx, layout: Layout, weights_known: bool) -> bool:
-    """Whether onnxruntime's CPU kernel runs this node with int8 activations (MLAS CompInt8).
-
-    It asks for CompInt8 at accuracy_level 4 when MLAS has the kernel (block sizes 16 .. 256), but
-    only a prepacked B runs it: B must be a constant initializer, and float zero points or g_idx
-    skip prepacking; all of those dequantize B and compute in f32 instead. (With runtime uint8 zero
-    points onnxruntime 1.31 ignores them at level 4, using 8; that is a bug, not reproduced.)
-    """
-    level = ctx.attr_int("accuracy_level", 0)
-    return level == 4 and layout.block_size <= _INT8_MAX_BLOCK_SIZE and layout.zero_points != "float" and weights_known
+    """Whether onnxruntime's CPU kernel runs this node with int8 activations (`int8_activations`)."""
+    return int8_activations(ctx.attr_int("accuracy_level", 0), layout.block_size, layout.zero_points, weights_known)
 
 
 def _quantize_activations(
@@ -224,12 +220,12 @@ def _quantize_activations(
     their per-block scales."""
     row_blocks = m * layout.n_blocks
     quantized = ctx.alloc_scratch(row_blocks * layout.block_size, "quantized_a")  # int8, 4 to a u32
-    scales = ctx.alloc_scratch(layout.n_blocks * _rows_padded(m) * 4, "a_scales")
+    scales = ctx.alloc_scratch(layout.n_blocks * rows_padded(m) * 4, "a_scales")
     workgroup_size = tile_for("matmul_nbits_quantize", 1).workgroup_size
     defs = {**type_defs(A_T=ctx.input_dtype(A)), "BLOCK_SIZE": layout.block_size, "WORKGROUP_SIZE": workgroup_size}
     if layout.k % 4 == 0:
         defs["QA_VEC4"] = True
-    dims = {"K": layout.k, "NB": layout.n_blocks, "ROW_BLOCKS": row_blocks, "MP": _rows_padded(m)}
+    dims = {"K": layout.k, "NB": layout.n_blocks, "ROW_BLOCKS": row_blocks, "MP": rows_padded(m)}
     source = load_wgsl(__package__, "matmul_nbits_quantize.wgsl")
     shader = ctx.compile_shader("MatMulNBits/quantize", source, defs, dims)
     groups = ceil_div(row_blocks, workgroup_size) * share

@@ -28,12 +28,6 @@ enable f16;
 
 fn element_count() -> u32 { return #{ROW_BLOCKS}; }
 
-// Four int8 values (integer-valued f32 in [-127, 127]) as the bytes of a u32, element 0 lowest.
-fn packed(v: vec4<f32>) -> u32 {
-    let b = bitcast<vec4<u32>>(vec4<i32>(v)) & vec4<u32>(0xffu);
-    return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
-}
-
 fn element(i: u32) {
     let m = i / #{NB};
     let blk = i % #{NB};
@@ -44,6 +38,6 @@ fn element(i: u32) {
     sa[blk * #{MP} + m] = block.y;
     let dst = i * #{BLOCK_SIZE}u / 4u;
     for (var j = 0u; j < #{BLOCK_SIZE}u; j += 4u) {
-        qa[dst + j / 4u] = packed(int8_round(a_four(src + j, end), block.x));
+        qa[dst + j / 4u] = int8_packed(int8_round(a_four(src + j, end), block.x));
     }
 }

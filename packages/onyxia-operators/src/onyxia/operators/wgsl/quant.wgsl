@@ -1,7 +1,8 @@
 #define_import_path onyxia::quant
 // onnxruntime's int8 activation quantization (MLAS QuantizeARow_CompInt8, MatMulNBits accuracy_level 4), shared by
-// matmul_nbits_quantize.wgsl (a dispatch quantizing A for the prefill kernel) and matmul_nbits.wgsl (a decode
-// workgroup quantizing its one row of A into workgroup memory), so both produce the same int8 values:
+// matmul_nbits_quantize.wgsl (a dispatch quantizing A for the prefill kernel), matmul_nbits.wgsl (a decode
+// workgroup quantizing its one row of A into workgroup memory) and normalization.wgsl (INT8_A: a norm quantizing
+// the rows it writes), so all produce the same int8 values:
 //   amax = max |a| over the block's elements (the padded tail past K counts as 0)
 //   qa[k] = round_half_even(a[k] * (127 / amax))   (0 when amax is 0)
 //   sa = amax / 127
@@ -58,4 +59,11 @@ fn int8_block(amax: f32) -> vec2<f32> {
 // Four values quantized with a block's multiplier (WGSL round is half to even, like MLAS's).
 fn int8_round(values: vec4<f32>, multiplier: f32) -> vec4<f32> {
     return round(values * multiplier);
+}
+
+// Four int8 values (integer-valued f32 in [-127, 127]) as the bytes of a u32, element 0 lowest: how the quantized
+// rows are stored (the GEMM loads a lane's 8 values as two words, not eight floats).
+fn int8_packed(v: vec4<f32>) -> u32 {
+    let b = bitcast<vec4<u32>>(vec4<i32>(v)) & vec4<u32>(0xffu);
+    return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
 }
