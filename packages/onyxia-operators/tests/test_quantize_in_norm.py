@@ -11,7 +11,7 @@ import logging
 import numpy as np
 import onnx
 import pytest
-from fusion_models import check_fused, graph_model, ops_of
+from fusion_models import check_fused, graph_model, ops_of, plan_without
 from onnx import helper
 from oracle import compile_model, runtime
 from test_matmulnbits_ort import quantized_weights
@@ -102,3 +102,37 @@ def test_declines_where_the_product_multiplies_in_f32(caplog: pytest.LogCaptureF
         ops = ops_of(compile_model(_decoder(64, 32, level=0)))
     assert not [op for op in ops if op.endswith("Int8A")]
     assert "does not quantize A to int8" in caplog.text
+
+
+def test_a_gpu_split_of_the_rows_quantizes_the_same_bits() -> None:
+    """On a GPU a norm row's workgroup has one invocation per reduction lane (64 here, more than the row's
+    blocks: most take none; lavapipe's 16 take several each): planned for a GPU's facts and run here, the
+    pass still changes no bit (the GPU's product tiles sum in another order than lavapipe's, so the plan
+    without the pass is planned for the same facts)."""
+    from onyxia.core.adapter_facts import AdapterFacts, target_adapter
+
+    model = _decoder(64, 16)
+    with target_adapter(AdapterFacts(cpu=False, subgroups=True, subgroup_min_size=32, subgroup_max_size=32)):
+        fused, plain = compile_model(model), plan_without(model, {"QuantizeInNorm"})
+    assert any("@workgroup_size(64)" in s.source for s in fused.shaders if "normalization" in s.label)
+    assert "NormAddNormInt8A" in ops_of(fused)
+    feeds = {"x": (2 * RNG.standard_normal((8, 1, 64))).astype(np.float32)}
+    got, expected = runtime().load_model(fused).run(dict(feeds)), runtime().load_model(plain).run(dict(feeds))
+    for name, value in expected.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+def test_a_product_given_quantized_a_names_the_missing_inputs() -> None:
+    """com.onyxia ops are the passes' to write, but a hand-written one still gets a clear error."""
+    from onyxia.core import OnyxiaError
+
+    inits: dict[str, np.ndarray] = {}
+    _product("q", "x", 32, 64, 32, np.float32, inits)
+    attrs = {"K": 64, "N": [32], "bits": 4, "block_size": 32, "accuracy_level": 4, "quantized_a": 1}
+    group = helper.make_node("MatMulNBitsGroup", ["x", "q_B", "q_s"], ["y"], domain="com.onyxia", **attrs)
+    model = graph_model([group], {"x": (np.float32, [1, 64])}, inits, ["y"])
+    model.opset_import.append(helper.make_opsetid("com.onyxia", 1))
+    with pytest.raises(
+        OnyxiaError, match=r"has 3 inputs; with quantized_a expected 3 \+ 4 \* 1 \(A, four per weight, qa, sa\)"
+    ):
+        compile_model(model)
