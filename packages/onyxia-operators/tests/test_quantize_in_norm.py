@@ -97,6 +97,23 @@ def test_outputs_equal_onnxruntime_and_the_plan_without_the_pass(hidden: int, bl
     check_fused(model, feeds, {"QuantizeInNorm"}, tolerance=(5e-2, 5e-2) if dtype == np.float16 else (1e-3, 1e-3))
 
 
+def test_a_layer_norm_with_mean_and_bias_quantizes_alike() -> None:
+    """LayerNormalization (mean subtracted, a bias added after the scale) before a 4-bit product, a K of
+    three blocks and a tail: decode, a batched step and prefill, equal to the plan without the pass."""
+    hidden, inits = 72, {"g": (1 + 0.3 * RNG.standard_normal(72)).astype(np.float32)}
+    inits["b"] = RNG.standard_normal(hidden).astype(np.float32)
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+        _product("y", "n", 40, hidden, 32, np.float32, inits),
+    ]
+    model = graph_model(nodes, {"x": (np.float32, ["batch", "seq", hidden])}, inits, ["y"])
+    assert "LayerNormalizationInt8A" in ops_of(compile_model(model))
+    feeds = [
+        {"x": (3 + RNG.standard_normal((*shape, hidden))).astype(np.float32)} for shape in [(1, 1), (6, 1), (1, 21)]
+    ]
+    check_fused(model, feeds, {"QuantizeInNorm"}, tolerance=(1e-3, 1e-3))
+
+
 def test_declines_where_the_product_multiplies_in_f32(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG, logger="onyxia.core.rewrite"):
         ops = ops_of(compile_model(_decoder(64, 32, level=0)))

@@ -257,13 +257,13 @@ _NORM_ADD_NORM = {
 }
 
 
-def int8_a_twin(norm: NormalizationOp) -> NormalizationOp:
+def _int8_a_twin(norm: NormalizationOp) -> NormalizationOp:
     """`norm` also writing y quantized for a 4-bit product (outputs qa and sa after its own)."""
     return replace(norm, outputs=(*norm.outputs, *_QUANTIZED))
 
 
 # com.onyxia <norm>Int8A: made by the QuantizeInNorm pass (`quantized.quantize_in_norm_fusions`)
 _INT8_A_TWINS = {
-    f"{name}Int8A": int8_a_twin(row) for name, row in {**LAYER_NORMS, **LAYER_NORMS_MS, **_NORM_ADD_NORM}.items()
+    f"{name}Int8A": _int8_a_twin(row) for name, row in {**LAYER_NORMS, **LAYER_NORMS_MS, **_NORM_ADD_NORM}.items()
 }
 LAYER_NORMS_ONYXIA: dict[str, NormalizationOp] = named_rows({**_NORM_ADD_NORM, **_INT8_A_TWINS})
