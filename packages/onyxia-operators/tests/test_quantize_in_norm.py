@@ -82,8 +82,8 @@ def test_a_batched_step_runs_no_quantize_dispatch_for_a_norms_products() -> None
 
 @pytest.mark.parametrize(
     ("hidden", "block", "dtype"),
-    [(64, 32, np.float32), (80, 32, np.float32), (128, 128, np.float32), (96, 16, np.float16)],
-    ids=["blocks-32", "tail", "block-128", "f16-block-16"],
+    [(64, 32, np.float32), (72, 16, np.float16)],
+    ids=["blocks-32", "f16-block-16-tail"],  # few shapes: each is its own set of shaders to compile on a fresh machine
 )
 def test_outputs_equal_onnxruntime_and_the_plan_without_the_pass(hidden: int, block: int, dtype: type) -> None:
     """M = 5 and 1 (one plan: decode), 3 and 8 (the rows4 / rows8 tiles of a batched step), 37 (prefill)."""
