@@ -25,11 +25,11 @@ from onyxia.core.shapes import Absent
 from onyxia.operators.family import ONYXIA_DOMAIN
 from onyxia.operators.normalization.layer_norm import LAYER_NORMS, LAYER_NORMS_MS, LAYER_NORMS_ONYXIA
 from onyxia.operators.quantized.int8_activations import int8_activations
+from onyxia.operators.quantized.matmul_nbits_layout import SINGLE
 
 __all__ = ["QUANTIZE_IN_NORM_FUSIONS"]
 
 _GROUPS = ("MatMulNBitsGroup", "GatedMatMulNBits")
-_SINGLE = (1, 2, 3, 5)  # com.microsoft MatMulNBits: B, scales, zero_points, bias (4 is g_idx)
 _NORMS_BY_DOMAIN = {
     "": tuple(LAYER_NORMS),
     "com.microsoft": tuple(LAYER_NORMS_MS),
@@ -52,7 +52,7 @@ def _slots(node: IrNode) -> list[list[int | None]]:
     """The product's weights, four inputs each (B, scales, zero_points, bias; absent ones None)."""
     inputs = [*node.inputs, *[None] * 6]
     if node.domain == "com.microsoft":
-        return [[inputs[i] for i in _SINGLE]]
+        return [[inputs[i] for i in SINGLE]]
     return [inputs[1 + 4 * s : 5 + 4 * s] for s in range(len(node.attributes["N"]))]
 
 
