@@ -40,6 +40,7 @@ from onyxia.operators.layout import type_defs
 from onyxia.operators.matmul.tiles import narrowed
 from onyxia.operators.matmul.variants import labelled, planned_tiles, shared_a_defs
 from onyxia.operators.matmul.weights import bind_panels, panel_columns, panels_fit
+from onyxia.operators.rolled_loops import short_loop
 from onyxia.operators.typesets import FLOATS
 
 __all__ = ["MATMUL_GROUP", "MAX_SLOTS", "MatMulGroupOp", "gate_activation", "gated_numpy", "plan_weight_products"]
@@ -140,6 +141,8 @@ def plan_weight_products(
         defs["BIAS"] = True
     if k % 4 == 0:
         defs["A_VEC4"] = True  # rows start on vec4 boundaries: a is read four k at a time
+    if short_loop(k, 4):
+        defs["ROLLED_K"] = True  # its loop over K, four k a trip, stays a loop (rolled_loops)
     dims: dict[str, SymbolicDim] = {"M": m, "K": k, **{f"N{s}": n for s, n in enumerate(ns)}}
     weights = [
         bind_panels(ctx, i, k, n, transposed=transposed) if panels else ctx.input(i) for i, n in enumerate(ns, 1)

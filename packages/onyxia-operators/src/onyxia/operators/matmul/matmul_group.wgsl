@@ -17,6 +17,7 @@
 //       OTHER_SLOTS     the slots past 0 as a `#for` list: "1 2 3", "1", or "" for a group of one
 //       GATED           flag (two slots); ACTIVATION: gelu_none | gelu_tanh | silu
 //       BIAS            flag (not with GATED): a bias per slot
+//       ROLLED_K        flag (a short static K): the loop over K through onyxia::rolled (rolled_loops.py)
 //       ROWS            rows of the output block per invocation (columns are always 4); ROW_ITEMS: 0 .. ROWS - 1
 //                       (the row loops unrolled by `#for`: a loop left rolled indexes the sums at run time, which
 //                       lavapipe does lane by lane in memory)
@@ -34,6 +35,7 @@
 enable f16;
 #endif
 #import onyxia::product_slots
+#import onyxia::rolled
 #ifdef PANELS
 alias W_T = vec4<#{T}>;
 #else
@@ -146,7 +148,12 @@ fn a_one(i: u32) -> f32 {
 fn product(slot: u32, row0: u32, col0: u32) -> array<vec4<f32>, ROWS> {
     var acc: array<vec4<f32>, ROWS>;
     var k = 0u;
-    for (; k + 4u <= #{K}; k += 4u) {  // four k at a time: fewer loop trips, each w row reused ROWS times
+#ifdef ROLLED_K
+    let k_end = rolled(#{K}, arrayLength(&in_a));  // a short K: a loop, not K / 4 copies of its body (onyxia::rolled)
+#else
+    let k_end = #{K};
+#endif
+    for (; k + 4u <= k_end; k += 4u) {  // four k at a time: fewer loop trips, each w row reused ROWS times
         let b0 = w_row(slot, k, col0);
         let b1 = w_row(slot, k + 1u, col0);
         let b2 = w_row(slot, k + 2u, col0);

@@ -53,6 +53,7 @@ from onyxia.operators.quantized.matmul_nbits_layout import SINGLE, A, Layout, Sl
 from onyxia.operators.quantized.matmul_nbits_ranges import column_ranges
 from onyxia.operators.quantized.matmul_nbits_tiles import SPREAD_ROWS, nbits_tiles
 from onyxia.operators.quantized.packing import PackedInput, bind_packed
+from onyxia.operators.rolled_loops import short_loop
 
 __all__ = ["MatMulNBitsOp", "plan_products", "unsupported"]
 
@@ -174,6 +175,8 @@ def _dispatch(
         "SPLIT": kernel.split,
         "WORKGROUP_SIZE": kernel.workgroup_size,
     }
+    if kernel.split == 1 and short_loop(dims["NB"]):
+        kernel_defs["ROLLED_NB"] = True  # its loop over the blocks stays a loop (rolled_loops; split: never unrolled)
     if kernel.split > 1 and chosen_variant().subgroup_split:
         kernel_defs["SUBGROUP_SPLIT"] = True  # the split threads are neighbouring lanes of one subgroup
     kernel_defs["A_READS"] = "w"  # onyxia::nbits_shared_rows' ways of spreading rows of a: one copy of the sums each

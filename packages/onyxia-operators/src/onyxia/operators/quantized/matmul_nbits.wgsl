@@ -59,6 +59,7 @@
 //       CG              column groups of 4 per thread (each load of a serves 4 * CG columns); CG_ITEMS: 0 .. CG - 1
 //       WPB_CHUNKS      (INT8) max(1, WPB / 4): chunks of 4 words per block (onyxia::nbits_pairs' CHUNK)
 //       SPLIT           threads per column group (a power of two dividing WORKGROUP_SIZE)
+//       ROLLED_NB       flag (SPLIT 1, few blocks): the loop over the blocks through onyxia::rolled (rolled_loops.py)
 //       SUBGROUP_SPLIT  flag (SPLIT > 1): the SPLIT threads add their sums by subgroup shuffles (the `subgroup`
 //                       variant: SPLIT divides the subgroup size), else through workgroup memory
 //       WORKGROUP_SIZE
@@ -77,6 +78,7 @@ enable f16;
 #import onyxia::nbits_unpack
 #import onyxia::nbits_weights
 #import onyxia::product_slots
+#import onyxia::rolled
 
 // ----- the product -----
 
@@ -229,7 +231,12 @@ fn accumulate_#{via}(slot: u32, n0: u32, m0: u32, t: u32) -> array<vec4<f32>, CE
         return acc;  // (with SPREAD_A every lane loads rows of a for the others: columns past N are computed too)
     }
 #endif
-    for (var blk = t; blk < #{NB}; blk += #{SPLIT}u) {
+#ifdef ROLLED_NB
+    let nb = rolled(#{NB}, arrayLength(&a));  // few blocks: a loop, not a copy of the block's sums each (onyxia::rolled)
+#else
+    let nb = #{NB};
+#endif
+    for (var blk = t; blk < nb; blk += #{SPLIT}u) {
         add_block_#{via}(slot, n0, m0, blk, &acc);
     }
     return acc;
