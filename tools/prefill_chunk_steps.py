@@ -17,7 +17,7 @@ import statistics
 import time
 
 import numpy as np
-from serve_bench import _synthesized
+from serve_bench import synthesized
 from serve_bench_long import TEXT
 
 
@@ -33,7 +33,7 @@ def main() -> None:
     from onyxia.cli.llm import LlmSession, SamplingParams
     from onyxia.cli.llm.batch import Stream
 
-    model_dir, precision = _synthesized(args.synth, None)
+    model_dir, precision = synthesized(args.synth)
     session = LlmSession.from_pretrained(model_dir, precision, slots=args.decoders + 1, prefill_chunk=max(chunks))
     ids = session.tokenizer.encode(TEXT)
     batch = session.batch()

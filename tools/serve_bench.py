@@ -86,7 +86,7 @@ def _round(users: ClientProcess, base_url: str, clients: int, requests: int, max
     return Row(clients, sum(r.tokens for r in results) / wall, decoded / span, statistics.median(ttfts), p95)
 
 
-def _synthesized(arch: str, layout: str | None) -> tuple[Path, str | None]:
+def synthesized(arch: str, layout: str | None = None) -> tuple[Path, str | None]:
     """The bench's full-size q4 model directory for `arch` (written on first use) and the precision to ask."""
     from onyxia.cli.bench import arch_config, synthesize
 
@@ -138,7 +138,7 @@ def main() -> None:
     if args.synth is not None:
         if model_dir is not None:
             parser.error("give MODEL_DIR or --synth ARCH, not both")
-        model_dir, precision = _synthesized(args.synth, args.layout)
+        model_dir, precision = synthesized(args.synth, args.layout)
 
     from onyxia.cli.llm import LlmSession
     from onyxia.cli.llm.cache_memory import kv_buffer_bytes
