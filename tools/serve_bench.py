@@ -213,11 +213,20 @@ def main() -> None:
         _record(args.record, f"{name}-{label}-parallel{session.slots}", session, args, tables[-1][1])
 
 
+def _model_label(model_path: Path) -> str:
+    """The served file as the figures name it: under the bench cache from its model directory on
+    (`qwen2-0.5b-synthetic/q4/model.onnx`: the genai layout keeps each precision in a folder), else its folder."""
+    for parent in model_path.parents:
+        if parent.name.endswith("-synthetic"):
+            return model_path.relative_to(parent.parent).as_posix()
+    return f"{model_path.parent.name}/{model_path.name}"
+
+
 def _record(path: Path, run_id: str, session: object, args: argparse.Namespace, rows: list[Row]) -> None:
     """Replace the run `run_id` in the docs' figures file (docs/data/serving.json) with these rows."""
     entry = {
         "id": run_id,
-        "model": f"{session.model_dir.root.name} ({session.model_dir.model_path.name})",  # type: ignore[attr-defined]
+        "model": _model_label(session.model_dir.model_path),  # type: ignore[attr-defined]
         "date": datetime.date.today().isoformat(),
         "command": shlex.join(["python", *sys.argv]),
         "machine": f"{session.adapter}, {os.cpu_count()} CPUs",  # type: ignore[attr-defined]
