@@ -14,6 +14,7 @@ p50/p95 time to first token (queue wait included) with p95's ratio to the 1-clie
                                 [--max-tokens 64] [--requests 2] [--clients 1,4,8]
     python tools/serve_bench.py --synth qwen2 [--layout genai] ...   # `onyxia bench`'s full-size q4 model
     python tools/serve_bench.py --synth gemma3 ... --record docs/data/serving.json   # also into the docs' figures
+    python tools/serve_bench.py --synth qwen2 --rounds 5 ...   # five rounds in one server, each level's median
     python tools/serve_bench.py --synth gemma3 --prefill-chunk 64,128,256,512 --long-prompt 1000 --clients 4
 
 `--prefill-chunk 64,128,256,512` loads the session with the largest chunk (activations sized for it) and runs
@@ -24,6 +25,11 @@ newcomer sends an N-token prompt (a completion of token ids, shuffled per round 
 it prints the newcomer's time to first token and the decoding streams' gaps between tokens: the median before
 it arrived (one decode step) and the p95 and max while it prefilled (a running stream waits for a chunk's
 prefill each step). `--requests` repeats each row, chunk by chunk in turn (64 128 ... 64 128 ...).
+
+`--rounds N` runs the levels N times in turn in the same server (1 8 1 8 ...: each round's ratio compares
+neighbours in time, on a shared machine whose speed drifts), prints each round, then each level's median of every
+column and the rounds' decode ratios to one client; `--record` then keeps the medians and those ratios. One round
+of 32 tokens swings by +-5% here, so a recorded figure from one round is a draw, not the machine's rate.
 
 Without MODEL_DIR it serves the built-in demo, as `onyxia serve` does. `--synth ARCH` serves the synthetic
 full-size 4-bit (MatMulNBits, q4) model `onyxia bench --arch ARCH` measures (gemma3: the 270m shape as
@@ -125,6 +131,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--requests", type=int, default=2, help="requests per client per round")
     parser.add_argument("--clients", default="1,4,8", help="comma-separated concurrency levels")
+    parser.add_argument("--rounds", type=int, default=1, help="run the levels this many times; report medians")
     parser.add_argument("--gather-ms", type=float, default=None, help="`onyxia serve --gather-ms` (default its)")
     parser.add_argument("--record", type=Path, default=None, help="write the rows into this docs figures file")
     args = parser.parse_args()
@@ -132,8 +139,8 @@ def main() -> None:
     chunks = [int(c) for c in args.prefill_chunk.split(",")] if args.prefill_chunk else []
     if args.parallel < 1 or max(levels) >= args.parallel and args.long_prompt:
         parser.error(f"--parallel {args.parallel}: expected at least 1 (and more than --clients, with --long-prompt)")
-    if min(levels + chunks) < 1 or (args.long_prompt is not None and args.long_prompt < 1):
-        parser.error("--clients, --prefill-chunk and --long-prompt take positive numbers")
+    if min(levels + chunks + [args.rounds]) < 1 or (args.long_prompt is not None and args.long_prompt < 1):
+        parser.error("--clients, --prefill-chunk, --rounds and --long-prompt take positive numbers")
     model_dir, precision = args.model_dir, args.precision
     if args.synth is not None:
         if model_dir is not None:
@@ -182,7 +189,7 @@ def main() -> None:
                 session.prefill_chunk = c
                 newcomer(base_url, long_prompt(session, c + 1, c))
         ready = time.perf_counter() - started
-        for _ in range(args.requests if args.long_prompt else 1):
+        for _ in range(args.requests if args.long_prompt else args.rounds):
             for c in chunks:
                 session.prefill_chunk = c
                 if args.long_prompt:
@@ -204,13 +211,28 @@ def main() -> None:
     print(f"KV caches {kv:.1f} MiB per slot; GPU buffers {session.executor.gpu_bytes / 2**20:.0f} MiB in all\n")
     if args.long_prompt:
         print_long(sorted(long_rows, key=lambda r: (r.decoders, r.chunk)), args.long_prompt)
-    for c, rows in tables:
-        print(f"\nprefill chunk {c}:\n" if len(tables) > 1 else "", end="")
+    for i, (c, rows) in enumerate(tables):
+        heading = f"round {i // len(chunks) + 1}, " if args.rounds > 1 else ""
+        print(f"\n{heading}prefill chunk {c}:\n" if len(tables) > 1 else "", end="")
         _print_rows(rows)
+    medians, ratios = _medians([rows for c, rows in tables if c == chunks[-1]])
+    if args.rounds > 1:
+        print(f"\nmedians of {args.rounds} rounds (prefill chunk {chunks[-1]}); decode vs 1 client by round: ", end="")
+        print(", ".join(f"{r:.2f}x" for r in ratios) or "-")
+        _print_rows(medians)
     if args.record is not None and tables:
         name = args.synth or session.model_dir.root.name
         label = precision or ("q4" if args.synth else "default")  # --synth serves the q4 model
-        _record(args.record, f"{name}-{label}-parallel{session.slots}", session, args, tables[-1][1])
+        run_id = f"{name}-{label}-parallel{session.slots}"
+        _record(args.record, run_id, session, args, medians, ratios if args.rounds > 1 else [])
+
+
+def _medians(rounds: list[list[Row]]) -> tuple[list[Row], list[float]]:
+    """Each level's median of every column over the rounds, and each round's aggregate decode rate at its most
+    clients over its 1-client rate (none without a 1-client level)."""
+    medians = [Row(*(statistics.median(col) for col in zip(*level))) for level in zip(*rounds)]
+    ratios = [rows[-1].decode_rate / rows[0].decode_rate for rows in rounds if rows[0].clients == 1]
+    return [r._replace(clients=int(r.clients)) for r in medians], ratios
 
 
 def _model_label(model_path: Path) -> str:
@@ -222,8 +244,11 @@ def _model_label(model_path: Path) -> str:
     return f"{model_path.parent.name}/{model_path.name}"
 
 
-def _record(path: Path, run_id: str, session: object, args: argparse.Namespace, rows: list[Row]) -> None:
-    """Replace the run `run_id` in the docs' figures file (docs/data/serving.json) with these rows."""
+def _record(
+    path: Path, run_id: str, session: object, args: argparse.Namespace, rows: list[Row], ratios: list[float]
+) -> None:
+    """Replace the run `run_id` in the docs' figures file (docs/data/serving.json) with these rows (and, from
+    `--rounds`, each round's decode ratio at the most clients)."""
     entry = {
         "id": run_id,
         "model": _model_label(session.model_dir.model_path),  # type: ignore[attr-defined]
@@ -238,6 +263,8 @@ def _record(path: Path, run_id: str, session: object, args: argparse.Namespace, 
             for r in rows
         ],
     }
+    if ratios:
+        entry |= {"rounds": len(ratios), "round_decode_ratios": [round(r, 2) for r in ratios]}
     doc = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"runs": []}
     runs = [entry if run["id"] == run_id else run for run in doc["runs"]]
     doc["runs"] = runs if entry in runs else [*runs, entry]  # in place, a new one last

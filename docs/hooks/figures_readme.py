@@ -67,9 +67,13 @@ def _serving_row(serve: dict, docs: str) -> list[str]:
     """One served model's aggregate decode rate at its most clients against one client's: a row for every
     recorded model, so the front page shows each rather than the best."""
     one, many = serve["rows"][0], serve["rows"][-1]
+    ratio = f"{_ratio(many['decode_tok_s'], one['decode_tok_s'])} vs 1 client"
+    if "round_decode_ratios" in serve:  # medians of `serve_bench.py --rounds N`
+        spread = serve["round_decode_ratios"]
+        ratio = f"medians of {serve['rounds']} rounds: {ratio}, rounds {min(spread):.2f}-{max(spread):.2f}x"
     return [
         f"[Serving]({docs}/serving/index.md), {serve['model']}, {many['clients']} clients",
-        f"{many['decode_tok_s']} tok/s ({_ratio(many['decode_tok_s'], one['decode_tok_s'])} vs 1 client)",
+        f"{many['decode_tok_s']} tok/s ({ratio})",
         "-",
         serve["date"],
     ]
