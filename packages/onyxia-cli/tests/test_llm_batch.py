@@ -34,6 +34,7 @@ NEW_TOKENS = 10
 CANCELLED, STOPPED = 5, 6  # stream 5 is cancelled after 3 tokens; stream 6 stops on its own 4th token
 _SAMPLED = {
     1: SamplingParams(temperature=0.8, top_k=20, seed=11),
+    2: SamplingParams(presence_penalty=0.7, frequency_penalty=0.9, logit_bias=((9, 1.0),)),  # OpenAI's, on the host
     3: SamplingParams(temperature=1.1, seed=12),
     4: SamplingParams(temperature=0.7, top_p=0.9, seed=13),
     7: SamplingParams(repetition_penalty=1.3),

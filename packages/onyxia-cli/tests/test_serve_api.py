@@ -141,6 +141,36 @@ def test_text_completion_equals_generate(server: tuple[Any, str], client: openai
     assert "".join(c.choices[0].text for c in streamed if c.choices) == text
 
 
+def test_penalties_and_logit_bias_answer_as_the_session_does(server: tuple[Any, str], client: openai.OpenAI) -> None:
+    """OpenAI's presence_penalty, frequency_penalty and logit_bias (ids as string keys) reach the sampler: the
+    answer is `generate_ids`' with the same SamplingParams, and differs from the plain greedy one."""
+    from onyxia.cli.llm import SamplingParams
+
+    app, _ = server
+    llm = tiny_session()
+    ids = llm.tokenizer.encode("Once upon a time")
+    favoured = llm.tokenizer.encode(" fortune")[-1]
+    params = SamplingParams(presence_penalty=1.2, frequency_penalty=0.5, logit_bias=((favoured, 4.0),))
+    stops = llm.model_dir.eos_token_ids
+    with app.state.onyxia.engine.paused(timeout=60) as paused:
+        paused.reset()
+        tokens = list(paused.generate_ids(ids, 16, params, stop=stops))
+    text = llm.tokenizer.decode([t for t in tokens if t not in stops])
+    answer = client.completions.create(
+        model=MODEL,
+        prompt=ids,
+        temperature=0,
+        max_tokens=16,
+        presence_penalty=1.2,
+        frequency_penalty=0.5,
+        logit_bias={str(favoured): 4.0},
+    )
+    assert answer.choices[0].text == text and answer.usage is not None
+    assert answer.usage.completion_tokens == len(tokens)
+    plain = client.completions.create(model=MODEL, prompt=ids, temperature=0, max_tokens=16)
+    assert plain.choices[0].text != text
+
+
 def test_a_follow_up_turn_prefills_only_the_new_tokens(server: tuple[Any, str], client: openai.OpenAI) -> None:
     app, url = server
     llm = tiny_session()

@@ -74,10 +74,28 @@ BAD_BODIES = [
         "stop",
     ),
     (
-        "presence penalty",
-        b'{"messages": [{"role": "user", "content": "x"}], "presence_penalty": 1.0}',
+        "presence penalty out of range",
+        b'{"messages": [{"role": "user", "content": "x"}], "presence_penalty": 3}',
         400,
-        "presence_penalty",
+        None,
+    ),
+    (
+        "logit_bias key not a token id",
+        b'{"messages": [{"role": "user", "content": "x"}], "logit_bias": {"fortune": 5}}',
+        400,
+        "logit_bias",
+    ),
+    (
+        "logit_bias id outside the vocabulary",
+        b'{"messages": [{"role": "user", "content": "x"}], "logit_bias": {"99999999": 5}}',
+        400,
+        "logit_bias",
+    ),
+    (
+        "logit_bias out of range",
+        b'{"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": 300}}',
+        400,
+        None,
     ),
 ]
 

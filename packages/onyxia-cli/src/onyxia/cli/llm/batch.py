@@ -274,5 +274,5 @@ class Batch:
         for b, s in enumerate(streams):
             if logits is not None and not on_gpu(s.params):
                 row = logits[b] if self._masks is None else masked_logits(logits[b], self._masks[b])
-                drawn[b] = sample_token(row, s.params, self.slots.history(s.slot or 0), s.rng)
+                drawn[b] = sample_token(row, s.params, self.slots.history(s.slot or 0), s.rng, s.tokens)
         return list(zip(drawn, row_logprobs(streams, drawn, result, logits)))

@@ -44,7 +44,7 @@ def constrained_ids(
         while True:
             masks = allowed_masks(session, [stream.matcher])
             set_allowed(session, masks)
-            token = _draw(session, ids, params, stream.rng, masks)
+            token = _draw(session, ids, params, stream.rng, masks, stream.tokens)
             if len(stream.tokens) == 0:
                 session.stats.prefill_seconds = time.perf_counter() - start
                 start = time.perf_counter()
@@ -63,7 +63,12 @@ def constrained_ids(
 
 
 def _draw(
-    session: LlmSession, ids: list[int], params: SamplingParams, rng: np.random.Generator, masks: np.ndarray | None
+    session: LlmSession,
+    ids: list[int],
+    params: SamplingParams,
+    rng: np.random.Generator,
+    masks: np.ndarray | None,
+    generated: Sequence[int],
 ) -> int:
     if on_gpu(params):
         session.set_sampling(gpu_params(params, rng))
@@ -72,4 +77,4 @@ def _draw(
     row = logits.reshape(-1, logits.shape[-1])[-1]
     if masks is not None:
         row = masked_logits(row, masks[0])
-    return sample_token(row, params, session.history, rng)
+    return sample_token(row, params, session.history, rng, generated)

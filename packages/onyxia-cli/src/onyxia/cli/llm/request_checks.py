@@ -30,6 +30,11 @@ def checked_request(
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise InputError(f"generate(): max_new_tokens is {n!r}; expected an integer >= 0")
     prompt = session._token_ids(prompt_ids)
+    if params.logit_bias:
+        try:
+            session._token_ids([token for token, _ in params.logit_bias])
+        except InputError as e:
+            raise InputError(f"generate(): logit_bias: {e}") from None
     if not prompt:
         raise InputError("generate(): the prompt has no tokens")
     if (cached or 0) + len(prompt) + n > session.max_length:

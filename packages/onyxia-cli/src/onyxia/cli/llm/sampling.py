@@ -1,14 +1,19 @@
 """Choosing the next token from one row of logits: greedy, or temperature / top-k / top-p sampling
-with a repetition penalty, seeded for reproducibility (the same order of operations as transformers).
+with a repetition penalty, seeded for reproducibility (the same order of operations as transformers), and
+OpenAI's logit bias and presence / frequency penalties.
 
 Greedy and plain temperature / top-k sampling run on the GPU (com.onyxia SampleToken, fed
 `gpu_params`): the token never visits the host before the next step, so those steps pipeline
-(`llm/pipelined.py`). Top-p and the repetition penalty need the sorted distribution and the history:
-`sample_token` draws them on the host from the logits row."""
+(`llm/pipelined.py`). Top-p, the penalties and a logit bias need the sorted distribution, the history or a
+row edited per request: `sample_token` draws them on the host from the logits row, in vLLM's order: the bias
+added, the repetition penalty over every token the sequence holds (prompt included, as transformers), the
+presence and frequency penalties over the tokens generated so far (OpenAI's definition: logit -= frequency
+x count + presence x (count > 0)), then temperature, top-k and top-p."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +31,9 @@ class SamplingParams:
     top_p: float = 1.0
     repetition_penalty: float = 1.0
     seed: int | None = None
+    presence_penalty: float = 0.0  # OpenAI's, -2 .. 2: subtracted once from each token generated so far
+    frequency_penalty: float = 0.0  # OpenAI's, -2 .. 2: subtracted per occurrence among the generated tokens
+    logit_bias: tuple[tuple[int, float], ...] = ()  # OpenAI's (token id, -100 .. 100) pairs, added to the logits
 
     @property
     def greedy(self) -> bool:
@@ -46,6 +54,14 @@ class SamplingParams:
                     "a number > 0",
                 ),
                 ("seed", self.seed, self.seed is None or (_integer(self.seed) and self.seed >= 0), "an integer >= 0"),
+                ("presence_penalty", self.presence_penalty, _within(self.presence_penalty, 2.0), "-2 <= x <= 2"),
+                ("frequency_penalty", self.frequency_penalty, _within(self.frequency_penalty, 2.0), "-2 <= x <= 2"),
+                (
+                    "logit_bias",
+                    self.logit_bias,
+                    all(_integer(t) and t >= 0 and _within(b, 100.0) for t, b in self.logit_bias),
+                    "(token id >= 0, -100 <= bias <= 100) pairs",
+                ),
             )
             if not ok
         ]
@@ -54,8 +70,14 @@ class SamplingParams:
 
 
 def on_gpu(params: SamplingParams) -> bool:
-    """Whether SampleToken draws this token on the GPU (everything but top-p and repetition penalties)."""
-    return params.top_p >= 1.0 and params.repetition_penalty == 1.0
+    """Whether SampleToken draws this token on the GPU (everything but top-p, the penalties and a logit bias)."""
+    return (
+        params.top_p >= 1.0
+        and params.repetition_penalty == 1.0
+        and params.presence_penalty == 0.0
+        and params.frequency_penalty == 0.0
+        and not params.logit_bias
+    )
 
 
 _MAX_TOP_K = 2**24  # float32 holds every integer up to here; a larger k keeps the whole vocabulary anyway
@@ -87,16 +109,35 @@ def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _within(value: object, bound: float) -> bool:
+    return _finite(value) and -bound <= value <= bound  # type: ignore[operator]
+
+
 def _integer(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def sample_token(logits: np.ndarray, params: SamplingParams, history: Sequence[int], rng: np.random.Generator) -> int:
+def sample_token(
+    logits: np.ndarray,
+    params: SamplingParams,
+    history: Sequence[int],
+    rng: np.random.Generator,
+    generated: Sequence[int] = (),
+) -> int:
+    """The next token from one row of logits; `history` is every token the sequence holds (the repetition
+    penalty's), `generated` the ones this request produced so far (the presence and frequency penalties')."""
     scores = logits.astype(np.float64).reshape(-1)
+    for token, bias in params.logit_bias:
+        scores[token] += bias
     if params.repetition_penalty != 1.0 and history:
         seen = np.unique(np.asarray(history, dtype=np.int64))
         picked = scores[seen]
         scores[seen] = np.where(picked < 0, picked * params.repetition_penalty, picked / params.repetition_penalty)
+    if (params.presence_penalty or params.frequency_penalty) and generated:
+        counts = Counter(generated)
+        ids = np.fromiter(counts, np.int64, len(counts))
+        scores[ids] -= params.frequency_penalty * np.fromiter(counts.values(), np.float64, len(counts))
+        scores[ids] -= params.presence_penalty
     if params.temperature <= 0.0:
         return int(np.argmax(scores))
     scores = scores / params.temperature

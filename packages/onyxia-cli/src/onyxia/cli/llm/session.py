@@ -233,12 +233,15 @@ class LlmSession:
     def _token_ids(self, ids: Sequence[int]) -> list[int]:  # ids past the vocabulary would read garbage rows
         return checked_token_ids(ids, self.vocab_size)
 
-    def _step(self, ids: list[int], params: SamplingParams, rng: np.random.Generator) -> int:
+    def _step(
+        self, ids: list[int], params: SamplingParams, rng: np.random.Generator, generated: Sequence[int] = ()
+    ) -> int:
+        """Feed `ids` and draw the next token (`generated`: this request's tokens so far, for the penalties)."""
         if on_gpu(params):
             self.set_sampling(gpu_params(params, rng))
             return int(self._forward(ids, [NEXT_TOKEN])[NEXT_TOKEN].reshape(-1)[-1])
         logits = self._forward(ids, [self.signature.logits])[self.signature.logits]
-        return sample_token(logits.reshape(-1, logits.shape[-1])[-1], params, self.history, rng)
+        return sample_token(logits.reshape(-1, logits.shape[-1])[-1], params, self.history, rng, generated)
 
     def set_sampling(self, values: np.ndarray) -> None:
         """Queue SampleToken's params for the next run, a triple per batch row (12 bytes a row, skipped when

@@ -48,10 +48,12 @@ def single_stream_ids(
     token = session._step(prompt, params, rng)
     session.stats.prefill_seconds = time.perf_counter() - start
     decode_start = time.perf_counter()
+    generated: list[int] = []  # the presence and frequency penalties' tokens
     for produced in range(max_new_tokens):
         session.stats.new_tokens = produced + 1
         yield token
+        generated.append(token)
         if token in stop or produced + 1 == max_new_tokens:
             break
-        token = session._step([token], params, rng)
+        token = session._step([token], params, rng, generated)
         session.stats.decode_seconds = time.perf_counter() - decode_start

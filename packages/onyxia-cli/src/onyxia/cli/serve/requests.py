@@ -116,6 +116,7 @@ def generation_request(
     ids = [s for s in body.stop or [] if isinstance(s, int)] + list(body.stop_token_ids or [])
     _check_ids(session, ids, "stop")
     params = _sampling(body, defaults.params)
+    _check_ids(session, [token for token, _ in params.logit_bias], "logit_bias")
     params.validate()  # an InputError: 400
     constraint = request_constraint(session, body)  # a 400 naming the field, before anything is queued
     top = body.top_logprobs if isinstance(body, ChatCompletionRequest) else None
@@ -132,29 +133,37 @@ def generation_request(
     )
 
 
+_SAMPLING_FIELDS = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "repetition_penalty",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+)
+
+
 def _sampling(body: ChatCompletionRequest | CompletionRequest, base: SamplingParams) -> SamplingParams:
-    given = {
-        name: value
-        for name in ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
-        if (value := getattr(body, name)) is not None
-    }
-    return replace(base, **given)
+    given: dict[str, object] = {name: value for name in _SAMPLING_FIELDS if (value := getattr(body, name)) is not None}
+    if body.logit_bias:
+        given["logit_bias"] = tuple(sorted((_bias_token(key), bias) for key, bias in body.logit_bias.items()))
+    return replace(base, **given)  # type: ignore[arg-type]
+
+
+def _bias_token(key: str) -> int:
+    """A logit_bias key as a token id (OpenAI's JSON keys are the ids as strings)."""
+    if not (key.isascii() and key.isdigit()):
+        raise ApiError(
+            400, f'logit_bias: key {key!r} is not a token id (expected digits, as "1234")', param="logit_bias"
+        )
+    return int(key)
 
 
 def _refuse_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
     problems = [
         (name, message)
         for name, bad, message in (
-            (
-                "presence_penalty",
-                bool(body.presence_penalty),
-                "presence_penalty is not supported (use repetition_penalty)",
-            ),
-            (
-                "frequency_penalty",
-                bool(body.frequency_penalty),
-                "frequency_penalty is not supported (use repetition_penalty)",
-            ),
             ("echo", bool(getattr(body, "echo", False)), "echo is not supported"),
             ("store", bool(body.store), "store is true; this server stores no completions"),
         )

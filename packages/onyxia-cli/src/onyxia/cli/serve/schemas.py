@@ -104,8 +104,9 @@ class _Sampling(_Request):
     n: int | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
-    presence_penalty: float | None = None
+    presence_penalty: float | None = None  # OpenAI's: -2 .. 2 over the generated tokens
     frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None  # OpenAI's: token id (a string, as JSON keys are) -> -100 .. 100
     logprobs: bool | int | None = None  # chat: true/false; completions: 0..5 top entries (`logprobs.py`)
     user: str | None = None  # accepted: an opaque id of the end user (OpenAI's abuse monitoring); not used
     metadata: dict[str, str] | None = None  # accepted: tags of a stored completion; nothing is stored
