@@ -56,12 +56,21 @@ def test_a_logit_bias_of_100_forces_its_token_and_minus_100_bans_it() -> None:
     assert best not in {sample_token(logits, sampled, [], np.random.default_rng(i)) for i in range(200)}
 
 
+def test_min_p_draws_only_tokens_at_least_min_p_times_the_likeliest() -> None:
+    logits = np.log(np.array([0.5, 0.3, 0.12, 0.08], np.float32))
+    params = SamplingParams(temperature=1.0, min_p=0.2)  # 0.2 x 0.5 = 0.1: 0.08 goes
+    drawn = {sample_token(logits, params, [], np.random.default_rng(i)) for i in range(400)}
+    assert drawn == {0, 1, 2}
+    assert {sample_token(logits, SamplingParams(temperature=1.0, min_p=1.0), [], RNG) for _ in range(50)} == {0}
+
+
 def test_each_parameter_sends_the_row_to_the_host() -> None:
     assert on_gpu(SamplingParams(temperature=0.7, top_k=5))
     for params in (
         SamplingParams(presence_penalty=0.1),
         SamplingParams(frequency_penalty=-0.1),
         SamplingParams(logit_bias=((3, 1.0),)),
+        SamplingParams(temperature=0.5, min_p=0.1),
     ):
         assert not on_gpu(params)
 
@@ -73,6 +82,7 @@ def test_each_parameter_sends_the_row_to_the_host() -> None:
         (SamplingParams(frequency_penalty=float("nan")), "frequency_penalty"),
         (SamplingParams(logit_bias=((3, 101.0),)), "logit_bias"),
         (SamplingParams(logit_bias=((-1, 1.0),)), "logit_bias"),
+        (SamplingParams(min_p=1.5), "min_p"),
     ],
 )
 def test_out_of_range_values_are_named(params: SamplingParams, named: str) -> None:

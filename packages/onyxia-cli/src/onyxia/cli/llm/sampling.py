@@ -8,7 +8,8 @@ Greedy and plain temperature / top-k sampling run on the GPU (com.onyxia SampleT
 row edited per request: `sample_token` draws them on the host from the logits row, in vLLM's order: the bias
 added, the repetition penalty over every token the sequence holds (prompt included, as transformers), the
 presence and frequency penalties over the tokens generated so far (OpenAI's definition: logit -= frequency
-x count + presence x (count > 0)), then temperature, top-k and top-p."""
+x count + presence x (count > 0)), then temperature, top-k, top-p and min-p (vLLM's and llama.cpp's: tokens
+less likely than min_p times the likeliest are dropped)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class SamplingParams:
     presence_penalty: float = 0.0  # OpenAI's, -2 .. 2: subtracted once from each token generated so far
     frequency_penalty: float = 0.0  # OpenAI's, -2 .. 2: subtracted per occurrence among the generated tokens
     logit_bias: tuple[tuple[int, float], ...] = ()  # OpenAI's (token id, -100 .. 100) pairs, added to the logits
+    min_p: float = 0.0  # vLLM's / llama.cpp's, 0 .. 1: drop tokens less likely than min_p x the likeliest's
 
     @property
     def greedy(self) -> bool:
@@ -54,6 +56,7 @@ class SamplingParams:
                     "a number > 0",
                 ),
                 ("seed", self.seed, self.seed is None or (_integer(self.seed) and self.seed >= 0), "an integer >= 0"),
+                ("min_p", self.min_p, _finite(self.min_p) and 0.0 <= self.min_p <= 1.0, "0 <= p <= 1"),
                 ("presence_penalty", self.presence_penalty, _within(self.presence_penalty, 2.0), "-2 <= x <= 2"),
                 ("frequency_penalty", self.frequency_penalty, _within(self.frequency_penalty, 2.0), "-2 <= x <= 2"),
                 (
@@ -70,9 +73,11 @@ class SamplingParams:
 
 
 def on_gpu(params: SamplingParams) -> bool:
-    """Whether SampleToken draws this token on the GPU (everything but top-p, the penalties and a logit bias)."""
+    """Whether SampleToken draws this token on the GPU (everything but top-p, min-p, the penalties and a logit
+    bias)."""
     return (
         params.top_p >= 1.0
+        and params.min_p == 0.0
         and params.repetition_penalty == 1.0
         and params.presence_penalty == 0.0
         and params.frequency_penalty == 0.0
@@ -153,5 +158,8 @@ def sample_token(
         mask = np.zeros_like(probs, dtype=bool)
         mask[order[keep]] = True
         probs = np.where(mask, probs, 0.0)
+        probs /= probs.sum()
+    if params.min_p > 0.0:
+        probs = np.where(probs >= params.min_p * probs.max(), probs, 0.0)  # always keeps the most likely token
         probs /= probs.sum()
     return int(rng.choice(probs.size, p=probs))

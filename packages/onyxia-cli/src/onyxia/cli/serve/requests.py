@@ -137,6 +137,7 @@ _SAMPLING_FIELDS = (
     "temperature",
     "top_k",
     "top_p",
+    "min_p",
     "repetition_penalty",
     "seed",
     "presence_penalty",

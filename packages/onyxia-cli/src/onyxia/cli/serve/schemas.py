@@ -96,6 +96,7 @@ class _Sampling(_Request):
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None  # extension (vLLM's name): 0 = off
+    min_p: float | None = None  # extension (vLLM's and llama.cpp's name): 0 = off
     repetition_penalty: float | None = None  # extension (vLLM's name): 1 = off
     seed: int | None = None
     stop: str | list[str | int] | None = None  # integers are token ids (extension)
