@@ -91,6 +91,7 @@ BAD_BODIES = [
         400,
         "logit_bias",
     ),
+    ("min_p out of range", b'{"messages": [{"role": "user", "content": "x"}], "min_p": -0.5}', 400, None),
     (
         "logit_bias out of range",
         b'{"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": 300}}',
