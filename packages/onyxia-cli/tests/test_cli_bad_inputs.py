@@ -28,6 +28,8 @@ NEVER = "/nonexistent/onyxia-model-dir"  # a model path no argument case may rea
 BAD_ARGUMENTS = [
     (["generate", NEVER, "--prompt", "x", "--top-p", "2"], "argument --top-p: expected a probability 0 < p <= 1"),
     (["generate", NEVER, "--prompt", "x", "--top-p", "0"], "argument --top-p"),
+    (["generate", NEVER, "--prompt", "x", "--min-p", "1.5"], "argument --min-p: expected a number 0 <= x <= 1"),
+    (["generate", NEVER, "--prompt", "x", "--frequency-penalty", "3"], "argument --frequency-penalty: expected"),
     (["generate", NEVER, "--prompt", "x", "--top-k", "-3"], "argument --top-k: expected an integer >= 0, got -3"),
     (["generate", NEVER, "--prompt", "x", "--temperature", "-1"], "argument --temperature: expected a number >= 0"),
     (["generate", NEVER, "--prompt", "x", "--temperature", "nan"], "argument --temperature: expected a finite number"),

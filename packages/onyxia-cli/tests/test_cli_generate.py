@@ -1,5 +1,6 @@
 """`onyxia generate` and `onyxia chat`, in process and as a console script."""
 
+import importlib.resources
 import json
 import subprocess
 import sys
@@ -19,6 +20,26 @@ def test_generate_demo_streams_text_and_reports_stats(cli: Callable[..., Any]) -
     # one console for every command: the [fp32] tag survives (no markup in data) and the line is not wrapped
     stats_line = next(line for line in result.err.splitlines() if "prompt tokens" in line)
     assert stats_line.rstrip().endswith("[fp32]") and len(stats_line) > 80, result.err
+
+
+def test_generate_passes_min_p_and_openais_penalties(cli: Callable[..., Any]) -> None:
+    """The flags reach the sampler: the text is the session's with the same SamplingParams (greedy, so the
+    demo's loop of "a good thing" is what the penalties break)."""
+    from onyxia.cli.commands.generate import DEMO_PROMPT
+    from onyxia.cli.commands.llm_options import DEMO_MODEL_DIR
+    from onyxia.cli.llm import LlmSession, SamplingParams
+
+    flags = ["--temperature", "0", "--min-p", "0.05", "--presence-penalty", "0.6", "--frequency-penalty", "0.8"]
+    result = cli("generate", "--precision", "fp32", "--max-new-tokens", "30", *flags)
+    assert result.code == 0, result.err
+    demo = importlib.resources.files("onyxia.cli.data") / DEMO_MODEL_DIR
+    with importlib.resources.as_file(demo) as root:
+        llm = LlmSession.from_pretrained(root, "fp32")
+    params = SamplingParams(min_p=0.05, presence_penalty=0.6, frequency_penalty=0.8)
+    ids = llm.tokenizer.encode(DEMO_PROMPT)
+    tokens = list(llm.generate_ids(ids, 30, params, stop=llm.model_dir.eos_token_ids))
+    text = llm.tokenizer.decode([t for t in tokens if t not in llm.model_dir.eos_token_ids])
+    assert result.out.startswith(DEMO_PROMPT + text) and "a good thing to be a good thing" not in result.out
 
 
 def test_generate_stats_as_json(cli: Callable[..., Any]) -> None:

@@ -92,6 +92,22 @@ def positive_float(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """A share of something, 0 <= x <= 1 (min-p)."""
+    value = finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number 0 <= x <= 1, got {value}")
+    return value
+
+
+def penalty(text: str) -> float:
+    """OpenAI's presence or frequency penalty, -2 <= x <= 2."""
+    value = finite_float(text)
+    if not -2.0 <= value <= 2.0:
+        raise argparse.ArgumentTypeError(f"expected a number -2 <= x <= 2, got {value}")
+    return value
+
+
 def probability(text: str) -> float:
     """A nucleus (top-p) mass: 0 < p <= 1."""
     value = finite_float(text)

@@ -54,16 +54,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if constraint is not None:  # llguidance's verdict before any output
         constraint.check(grammar_tokenizer(session))
     sys.stdout.write(args.prompt)
-    for piece in session.generate(
-        args.prompt,
-        args.max_new_tokens,
-        params.temperature,
-        params.top_k,
-        params.top_p,
-        params.repetition_penalty,
-        params.seed,
-        constraint=constraint,
-    ):
+    ids = session.tokenizer.encode(args.prompt)
+    stops = session.model_dir.eos_token_ids
+    for piece in session.stream_text(ids, args.max_new_tokens, params, stops, [], constraint):
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")

@@ -20,7 +20,16 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from onyxia.cli.arguments import non_negative_float, non_negative_int, positive_float, positive_int, probability, seed
+from onyxia.cli.arguments import (
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    penalty,
+    positive_float,
+    positive_int,
+    probability,
+    seed,
+)
 from onyxia.cli.llm import PRECISIONS, LlmSession, SamplingParams
 from onyxia.cli.llm.lm_head_precision import LM_HEAD_PRECISIONS
 from onyxia.cli.llm.model_dir import precision_help
@@ -44,7 +53,10 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=non_negative_float, default=None, help="0 = greedy")
     parser.add_argument("--top-k", type=non_negative_int, default=None, help="0 = off")
     parser.add_argument("--top-p", type=probability, default=None, help="nucleus mass, 0 < p <= 1")
+    parser.add_argument("--min-p", type=fraction, default=0.0, help="drop tokens under min-p x the likeliest's")
     parser.add_argument("--repetition-penalty", type=positive_float, default=1.0)
+    parser.add_argument("--presence-penalty", type=penalty, default=0.0, help="OpenAI's, over generated tokens")
+    parser.add_argument("--frequency-penalty", type=penalty, default=0.0, help="OpenAI's, per repeat")
     parser.add_argument("--seed", type=seed, default=None)
 
 
@@ -56,6 +68,9 @@ def sampling_from(args: argparse.Namespace) -> SamplingParams:
         top_p=args.top_p if args.top_p is not None else 1.0,
         repetition_penalty=args.repetition_penalty,
         seed=args.seed,
+        presence_penalty=args.presence_penalty,
+        frequency_penalty=args.frequency_penalty,
+        min_p=args.min_p,
     )
 
 

@@ -103,7 +103,16 @@ def create_app(
     return app
 
 
-_NO_FLAGS = {"temperature": None, "top_k": None, "top_p": None, "repetition_penalty": 1.0, "seed": None}
+_NO_FLAGS = {  # `onyxia serve`'s sampling flags left unset
+    "temperature": None,
+    "top_k": None,
+    "top_p": None,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "seed": None,
+}
 
 
 def _load(model_dir: str | Path | None, precision: str | None, max_length: int | None, slots: int) -> LlmSession:
