@@ -84,9 +84,16 @@ def _stream(prompt: list[int], stops: list[int], constraint: Constraint | None) 
 
 
 def test_host_sampled_rows_follow_the_mask(llm: LlmSession) -> None:
-    """Top-p and repetition penalties draw on the host from the logits row: the same mask applies there."""
+    """Top-p, min-p, the penalties and a logit bias draw on the host from the logits row: the same mask applies
+    there, and a bias of 100 on a token the grammar rules out does not bring it back."""
     prompt, stops = _ids(llm, "Pick a code"), chat_stop_ids(llm)
-    host = [SamplingParams(1.0, top_p=0.9, seed=s) for s in range(3)] + [SamplingParams(repetition_penalty=1.3)]
+    outside = llm.tokenizer.encode("Z")[-1]
+    host = [
+        SamplingParams(1.0, top_p=0.9, seed=0),
+        SamplingParams(1.0, min_p=0.1, seed=1),
+        SamplingParams(logit_bias=((outside, 100.0),), frequency_penalty=1.0),
+        SamplingParams(repetition_penalty=1.3),
+    ]
     out = llm.generate_batch([prompt] * 4, 30, host, stop=stops, constraint=REGEX)
     for ids in out:
         assert re.fullmatch(r"[0-9]{2}-[a-z]{3,6}", llm.tokenizer.decode(ids)), llm.tokenizer.decode(ids)
