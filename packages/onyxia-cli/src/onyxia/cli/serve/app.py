@@ -30,6 +30,7 @@ from onyxia.cli.serve.metrics import Metrics
 from onyxia.cli.serve.middleware import ApiKeyCheck, CountRequests, NoteArrivals
 from onyxia.cli.serve.requests import Defaults
 from onyxia.cli.serve.routes import ServerState, router
+from onyxia.cli.serve.tokenize_routes import tokenize_router
 
 __all__ = ["DEFAULT_MAX_QUEUE", "STATIC_DIR", "create_app"]
 
@@ -89,6 +90,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(tokenize_router)
     install_embeddings(app, embedding_model, None, app.state.onyxia.created)
     if STATIC_DIR.is_dir():  # the page's own files (scripts, styles), if it has any beside index.html
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
@@ -98,7 +100,9 @@ def create_app(
     app.add_middleware(
         CountRequests,
         metrics=metrics,
-        endpoints={r.path for r in [*router.routes, *embeddings_router.routes] if hasattr(r, "path")},
+        endpoints={
+            r.path for r in [*router.routes, *tokenize_router.routes, *embeddings_router.routes] if hasattr(r, "path")
+        },
     )
     return app
 

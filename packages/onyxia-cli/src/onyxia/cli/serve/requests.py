@@ -2,10 +2,10 @@
 
 Everything the schema cannot say is checked here and answered with 400 (413 for a prompt that
 leaves no room for an answer): no messages, an unknown role, n or logprobs out of range (`logprobs.py`),
-non-zero presence/frequency penalties (not implemented, so refused rather than ignored), `store` true, a tool
-message answering no call (`tool_calls.py` checks the tool parts), token ids outside
-the vocabulary, sampling values out of range (`SamplingParams.validate`). A request's max_tokens
-is clamped to what max_length leaves after its prompt (finish_reason then says "length").
+`store` true, `echo` true, a tool message answering no call (`tool_calls.py` checks the tool parts), token ids
+(prompt, stops, logit_bias keys) outside the vocabulary, sampling values out of range
+(`SamplingParams.validate`). A request's max_tokens is clamped to what max_length leaves after its prompt
+(finish_reason then says "length").
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from onyxia.cli.serve.schemas import ChatCompletionRequest, ChatMessage, Complet
 from onyxia.cli.serve.tool_calls import template_message
 from onyxia.core import ModelLoadError
 
-__all__ = ["ROLES", "Defaults", "chat_prompt", "completion_prompt", "generation_request"]
+__all__ = ["ROLES", "Defaults", "chat_prompt", "check_ids", "completion_prompt", "generation_request"]
 
 # OpenAI's roles as chat templates know them: "developer" is o1's name for the system message
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
@@ -83,7 +83,7 @@ def completion_prompt(session: LlmSession, body: CompletionRequest) -> list[int]
             )
         prompt = prompt[0]
     ids = session.tokenizer.encode(prompt) if isinstance(prompt, str) else [t for t in prompt if isinstance(t, int)]
-    _check_ids(session, ids, "prompt")
+    check_ids(session, ids, "prompt")
     return ids
 
 
@@ -114,9 +114,9 @@ def generation_request(
     limit = asked if asked is not None else defaults.max_tokens
     strings = [body.stop] if isinstance(body.stop, str) else [s for s in body.stop or [] if isinstance(s, str)]
     ids = [s for s in body.stop or [] if isinstance(s, int)] + list(body.stop_token_ids or [])
-    _check_ids(session, ids, "stop")
+    check_ids(session, ids, "stop")
     params = _sampling(body, defaults.params)
-    _check_ids(session, [token for token, _ in params.logit_bias], "logit_bias")
+    check_ids(session, [token for token, _ in params.logit_bias], "logit_bias")
     params.validate()  # an InputError: 400
     constraint = request_constraint(session, body)  # a 400 naming the field, before anything is queued
     top = body.top_logprobs if isinstance(body, ChatCompletionRequest) else None
@@ -174,7 +174,8 @@ def _refuse_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None
         raise ApiError(400, "; ".join(m for _, m in problems), param=problems[0][0])
 
 
-def _check_ids(session: LlmSession, ids: Sequence[int], param: str) -> None:
+def check_ids(session: LlmSession, ids: Sequence[int], param: str) -> None:
+    """400 naming `param` when an id lies outside the vocabulary."""
     vocab = session.vocab_size
     bad = [t for t in ids if t < 0 or (vocab is not None and t >= vocab)]
     if bad:
