@@ -5,7 +5,8 @@ every completed answer to it in the mixed phase must equal that one. Prompts com
 list through `random.Random(seed)`, so one seed gives the same requests on every machine. Families:
 short, long, sharing one long prefix (the server's prefix reuse, and later a shared-prefix cache,
 must not leak one request's cache into another's answer), and multi-turn chats. Sampling is greedy
-or seeded (temperature > 0 with a seed): both must be reproducible whatever runs beside them.
+or seeded (temperature > 0 with a seed): both must be reproducible whatever runs beside them; some add top-k,
+top-p, min-p, or OpenAI's penalties and a logit bias, which the host draws beside rows the GPU samples.
 """
 
 from __future__ import annotations
@@ -118,6 +119,10 @@ def _sampling(rng: random.Random) -> dict[str, Any]:
             params["top_k"] = rng.choice((5, 40))
         if rng.random() < 0.3:
             params["top_p"] = 0.9
+        if rng.random() < 0.15:
+            params["min_p"] = 0.05
+    if rng.random() < 0.15:  # OpenAI's penalties and a logit bias: drawn on the host, beside GPU-sampled rows
+        params |= {"presence_penalty": 0.5, "frequency_penalty": 0.3, "logit_bias": {str(rng.randrange(3, 500)): 5}}
     if rng.random() < 0.25:
         params["ignore_eos"] = True  # runs to max_tokens: long generations whatever the model says
     return params
