@@ -27,6 +27,13 @@ __all__ = ["SamplingParams", "gpu_params", "gpu_rows", "on_gpu", "sample_token"]
 
 @dataclass(frozen=True)
 class SamplingParams:
+    """How one request draws its tokens; the defaults are greedy decoding.
+
+    `temperature` (0: greedy), `top_k` (0: off), `top_p` and `repetition_penalty` (1: off) as transformers applies
+    them; `seed` makes sampling reproducible; OpenAI's `presence_penalty` and `frequency_penalty` (-2 .. 2, over
+    the tokens generated so far) and `logit_bias` ((token id, bias -100 .. 100) pairs); vLLM's and llama.cpp's
+    `min_p` (0 .. 1). `validate()` names any value out of range."""
+
     temperature: float = 0.0  # 0: greedy
     top_k: int = 0  # 0: off
     top_p: float = 1.0
