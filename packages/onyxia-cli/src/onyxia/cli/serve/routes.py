@@ -1,4 +1,5 @@
-"""The endpoints: chat and text completions (whole or streamed), models, health, metrics, the page.
+"""The endpoints: chat and text completions (whole or streamed), models (listed and retrieved), health, metrics,
+the page.
 
 Handlers only translate: the prompt and budget come from `requests.py`, the generation from the
 engine, the bodies from `responses.py`. The `model` a request names is not checked: one model is
@@ -193,10 +194,26 @@ def _reason(reason: str) -> FinishReason:
     raise ApiError(500, f"unexpected finish reason {reason!r}")
 
 
+def _cards(request: Request) -> list[ModelCard]:
+    """The served model's card, then any embedding model's."""
+    state = _state(request)
+    return [ModelCard(id=state.model, created=state.created), *embedding_cards(request)]
+
+
 @router.get("/v1/models")
 async def models(request: Request) -> ModelList:
-    state = _state(request)
-    return ModelList(data=[ModelCard(id=state.model, created=state.created), *embedding_cards(request)])
+    return ModelList(data=_cards(request))
+
+
+@router.get("/v1/models/{model}")
+async def model(request: Request, model: str) -> ModelCard:
+    """OpenAI's `models.retrieve`: a served model's card, else 404."""
+    cards = _cards(request)
+    found = next((card for card in cards if card.id == model), None)
+    if found is None:
+        served = ", ".join(card.id for card in cards)
+        raise ApiError(404, f"the model {model!r} does not exist; this server serves {served}", code="model_not_found")
+    return found
 
 
 @router.get("/health")

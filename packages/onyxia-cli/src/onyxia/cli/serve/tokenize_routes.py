@@ -1,4 +1,4 @@
-"""vLLM's `POST /tokenize` and `POST /detokenize`, and OpenAI's `GET /v1/models/{model}`.
+"""vLLM's `POST /tokenize` and `POST /detokenize`.
 
 Clients count a prompt's tokens before they send it (to fit `max_length`, to trim a conversation): `/tokenize`
 returns the ids the server itself would feed, a `prompt` tokenized as `/v1/completions` does and `messages`
@@ -13,14 +13,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
-from onyxia.cli.serve.embeddings import embedding_cards
 from onyxia.cli.serve.errors import ApiError
 from onyxia.cli.serve.requests import chat_prompt, check_ids, completion_prompt
 from onyxia.cli.serve.schemas import (
     ChatCompletionRequest,
     ChatMessage,
     CompletionRequest,
-    ModelCard,
     ToolDefinition,
 )
 
@@ -75,15 +73,3 @@ async def detokenize(request: Request, body: DetokenizeRequest) -> DetokenizeRes
     session = request.app.state.onyxia.session
     check_ids(session, body.tokens, "tokens")
     return DetokenizeResponse(prompt=session.tokenizer.decode(body.tokens))
-
-
-@tokenize_router.get("/v1/models/{model}")
-async def model(request: Request, model: str) -> ModelCard:
-    """OpenAI's `models.retrieve`: the served model's card (or an embedding model's), else 404."""
-    state = request.app.state.onyxia
-    cards = [ModelCard(id=state.model, created=state.created), *embedding_cards(request)]
-    found = next((card for card in cards if card.id == model), None)
-    if found is None:
-        served = ", ".join(card.id for card in cards)
-        raise ApiError(404, f"the model {model!r} does not exist; this server serves {served}", code="model_not_found")
-    return found
